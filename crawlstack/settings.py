@@ -1,0 +1,150 @@
+"""Names and settings shared by the stack, the Lambda handlers and local mode.
+
+This is the one source of resource names, key schemas, queue and function
+settings and crawl defaults.  ``infra/`` builds the CDK stack from it,
+``crawlstack.local`` creates the same resources in the embedded emulator from
+it, and the tests import it too.
+
+Handlers find physical resource names in environment variables (``ENV_*``
+below); CDK sets them from the constructs, local mode sets them to the
+``LOCAL_NAMES`` defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+APP_NAME = "crawlstack"
+VERSION = "0.1.0"
+
+# --- crawl defaults -------------------------------------------------------
+DEFAULT_CRAWL_ID = "default"
+DEFAULT_USER_AGENT = f"crawlstack/{VERSION} (+https://github.com/crawlstack/crawlstack/blob/main/docs/bot.md)"
+DEFAULT_DELAY_SECONDS = 5.0
+DEFAULT_MAX_DEPTH = 2
+# Like Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN: only used when the delay is 0.
+DEFAULT_HOST_CONCURRENCY = 8
+# URLs of one host that may sit in the fetch queue at once when the delay is
+# above 0: the one being fetched and the next, so the next slot is never
+# missed.  Everything beyond waits parked in the frontier table.
+DELAYED_HOST_WINDOW = 2
+# Robots.txt Crawl-delay above this is clamped; it keeps two slots inside
+# SQS's 15-minute delay limit.
+MAX_CRAWL_DELAY_SECONDS = 300.0
+
+# --- fetching -------------------------------------------------------------
+MAX_BODY_BYTES = 10 * 1024 * 1024
+CONNECT_TIMEOUT_SECONDS = 10.0
+READ_TIMEOUT_SECONDS = 20.0
+TOTAL_DEADLINE_SECONDS = 60.0
+MAX_URL_LENGTH = 2048
+ROBOTS_MAX_BYTES = 500 * 1024
+ROBOTS_MAX_REDIRECTS = 5
+ROBOTS_TTL_SECONDS = 24 * 3600
+# A 5xx or unreachable robots.txt disallows the host; retry it sooner than a
+# good one so a passing outage does not block a host for a day.
+ROBOTS_ERROR_TTL_SECONDS = 3600
+# Content types kept; anything else is skipped by content type.
+TEXT_CONTENT_TYPES = (
+    "text/html",
+    "application/xhtml+xml",
+    "text/xml",
+    "application/xml",
+    "application/json",
+    "text/plain",
+)
+
+# --- SQS ------------------------------------------------------------------
+MAX_SQS_DELAY_SECONDS = 900
+SQS_BATCH_SIZE = 10
+MAX_RECEIVE_COUNT = 5
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """One SQS queue with its dead-letter queue, and the Lambda it feeds."""
+
+    key: str
+    name: str
+    consumer: str
+    visibility_timeout_seconds: int
+    batch_size: int = SQS_BATCH_SIZE
+    max_receive_count: int = MAX_RECEIVE_COUNT
+
+    @property
+    def dlq_name(self) -> str:
+        return f"{self.name}-dlq"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Lambda function: its handler module and sizing."""
+
+    key: str
+    handler: str
+    timeout_seconds: int
+    memory_mb: int
+
+
+FUNCTIONS = {
+    "dispatch": FunctionSpec("dispatch", "functions/dispatch/handler.handler", 60, 512),
+    "fetch": FunctionSpec("fetch", "functions/fetch/handler.handler", 300, 512),
+    "extract": FunctionSpec("extract", "functions/extract/handler.handler", 120, 1024),
+}
+
+# Visibility timeout is 6x the consumer's timeout, as AWS recommends for
+# Lambda event sources.
+QUEUES = {
+    "frontier": QueueSpec("frontier", "crawlstack-frontier", "dispatch", 6 * FUNCTIONS["dispatch"].timeout_seconds),
+    "fetch": QueueSpec("fetch", "crawlstack-fetch", "fetch", 6 * FUNCTIONS["fetch"].timeout_seconds),
+    "extract": QueueSpec("extract", "crawlstack-extract", "extract", 6 * FUNCTIONS["extract"].timeout_seconds),
+}
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One DynamoDB table: partition key, optional sort key and TTL attribute.
+
+    All keys are strings.
+    """
+
+    key: str
+    name: str
+    partition_key: str
+    sort_key: str | None = None
+    ttl_attribute: str | None = None
+    purpose: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+TABLES = {
+    "crawls": TableSpec("crawls", "crawlstack-crawls", "crawl_id", purpose="crawl config, seed hosts and counters"),
+    "urls": TableSpec("urls", "crawlstack-urls", "pk", purpose="dedupe and outcome per crawl and URL fingerprint"),
+    "hosts": TableSpec(
+        "hosts",
+        "crawlstack-hosts",
+        "host",
+        sort_key="kind",
+        ttl_attribute="expires_at",
+        purpose="per-host politeness slots and the robots.txt cache",
+    ),
+    "frontier": TableSpec(
+        "frontier", "crawlstack-parked", "host", sort_key="order", purpose="URLs parked behind a busy host"
+    ),
+    "results": TableSpec("results", "crawlstack-results", "pk", purpose="one record per mapped page"),
+}
+
+BUCKET_NAME = "crawlstack-pages"
+PAGES_PREFIX = "pages/"
+RECORDS_PREFIX = "records/"
+
+# --- environment variables the handlers read --------------------------------
+ENV_QUEUE_URL = {key: f"CRAWLSTACK_{key.upper()}_QUEUE_URL" for key in QUEUES}
+ENV_TABLE = {key: f"CRAWLSTACK_{key.upper()}_TABLE" for key in TABLES}
+ENV_BUCKET = "CRAWLSTACK_BUCKET"
+ENV_RULES_DIR = "CRAWLSTACK_RULES_DIR"
+ENV_DEFAULT_CRAWL_ID = "CRAWLSTACK_DEFAULT_CRAWL_ID"
+ENV_DEFAULT_DELAY = "CRAWLSTACK_DEFAULT_DELAY"
+ENV_DEFAULT_MAX_DEPTH = "CRAWLSTACK_DEFAULT_MAX_DEPTH"
+ENV_USER_AGENT = "CRAWLSTACK_USER_AGENT"
+ENV_ALLOW_PRIVATE = "CRAWLSTACK_ALLOW_PRIVATE"
