@@ -148,3 +148,28 @@ ENV_DEFAULT_DELAY = "CRAWLSTACK_DEFAULT_DELAY"
 ENV_DEFAULT_MAX_DEPTH = "CRAWLSTACK_DEFAULT_MAX_DEPTH"
 ENV_USER_AGENT = "CRAWLSTACK_USER_AGENT"
 ENV_ALLOW_PRIVATE = "CRAWLSTACK_ALLOW_PRIVATE"
+
+# --- AWS deployment (infra/ and scripts/build_lambda.py) --------------------
+STACK_NAME = "Crawlstack"
+LAMBDA_PYTHON_VERSION = "3.12"
+LAMBDA_ARCHITECTURE = "arm64"
+# Vendored into the shared Lambda layer.  boto3/botocore are left out: the
+# Lambda runtime provides them.  Keep the bounds in step with pyproject.toml.
+LAMBDA_REQUIREMENTS = (
+    "aws-lambda-powertools>=3.0",
+    "aws-xray-sdk>=2.12",
+    "requests>=2.31",
+    "lxml>=5.0",
+    "protego>=0.3",
+    "w3lib>=2.1",
+    "warcio>=1.7",
+)
+# Directory of the rules JSON files inside the Lambda code asset.
+LAMBDA_RULES_DIR = "rules"
+METRICS_NAMESPACE = APP_NAME
+# CloudFormation output names of the stack, read by the CLI.
+OUTPUT_QUEUE_URL = {key: f"{key.capitalize()}QueueUrl" for key in QUEUES}
+OUTPUT_DLQ_URL = {key: f"{key.capitalize()}DlqUrl" for key in QUEUES}
+OUTPUT_TABLE = {key: f"{key.capitalize()}TableName" for key in TABLES}
+OUTPUT_BUCKET = "BucketName"
+OUTPUT_FUNCTION = {key: f"{key.capitalize()}FunctionName" for key in FUNCTIONS}
