@@ -322,7 +322,11 @@ class LoopbackWeb:
         host = Host(address, dict(routes or {}), Path(root) if root is not None else None, port, fallback)
         self.hosts[address] = host
         if self._started:
-            self._bind(host)
+            try:
+                self._bind(host)
+            except BaseException:
+                del self.hosts[address]
+                raise
         return host
 
     def _bind(self, host: Host) -> None:
