@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Build the Lambda assets without Docker.
+
+Produces, under ``--out`` (default ``build/lambda``)::
+
+    layer/python/...   third-party runtime dependencies (a Lambda layer; the
+                       runtime puts /opt/python on sys.path)
+    code/crawlstack/   the shared package
+    code/functions/    the handlers
+    code/rules/        the rules JSON files (settings.LAMBDA_RULES_DIR)
+    layer.sha256       cache key of the layer (kept outside the asset)
+
+The layer is installed with pip's cross-platform options (arm64 manylinux
+wheels for CPython ``settings.LAMBDA_PYTHON_VERSION``, binary wheels only), so
+it works on any build host that can reach PyPI.  It is rebuilt only when its
+cache key changes: the requirements, the target platform and the pip options.
+The code directory is copied fresh on every run; it is small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from crawlstack import settings  # noqa: E402
+
+# Lambda on Python 3.12 runs Amazon Linux 2023 (glibc 2.34): manylinux2014
+# (glibc 2.17) wheels run there, and so do manylinux_2_28 ones, which some
+# packages publish instead.
+PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
+# Unzipped size limit of a function plus its layers.
+LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
+CODE_DIRS = ("crawlstack", "functions")
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+# Packages already in the Lambda runtime that a dependency may pull in.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
+
+
+def pip_args(target: Path) -> list[str]:
+    args = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
+    for platform in PLATFORMS:
+        args += ["--platform", platform]
+    args += [
+        "--python-version",
+        settings.LAMBDA_PYTHON_VERSION,
+        "--implementation",
+        "cp",
+        "--only-binary=:all:",
+        "--target",
+        str(target),
+        *settings.LAMBDA_REQUIREMENTS,
+    ]
+    return args
+
+
+def layer_hash() -> str:
+    """Cache key of the layer: everything that decides what pip installs."""
+    key = {
+        "requirements": sorted(settings.LAMBDA_REQUIREMENTS),
+        "python": settings.LAMBDA_PYTHON_VERSION,
+        "platforms": PLATFORMS,
+        "args": pip_args(Path("TARGET"))[3:],
+        "runtime_provided": RUNTIME_PROVIDED,
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def installed_distributions(site: Path) -> list[str]:
+    names = []
+    for info in sorted(site.glob("*.dist-info")):
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        names.append(f"{name}=={version}")
+    return names
+
+
+def build_layer(out: Path, force: bool) -> bool:
+    """Install the dependencies into ``out/layer/python``.  Returns False when cached."""
+    layer = out / "layer"
+    stamp = out / "layer.sha256"
+    wanted = layer_hash()
+    if not force and layer.is_dir() and stamp.is_file() and stamp.read_text().strip() == wanted:
+        return False
+    out.mkdir(parents=True, exist_ok=True)
+    # Install into a temporary directory next to the output, then swap it in,
+    # so an interrupted build never leaves a half layer behind a valid stamp.
+    with tempfile.TemporaryDirectory(dir=out, prefix=".layer-") as tmp:
+        site = Path(tmp) / "layer" / "python"
+        subprocess.run(pip_args(site), check=True)
+        for name in RUNTIME_PROVIDED:
+            for path in [*site.glob(name), *site.glob(f"{name}-*.dist-info")]:
+                shutil.rmtree(path)
+        # Console scripts are useless in a layer and carry the build host's
+        # interpreter path.
+        shutil.rmtree(site / "bin", ignore_errors=True)
+        for cache in site.rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
+        if stamp.exists():
+            stamp.unlink()
+        if layer.exists():
+            shutil.rmtree(layer)
+        os.replace(Path(tmp) / "layer", layer)
+    (out / "layer-requirements.txt").write_text("\n".join(installed_distributions(layer / "python")) + "\n")
+    stamp.write_text(wanted + "\n")
+    return True
+
+
+def build_code(out: Path) -> None:
+    code = out / "code"
+    if code.exists():
+        shutil.rmtree(code)
+    code.mkdir(parents=True)
+    for name in CODE_DIRS:
+        shutil.copytree(ROOT / name, code / name, ignore=IGNORE)
+    rules = ROOT / "rules"
+    if rules.is_dir():
+        shutil.copytree(rules, code / settings.LAMBDA_RULES_DIR, ignore=IGNORE)
+    else:
+        (code / settings.LAMBDA_RULES_DIR).mkdir()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "lambda", help="output directory")
+    parser.add_argument("--force", action="store_true", help="reinstall the layer even if it is cached")
+    parser.add_argument(
+        "--print-hash", action="store_true", help="print the layer cache key (for CI cache keys) and exit"
+    )
+    args = parser.parse_args(argv)
+    if args.print_hash:
+        print(layer_hash())
+        return 0
+
+    out: Path = args.out.resolve()
+    built = build_layer(out, args.force)
+    build_code(out)
+
+    layer_size = dir_size(out / "layer")
+    code_size = dir_size(out / "code")
+    print(f"layer: {out / 'layer'} {layer_size / 2**20:.1f} MiB unzipped ({'built' if built else 'cached'})")
+    print(f"code:  {out / 'code'} {code_size / 2**20:.2f} MiB unzipped")
+    if layer_size + code_size > LAMBDA_UNZIPPED_LIMIT:
+        print(
+            f"error: function plus layer is {(layer_size + code_size) / 2**20:.1f} MiB, "
+            f"above Lambda's {LAMBDA_UNZIPPED_LIMIT // 2**20} MiB unzipped limit",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
