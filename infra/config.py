@@ -1,0 +1,115 @@
+"""Deployment settings read from CDK context (``cdk.json`` or ``-c key=value``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from constructs import Node
+
+from crawlstack import settings
+
+CTX_DELAY = "crawlstack:delay"
+CTX_USER_AGENT = "crawlstack:user_agent"
+CTX_MAX_DEPTH = "crawlstack:max_depth"
+CTX_FETCH_CONCURRENCY = "crawlstack:fetch_concurrency"
+CTX_PAGE_RETENTION_DAYS = "crawlstack:page_retention_days"
+CTX_RETAIN_DATA = "crawlstack:retain_data"
+CTX_LAMBDA_BUILD_DIR = "crawlstack:lambda_build_dir"
+
+DEFAULT_FETCH_CONCURRENCY = 10
+DEFAULT_PAGE_RETENTION_DAYS = 30
+# Limits of an SQS event source's maximum concurrency.
+MIN_FETCH_CONCURRENCY = 2
+MAX_FETCH_CONCURRENCY = 1000
+
+
+class ConfigError(ValueError):
+    """A context value is missing or invalid."""
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"context {key}={value!r}: expected true or false")
+
+
+def _number(key: str, value: Any, kind: type[int] | type[float], low: float, high: float | None = None) -> Any:
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"context {key}={value!r}: expected a number") from None
+    if number < low or (high is not None and number > high):
+        bounds = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ConfigError(f"context {key}={value!r}: must be {bounds}")
+    return number
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    """Crawl defaults and sizing of one deployment."""
+
+    delay_seconds: float = settings.DEFAULT_DELAY_SECONDS
+    user_agent: str = settings.DEFAULT_USER_AGENT
+    max_depth: int = settings.DEFAULT_MAX_DEPTH
+    fetch_concurrency: int = DEFAULT_FETCH_CONCURRENCY
+    page_retention_days: int = DEFAULT_PAGE_RETENTION_DAYS
+    # Keep the bucket and tables when the stack is deleted.
+    retain_data: bool = True
+
+    @classmethod
+    def from_context(cls, node: Node) -> CrawlConfig:
+        def get(key: str, default: Any) -> Any:
+            value = node.try_get_context(key)
+            return default if value is None or value == "" else value
+
+        user_agent = str(get(CTX_USER_AGENT, settings.DEFAULT_USER_AGENT)).strip()
+        if not user_agent:
+            raise ConfigError(f"context {CTX_USER_AGENT} must not be empty")
+        return cls(
+            delay_seconds=_number(
+                CTX_DELAY, get(CTX_DELAY, settings.DEFAULT_DELAY_SECONDS), float, 0, settings.MAX_CRAWL_DELAY_SECONDS
+            ),
+            user_agent=user_agent,
+            max_depth=_number(CTX_MAX_DEPTH, get(CTX_MAX_DEPTH, settings.DEFAULT_MAX_DEPTH), int, 0),
+            fetch_concurrency=_number(
+                CTX_FETCH_CONCURRENCY,
+                get(CTX_FETCH_CONCURRENCY, DEFAULT_FETCH_CONCURRENCY),
+                int,
+                MIN_FETCH_CONCURRENCY,
+                MAX_FETCH_CONCURRENCY,
+            ),
+            page_retention_days=_number(
+                CTX_PAGE_RETENTION_DAYS, get(CTX_PAGE_RETENTION_DAYS, DEFAULT_PAGE_RETENTION_DAYS), int, 1
+            ),
+            retain_data=_bool(CTX_RETAIN_DATA, get(CTX_RETAIN_DATA, True)),
+        )
+
+
+@dataclass(frozen=True)
+class LambdaAssets:
+    """Where the Lambda code and the dependency layer come from.
+
+    ``scripts/build_lambda.py`` writes ``<build dir>/code`` and
+    ``<build dir>/layer``.  Tests pass a small code directory and no layer.
+    """
+
+    code_dir: Path
+    layer_dir: Path | None = None
+
+    @classmethod
+    def from_build_dir(cls, build_dir: Path) -> LambdaAssets:
+        code, layer = build_dir / "code", build_dir / "layer"
+        missing = [str(p) for p in (code, layer) if not p.is_dir()]
+        if missing:
+            raise ConfigError(
+                f"Lambda build output missing ({', '.join(missing)}): run `make build-lambda` "
+                "(python scripts/build_lambda.py) first"
+            )
+        return cls(code_dir=code, layer_dir=layer)

@@ -1,0 +1,136 @@
+"""The dispatch, fetch and extract Lambda functions and their SQS triggers."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from crawlstack import settings
+from infra.config import CrawlConfig, LambdaAssets
+from infra.queues import Queues
+from infra.storage import Storage
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+# Which queue feeds which function.
+TRIGGERS = {spec.consumer: key for key, spec in settings.QUEUES.items()}
+# Least privilege, per function.
+SENDS = {
+    "dispatch": ("frontier", "fetch"),  # re-queues to the frontier, hands URLs to fetch
+    "fetch": ("fetch",),  # re-queues to itself (delayed politeness slots)
+    "extract": ("frontier",),  # discovered links
+}
+TABLE_ACCESS = {
+    "dispatch": ("crawls", "urls", "hosts", "frontier"),
+    "fetch": ("crawls", "urls", "hosts", "frontier"),
+    "extract": ("crawls", "results", "urls"),
+}
+# (read prefixes, write prefixes) in the bucket.
+BUCKET_ACCESS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "dispatch": ((), ()),
+    "fetch": ((), (settings.PAGES_PREFIX,)),
+    "extract": ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,)),
+}
+
+
+class Functions(Construct):
+    """One function per ``settings.FUNCTIONS`` entry, keyed like it.
+
+    All share one code asset (``crawlstack/``, ``functions/``, ``rules/``) and
+    one layer with the third-party dependencies.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        assets: LambdaAssets,
+        queues: Queues,
+        storage: Storage,
+        config: CrawlConfig,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        code = lambda_.Code.from_asset(str(assets.code_dir))
+        layers: list[lambda_.ILayerVersion] = []
+        if assets.layer_dir is not None:
+            self.layer: lambda_.LayerVersion | None = lambda_.LayerVersion(
+                self,
+                "Dependencies",
+                code=lambda_.Code.from_asset(str(assets.layer_dir)),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[ARCHITECTURE],
+                description="crawlstack third-party dependencies",
+            )
+            layers.append(self.layer)
+        else:
+            self.layer = None
+
+        environment = {
+            **{settings.ENV_QUEUE_URL[key]: queue.queue_url for key, queue in queues.queues.items()},
+            **{settings.ENV_TABLE[key]: table.table_name for key, table in storage.tables.items()},
+            settings.ENV_BUCKET: storage.bucket.bucket_name,
+            settings.ENV_RULES_DIR: settings.LAMBDA_RULES_DIR,
+            settings.ENV_DEFAULT_DELAY: _format_number(config.delay_seconds),
+            settings.ENV_DEFAULT_MAX_DEPTH: str(config.max_depth),
+            settings.ENV_USER_AGENT: config.user_agent,
+            "POWERTOOLS_METRICS_NAMESPACE": settings.METRICS_NAMESPACE,
+        }
+
+        self.functions: dict[str, lambda_.Function] = {}
+        for key, spec in settings.FUNCTIONS.items():
+            name = key.capitalize()
+            log_group = logs.LogGroup(
+                self, f"{name}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+            )
+            fn = lambda_.Function(
+                self,
+                name,
+                description=f"{settings.APP_NAME} {key}",
+                code=code,
+                handler=spec.handler,
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                layers=layers,
+                timeout=Duration.seconds(spec.timeout_seconds),
+                memory_size=spec.memory_mb,
+                environment={**environment, "POWERTOOLS_SERVICE_NAME": key},
+                logging_format=lambda_.LoggingFormat.JSON,
+                application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+                system_log_level_v2=lambda_.SystemLogLevel.WARN,
+                log_group=log_group,
+                tracing=lambda_.Tracing.ACTIVE,
+                # frontier -> dispatch -> fetch -> S3 -> extract -> frontier is
+                # a loop by design; Lambda's recursive loop detection would stop
+                # it after a few rounds.
+                recursive_loop=lambda_.RecursiveLoop.ALLOW,
+            )
+            self.functions[key] = fn
+
+            queue_key = TRIGGERS[key]
+            fn.add_event_source(
+                sources.SqsEventSource(
+                    queues[queue_key],
+                    batch_size=settings.QUEUES[queue_key].batch_size,
+                    report_batch_item_failures=True,
+                    max_concurrency=config.fetch_concurrency if key == "fetch" else None,
+                )
+            )
+            for send in SENDS[key]:
+                queues[send].grant_send_messages(fn)
+            for table in TABLE_ACCESS[key]:
+                storage.tables[table].grant_read_write_data(fn)
+            reads, writes = BUCKET_ACCESS[key]
+            for prefix in reads:
+                storage.bucket.grant_read(fn, f"{prefix}*")
+            for prefix in writes:
+                storage.bucket.grant_put(fn, f"{prefix}*")
+
+
+def _format_number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

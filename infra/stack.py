@@ -1,0 +1,49 @@
+"""``CrawlstackStack``: queues, storage and functions, plus the outputs the CLI reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from crawlstack import settings
+from infra.config import CrawlConfig, LambdaAssets
+from infra.functions import Functions
+from infra.queues import Queues
+from infra.storage import Storage
+
+
+class CrawlstackStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        assets: LambdaAssets,
+        config: CrawlConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config or CrawlConfig.from_context(self.node)
+
+        self.queues = Queues(self, "Queues")
+        self.storage = Storage(
+            self,
+            "Storage",
+            extract_queue=self.queues["extract"],
+            page_retention_days=self.config.page_retention_days,
+            retain_data=self.config.retain_data,
+        )
+        self.functions = Functions(
+            self, "Functions", assets=assets, queues=self.queues, storage=self.storage, config=self.config
+        )
+
+        for key, queue in self.queues.queues.items():
+            CfnOutput(self, settings.OUTPUT_QUEUE_URL[key], value=queue.queue_url)
+            CfnOutput(self, settings.OUTPUT_DLQ_URL[key], value=self.queues.dlqs[key].queue_url)
+        for key, table in self.storage.tables.items():
+            CfnOutput(self, settings.OUTPUT_TABLE[key], value=table.table_name)
+        CfnOutput(self, settings.OUTPUT_BUCKET, value=self.storage.bucket.bucket_name)
+        for key, fn in self.functions.functions.items():
+            CfnOutput(self, settings.OUTPUT_FUNCTION[key], value=fn.function_name)
