@@ -1,0 +1,430 @@
+"""Assertions on the synthesized CloudFormation template of CrawlstackStack.
+
+The stack is synthesized in-process from a tiny stand-in code directory, so
+these tests need neither the vendored Lambda build nor Docker nor AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import aws_cdk as cdk  # noqa: E402
+from aws_cdk.assertions import Match, Template  # noqa: E402
+
+from crawlstack import settings  # noqa: E402
+from infra.config import (  # noqa: E402
+    CTX_DELAY,
+    CTX_FETCH_CONCURRENCY,
+    CTX_MAX_DEPTH,
+    CTX_PAGE_RETENTION_DAYS,
+    CTX_RETAIN_DATA,
+    CTX_USER_AGENT,
+    ConfigError,
+    CrawlConfig,
+    LambdaAssets,
+)
+from infra.functions import BUCKET_ACCESS, SENDS, TABLE_ACCESS, TRIGGERS  # noqa: E402
+from infra.stack import CrawlstackStack  # noqa: E402
+
+CDK_JSON = json.loads((ROOT / "cdk.json").read_text())
+
+
+def synth(assets: LambdaAssets, **context: Any) -> tuple[CrawlstackStack, Template]:
+    app = cdk.App(context={**CDK_JSON["context"], **context})
+    stack = CrawlstackStack(app, settings.STACK_NAME, assets=assets)
+    return stack, Template.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory: pytest.TempPathFactory) -> LambdaAssets:
+    root = tmp_path_factory.mktemp("lambda")
+    (root / "code" / "functions").mkdir(parents=True)
+    (root / "code" / "functions" / "stub.py").write_text("def handler(event, context):\n    return None\n")
+    (root / "layer" / "python").mkdir(parents=True)
+    (root / "layer" / "python" / "stub.py").write_text("")
+    return LambdaAssets(code_dir=root / "code", layer_dir=root / "layer")
+
+
+@pytest.fixture(scope="module")
+def synthed(assets: LambdaAssets) -> tuple[CrawlstackStack, Template]:
+    return synth(assets)
+
+
+@pytest.fixture(scope="module")
+def stack(synthed: tuple[CrawlstackStack, Template]) -> CrawlstackStack:
+    return synthed[0]
+
+
+@pytest.fixture(scope="module")
+def template(synthed: tuple[CrawlstackStack, Template]) -> Template:
+    return synthed[1]
+
+
+@pytest.fixture(scope="module")
+def resources(template: Template) -> dict[str, dict[str, Any]]:
+    return template.to_json()["Resources"]
+
+
+def of_type(resources: dict[str, dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in resources.items() if r["Type"] == kind}
+
+
+def lid(stack: CrawlstackStack, construct: Any) -> str:
+    """Logical ID of an L2 construct's main resource."""
+    return stack.get_logical_id(construct.node.default_child)
+
+
+def arn(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def function_ids(stack: CrawlstackStack) -> dict[str, str]:
+    return {key: lid(stack, fn) for key, fn in stack.functions.functions.items()}
+
+
+# --- functions ---------------------------------------------------------------
+
+
+def test_three_arm64_python312_functions_allowing_recursive_loops(stack, resources):
+    ids = function_ids(stack)
+    assert set(ids) == set(settings.FUNCTIONS)
+    layer_id = lid(stack, stack.functions.layer)
+    for key, spec in settings.FUNCTIONS.items():
+        props = resources[ids[key]]["Properties"]
+        assert props["Handler"] == spec.handler
+        assert props["Runtime"] == "python3.12"
+        assert props["Architectures"] == ["arm64"]
+        assert props["RecursiveLoop"] == "Allow"
+        assert props["Timeout"] == spec.timeout_seconds
+        assert props["MemorySize"] == spec.memory_mb
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["LoggingConfig"]["LogFormat"] == "JSON"
+        assert props["Layers"] == [{"Ref": layer_id}]
+    # Anything else is CDK's own helper (the bucket notifications handler).
+    others = set(of_type(resources, "AWS::Lambda::Function")) - set(ids.values())
+    assert all("BucketNotificationsHandler" in other for other in others)
+
+
+def test_layer_is_arm64_python312(resources):
+    (layer,) = of_type(resources, "AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+def test_log_groups_have_retention(stack, resources):
+    for fn_id in function_ids(stack).values():
+        log_ref = resources[fn_id]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        assert resources[log_ref]["Type"] == "AWS::Logs::LogGroup"
+        assert resources[log_ref]["Properties"]["RetentionInDays"] == 30
+
+
+def test_environment_names_every_resource(stack, resources):
+    for key, fn_id in function_ids(stack).items():
+        env = resources[fn_id]["Properties"]["Environment"]["Variables"]
+        for qkey, queue in stack.queues.queues.items():
+            assert env[settings.ENV_QUEUE_URL[qkey]] == {"Ref": lid(stack, queue)}
+        for tkey, table in stack.storage.tables.items():
+            assert env[settings.ENV_TABLE[tkey]] == {"Ref": lid(stack, table)}
+        assert env[settings.ENV_BUCKET] == {"Ref": lid(stack, stack.storage.bucket)}
+        assert env[settings.ENV_RULES_DIR] == "rules"
+        assert env["POWERTOOLS_SERVICE_NAME"] == key
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "crawlstack"
+        assert env[settings.ENV_DEFAULT_DELAY] == "5"
+        assert env[settings.ENV_DEFAULT_MAX_DEPTH] == str(settings.DEFAULT_MAX_DEPTH)
+        assert env[settings.ENV_USER_AGENT] == settings.DEFAULT_USER_AGENT
+        # Private addresses stay blocked in the cloud.
+        assert settings.ENV_ALLOW_PRIVATE not in env
+
+
+# --- SQS -----------------------------------------------------------------------
+
+
+def test_event_sources_report_batch_item_failures(stack, resources):
+    mappings = of_type(resources, "AWS::Lambda::EventSourceMapping")
+    assert len(mappings) == len(settings.QUEUES)
+    ids = function_ids(stack)
+    by_function = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"] for m in mappings.values()}
+    for fn_key, queue_key in TRIGGERS.items():
+        props = by_function[ids[fn_key]]
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert props["EventSourceArn"] == arn(lid(stack, stack.queues[queue_key]))
+        assert props["BatchSize"] == settings.QUEUES[queue_key].batch_size
+        if fn_key == "fetch":
+            assert props["ScalingConfig"] == {"MaximumConcurrency": 10}
+        else:
+            assert "ScalingConfig" not in props
+
+
+def test_queues_have_dlq_and_visibility_timeout(stack, resources):
+    for key, spec in settings.QUEUES.items():
+        props = resources[lid(stack, stack.queues[key])]["Properties"]
+        assert props["RedrivePolicy"] == {
+            "deadLetterTargetArn": arn(lid(stack, stack.queues.dlqs[key])),
+            "maxReceiveCount": spec.max_receive_count,
+        }
+        consumer_timeout = settings.FUNCTIONS[spec.consumer].timeout_seconds
+        assert props["VisibilityTimeout"] >= 6 * consumer_timeout
+
+
+def test_all_queues_encrypted_and_tls_only(resources):
+    queues = of_type(resources, "AWS::SQS::Queue")
+    assert len(queues) == 2 * len(settings.QUEUES)
+    assert all(q["Properties"]["SqsManagedSseEnabled"] is True for q in queues.values())
+    tls_only: set[str] = set()
+    for policy in of_type(resources, "AWS::SQS::QueuePolicy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny" and statement.get("Condition") == {
+                "Bool": {"aws:SecureTransport": "false"}
+            }:
+                tls_only.update(q["Ref"] for q in policy["Properties"]["Queues"])
+    assert tls_only == set(queues)
+
+
+# --- S3 ------------------------------------------------------------------------
+
+
+def test_bucket_private_encrypted_tls_only_and_expiring(stack, template, resources):
+    bucket_id = lid(stack, stack.storage.bucket)
+    props = resources[bucket_id]["Properties"]
+    assert "BucketName" not in props
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+    ]
+    rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
+    assert rules["expire-pages"] == {
+        "Id": "expire-pages",
+        "Prefix": settings.PAGES_PREFIX,
+        "ExpirationInDays": 30,
+        "Status": "Enabled",
+    }
+    template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "Bucket": {"Ref": bucket_id},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Action": "s3:*",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_new_warcs_are_announced_to_the_extract_queue(stack, template, resources):
+    extract_queue = lid(stack, stack.queues["extract"])
+    (notifications,) = of_type(resources, "Custom::S3BucketNotifications").values()
+    props = notifications["Properties"]
+    assert props["BucketName"] == {"Ref": lid(stack, stack.storage.bucket)}
+    config = props["NotificationConfiguration"]
+    assert set(config) == {"QueueConfigurations"}
+    (queue_config,) = config["QueueConfigurations"]
+    assert queue_config["Events"] == ["s3:ObjectCreated:*"]
+    assert queue_config["QueueArn"] == arn(extract_queue)
+    rules = {r["Name"]: r["Value"] for r in queue_config["Filter"]["Key"]["FilterRules"]}
+    assert rules == {"prefix": settings.PAGES_PREFIX, "suffix": ".warc.gz"}
+    # S3 may send to the extract queue.
+    template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": extract_queue}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Allow",
+                                "Principal": {"Service": "s3.amazonaws.com"},
+                                "Action": Match.array_with(["sqs:SendMessage"]),
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+# --- DynamoDB --------------------------------------------------------------------
+
+
+def test_tables_on_demand_with_pitr_and_key_schema(stack, resources):
+    assert len(of_type(resources, "AWS::DynamoDB::Table")) == len(settings.TABLES)
+    for key, spec in settings.TABLES.items():
+        resource = resources[lid(stack, stack.storage.tables[key])]
+        props = resource["Properties"]
+        assert "TableName" not in props
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+        assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        expected_keys = [{"AttributeName": spec.partition_key, "KeyType": "HASH"}]
+        if spec.sort_key:
+            expected_keys.append({"AttributeName": spec.sort_key, "KeyType": "RANGE"})
+        assert props["KeySchema"] == expected_keys
+        assert all(a["AttributeType"] == "S" for a in props["AttributeDefinitions"])
+        if spec.ttl_attribute:
+            assert props["TimeToLiveSpecification"] == {"AttributeName": spec.ttl_attribute, "Enabled": True}
+        else:
+            assert "TimeToLiveSpecification" not in props
+        assert resource["DeletionPolicy"] == "Retain"
+    assert settings.TABLES["hosts"].ttl_attribute
+
+
+# --- IAM -----------------------------------------------------------------------------
+
+
+def statements(resources: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    found = []
+    for resource in resources.values():
+        props = resource.get("Properties", {})
+        if resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            found += props["PolicyDocument"]["Statement"]
+        if resource["Type"] == "AWS::IAM::Role":
+            for policy in props.get("Policies", []):
+                found += policy["PolicyDocument"]["Statement"]
+    return found
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_no_wildcard_actions(resources):
+    for statement in statements(resources):
+        if statement["Effect"] != "Allow":
+            continue
+        for action in as_list(statement["Action"]):
+            assert action != "*" and not action.endswith(":*"), statement
+
+
+def role_grants(stack: CrawlstackStack, resources: dict[str, dict[str, Any]], key: str) -> list[tuple[str, str]]:
+    """(action, resource as JSON) pairs allowed to one function's role."""
+    role_id = lid(stack, stack.functions.functions[key].role)
+    pairs = []
+    for policy in of_type(resources, "AWS::IAM::Policy").values():
+        if {"Ref": role_id} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for action in as_list(statement["Action"]):
+                for resource in as_list(statement["Resource"]):
+                    pairs.append((action, json.dumps(resource, sort_keys=True)))
+    return pairs
+
+
+def test_least_privilege_per_function(stack, resources):
+    bucket_arn = arn(lid(stack, stack.storage.bucket))
+
+    def objects(prefix: str) -> str:
+        return json.dumps({"Fn::Join": ["", [bucket_arn, f"/{prefix}*"]]}, sort_keys=True)
+
+    for key in settings.FUNCTIONS:
+        grants = role_grants(stack, resources, key)
+        sent_to = {r for a, r in grants if a == "sqs:SendMessage"}
+        assert sent_to == {json.dumps(arn(lid(stack, stack.queues[q])), sort_keys=True) for q in SENDS[key]}
+        consumed = {r for a, r in grants if a == "sqs:DeleteMessage"}
+        assert consumed == {json.dumps(arn(lid(stack, stack.queues[TRIGGERS[key]])), sort_keys=True)}
+        written = {r for a, r in grants if a == "dynamodb:PutItem"}
+        assert written == {
+            json.dumps(arn(lid(stack, stack.storage.tables[t])), sort_keys=True) for t in TABLE_ACCESS[key]
+        }
+        reads, writes = BUCKET_ACCESS[key]
+        assert {r for a, r in grants if a == "s3:PutObject"} == {objects(p) for p in writes}
+        object_reads = {r for a, r in grants if a == "s3:GetObject*" and "Fn::Join" in r}
+        assert object_reads == {objects(p) for p in reads}
+    assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX,)
+    assert BUCKET_ACCESS["extract"] == ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,))
+
+
+# --- outputs, context ---------------------------------------------------------------
+
+
+def test_outputs_for_the_cli(template):
+    outputs = template.to_json()["Outputs"]
+    expected = {
+        settings.OUTPUT_BUCKET,
+        *settings.OUTPUT_QUEUE_URL.values(),
+        *settings.OUTPUT_DLQ_URL.values(),
+        *settings.OUTPUT_TABLE.values(),
+        *settings.OUTPUT_FUNCTION.values(),
+    }
+    assert expected <= set(outputs)
+    assert {"FrontierQueueUrl", "BucketName", "ResultsTableName"} <= set(outputs)
+
+
+def test_cdk_json_defaults_match_settings():
+    context = CDK_JSON["context"]
+    assert CDK_JSON["app"] == ".venv/bin/python app.py"
+    assert context[CTX_DELAY] == settings.DEFAULT_DELAY_SECONDS
+    assert context[CTX_USER_AGENT] == settings.DEFAULT_USER_AGENT
+    assert context[CTX_MAX_DEPTH] == settings.DEFAULT_MAX_DEPTH
+    assert context[CTX_FETCH_CONCURRENCY] == 10
+    assert context[CTX_PAGE_RETENTION_DAYS] == 30
+
+
+def test_context_overrides(assets):
+    # Values given with `cdk -c key=value` arrive as strings.
+    stack, template = synth(
+        assets,
+        **{
+            CTX_DELAY: "1.5",
+            CTX_MAX_DEPTH: "4",
+            CTX_USER_AGENT: "examplebot/1.0",
+            CTX_FETCH_CONCURRENCY: "3",
+            CTX_PAGE_RETENTION_DAYS: "7",
+            CTX_RETAIN_DATA: "false",
+        },
+    )
+    resources = template.to_json()["Resources"]
+    env = resources[function_ids(stack)["fetch"]]["Properties"]["Environment"]["Variables"]
+    assert env[settings.ENV_DEFAULT_DELAY] == "1.5"
+    assert env[settings.ENV_DEFAULT_MAX_DEPTH] == "4"
+    assert env[settings.ENV_USER_AGENT] == "examplebot/1.0"
+    template.has_resource_properties("AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 3}})
+    rules = resources[lid(stack, stack.storage.bucket)]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert {"Id": "expire-pages", "Prefix": "pages/", "ExpirationInDays": 7, "Status": "Enabled"} in rules
+    for table in stack.storage.tables.values():
+        assert resources[lid(stack, table)]["DeletionPolicy"] == "Delete"
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {CTX_FETCH_CONCURRENCY: 1},
+        {CTX_FETCH_CONCURRENCY: "many"},
+        {CTX_DELAY: -1},
+        {CTX_DELAY: settings.MAX_CRAWL_DELAY_SECONDS + 1},
+        {CTX_PAGE_RETENTION_DAYS: 0},
+        {CTX_RETAIN_DATA: "maybe"},
+        {CTX_USER_AGENT: "   "},
+    ],
+)
+def test_invalid_context_is_rejected(context):
+    app = cdk.App(context=context)
+    with pytest.raises(ConfigError):
+        CrawlConfig.from_context(app.node)
+
+
+def test_missing_build_output_is_explained(tmp_path):
+    with pytest.raises(ConfigError, match="make build-lambda"):
+        LambdaAssets.from_build_dir(tmp_path)
