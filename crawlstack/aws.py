@@ -1,0 +1,548 @@
+"""Small adapters over SQS, DynamoDB and S3; the only module that imports boto3.
+
+Clients are created lazily, on first use, so moto can patch botocore before
+any exist, and they use botocore's standard retry mode.  Physical names come
+from the ``CRAWLSTACK_*`` environment variables (``settings.ENV_*``); an
+``AWS_ENDPOINT_URL`` in the environment points every client at an
+AWS-compatible endpoint (moto server, LocalStack), as boto3 itself supports.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from crawlstack import settings
+from crawlstack.config import CrawlConfig
+from crawlstack.politeness import HostSlot
+from crawlstack.robots import RobotsRecord
+
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def client(service: str) -> Any:
+    with _clients_lock:
+        if service not in _clients:
+            _clients[service] = boto3.session.Session().client(service, config=_CONFIG)
+        return _clients[service]
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests and local mode start a fresh emulator)."""
+    with _clients_lock:
+        _clients.clear()
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"environment variable {name} is not set")
+    return value
+
+
+def _is_conditional_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _num(value: float) -> Decimal:
+    return Decimal(repr(round(value, 6)))
+
+
+class SendFailed(RuntimeError):
+    pass
+
+
+class Queue:
+    """An SQS queue that messages are sent to in batches of ten."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    @property
+    def url(self) -> str:
+        return _env(settings.ENV_QUEUE_URL[self.key])
+
+    def send(self, messages: Iterable[tuple[str, int]]) -> int:
+        """Send (body, delay_seconds) pairs with SendMessageBatch; return how many."""
+        batch: list[dict[str, Any]] = []
+        sent = 0
+        for body, delay in messages:
+            batch.append({"Id": str(len(batch)), "MessageBody": body, "DelaySeconds": max(0, min(delay, 900))})
+            if len(batch) == settings.SQS_BATCH_SIZE:
+                sent += self._send_batch(batch)
+                batch = []
+        if batch:
+            sent += self._send_batch(batch)
+        return sent
+
+    def _send_batch(self, entries: list[dict[str, Any]]) -> int:
+        pending = entries
+        for attempt in range(4):
+            resp = client("sqs").send_message_batch(QueueUrl=self.url, Entries=pending)
+            failed = {f["Id"] for f in resp.get("Failed", [])}
+            if not failed:
+                return len(entries)
+            pending = [e for e in pending if e["Id"] in failed]
+            time.sleep(0.05 * 2**attempt)
+        raise SendFailed(f"{len(pending)} messages could not be sent to the {self.key} queue")
+
+
+class CrawlStore:
+    """The crawls table: config, seed hosts and the page budget counter."""
+
+    table_key = "crawls"
+
+    def __init__(self, cache_seconds: float = 10.0) -> None:
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, CrawlConfig]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return _env(settings.ENV_TABLE[self.table_key])
+
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
+        max_age = self.cache_seconds if max_age is None else max_age
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(crawl_id)
+        if cached and now - cached[0] < max_age:
+            return cached[1]
+        item = (
+            client("dynamodb")
+            .get_item(TableName=self.name, Key={"crawl_id": {"S": crawl_id}}, ConsistentRead=True)
+            .get("Item")
+        )
+        defaults = CrawlConfig.defaults_from_env(crawl_id)
+        config = CrawlConfig.from_item(_unmarshal(item), defaults) if item else defaults
+        with self._lock:
+            self._cache[crawl_id] = (now, config)
+        return config
+
+    def put(self, config: CrawlConfig) -> None:
+        client("dynamodb").put_item(TableName=self.name, Item=_marshal(config.to_item()))
+
+    def add_seed_host(self, crawl_id: str, host: str) -> None:
+        client("dynamodb").update_item(
+            TableName=self.name,
+            Key={"crawl_id": {"S": crawl_id}},
+            UpdateExpression="ADD seed_hosts :h",
+            ExpressionAttributeValues={":h": {"SS": [host]}},
+        )
+        with self._lock:
+            self._cache.pop(crawl_id, None)
+
+    def count_page(self, crawl_id: str, max_pages: int) -> bool:
+        """Take one page from the budget; False once it is spent."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key={"crawl_id": {"S": crawl_id}},
+                UpdateExpression="ADD pages_admitted :one",
+                ConditionExpression="attribute_not_exists(pages_admitted) OR pages_admitted < :max",
+                ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(max_pages)}},
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+
+class UrlStore:
+    """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
+
+    table_key = "urls"
+
+    @property
+    def name(self) -> str:
+        return _env(settings.ENV_TABLE[self.table_key])
+
+    @staticmethod
+    def key(crawl_id: str, fp: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{crawl_id}#{fp}"}}
+
+    def claim(self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "") -> bool:
+        """Record a URL as seen; False if this crawl has seen it already.
+
+        ``claimer`` (the SQS message id) lets a redelivered message claim its
+        own URL again, so a dispatcher that died after the claim loses nothing.
+        """
+        item = {
+            "pk": {"S": f"{crawl_id}#{fp}"},
+            "crawl_id": {"S": crawl_id},
+            "url": {"S": url},
+            "depth": {"N": str(depth)},
+            "state": {"S": "queued"},
+            "seen_at": {"N": str(_num(time.time()))},
+        }
+        condition = "attribute_not_exists(pk)"
+        values = None
+        if claimer:
+            item["claimed_by"] = {"S": claimer}
+            condition += " OR claimed_by = :me"
+            values = {":me": {"S": claimer}}
+        try:
+            kwargs: dict[str, Any] = {"ExpressionAttributeValues": values} if values else {}
+            client("dynamodb").put_item(TableName=self.name, Item=item, ConditionExpression=condition, **kwargs)
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None:
+        present = {"state": outcome, "finished_at": time.time(), **{k: v for k, v in fields.items() if v is not None}}
+        # Names go through placeholders: several (status, state) are reserved words.
+        names = {f"#a{i}": name for i, name in enumerate(present)}
+        values = {f":a{i}": value for i, value in enumerate(present.values())}
+        client("dynamodb").update_item(
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(present))),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=_marshal(values),
+        )
+
+    def state(self, crawl_id: str, fp: str) -> str | None:
+        item = (
+            client("dynamodb")
+            .get_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, fp),
+                ConsistentRead=True,
+                ProjectionExpression="#s",
+                ExpressionAttributeNames={"#s": "state"},
+            )
+            .get("Item")
+        )
+        return item["state"]["S"] if item and "state" in item else None
+
+    def scan_crawl(self, crawl_id: str) -> Iterator[dict[str, Any]]:
+        paginator = client("dynamodb").get_paginator("scan")
+        for page in paginator.paginate(
+            TableName=self.name,
+            FilterExpression="crawl_id = :c",
+            ExpressionAttributeValues={":c": {"S": crawl_id}},
+        ):
+            for item in page.get("Items", []):
+                yield _unmarshal(item)
+
+
+class HostStore:
+    """The hosts table: politeness slots (kind "slot") and robots.txt cache (kind "robots")."""
+
+    table_key = "hosts"
+
+    @property
+    def name(self) -> str:
+        return _env(settings.ENV_TABLE[self.table_key])
+
+    @staticmethod
+    def _key(host: str, kind: str) -> dict[str, Any]:
+        return {"host": {"S": host}, "kind": {"S": kind}}
+
+    # -- politeness ------------------------------------------------------------
+    def read_slot(self, host: str) -> HostSlot:
+        item = (
+            client("dynamodb")
+            .get_item(TableName=self.name, Key=self._key(host, "slot"), ConsistentRead=True)
+            .get("Item")
+        )
+        return _slot_from(host, item)
+
+    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
+        """Add ``fp`` to the host's window and move next_slot, if nobody else moved it.
+
+        Returns None on success, else the host's current state (the caller retries).
+        """
+        values: dict[str, Any] = {":new": {"N": str(_num(new_next))}, ":fp": {"SS": [fp]}, ":cap": {"N": str(window)}}
+        if expected.exists:
+            cond = "next_slot = :old"
+            values[":old"] = {"N": str(_num(expected.next_slot))}
+        else:
+            cond = "attribute_not_exists(next_slot)"
+        cond += " AND (attribute_not_exists(#w) OR (size(#w) < :cap AND NOT contains(#w, :fpv)))"
+        values[":fpv"] = {"S": fp}
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self._key(host, "slot"),
+                UpdateExpression="SET next_slot = :new ADD #w :fp",
+                ConditionExpression=cond,
+                ExpressionAttributeNames={"#w": "window"},
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+            item = exc.response.get("Item")
+            return _slot_from(host, item) if item is not None else self.read_slot(host)
+        return None
+
+    def mark_parked(self, host: str, window: int) -> bool:
+        """Count one more parked URL, only while the window is full (so a release will see it)."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self._key(host, "slot"),
+                UpdateExpression="ADD parked :one",
+                ConditionExpression="size(#w) >= :cap",
+                ExpressionAttributeNames={"#w": "window"},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(window)}},
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def unparked(self, host: str, count: int) -> None:
+        client("dynamodb").update_item(
+            TableName=self.name,
+            Key=self._key(host, "slot"),
+            UpdateExpression="ADD parked :n",
+            ExpressionAttributeValues={":n": {"N": str(-count)}},
+        )
+
+    def claim(self, host: str, now: float, lease_until: float) -> float | None:
+        """Take the host for one request; None on success, else when it frees up."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self._key(host, "slot"),
+                UpdateExpression="SET free_at = :lease",
+                ConditionExpression="attribute_not_exists(free_at) OR free_at <= :now",
+                ExpressionAttributeValues={":lease": {"N": str(_num(lease_until))}, ":now": {"N": str(_num(now))}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+            item = exc.response.get("Item") or {}
+            return float(item.get("free_at", {}).get("N", now + 1))
+        return None
+
+    def release(self, host: str, fp: str, free_at: float | None) -> HostSlot:
+        """Leave the window (and the host, from ``free_at``); returns the new state."""
+        values: dict[str, Any] = {":fp": {"SS": [fp]}}
+        update = "DELETE #w :fp"
+        if free_at is not None:
+            update = "SET free_at = :free " + update
+            values[":free"] = {"N": str(_num(free_at))}
+        resp = client("dynamodb").update_item(
+            TableName=self.name,
+            Key=self._key(host, "slot"),
+            UpdateExpression=update,
+            ExpressionAttributeNames={"#w": "window"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+        return _slot_from(host, resp.get("Attributes"))
+
+    def push_back(self, host: str, free_at: float) -> None:
+        """Make the host wait until ``free_at`` at least (after a robots.txt fetch)."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self._key(host, "slot"),
+                UpdateExpression="SET free_at = :f, next_slot = :f",
+                ConditionExpression="(attribute_not_exists(free_at) OR free_at < :f)"
+                " AND (attribute_not_exists(next_slot) OR next_slot < :f)",
+                ExpressionAttributeValues={":f": {"N": str(_num(free_at))}},
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+
+    # -- robots.txt ------------------------------------------------------------
+    def get_robots(self, origin: str) -> RobotsRecord | None:
+        item = (
+            client("dynamodb")
+            .get_item(TableName=self.name, Key=self._key(origin, "robots"), ConsistentRead=True)
+            .get("Item")
+        )
+        if not item or "robots_kind" not in item:
+            return None
+        data = _unmarshal(item)
+        record = RobotsRecord(
+            origin=origin,
+            kind=data["robots_kind"],
+            body=data.get("body", ""),
+            status=int(data["status"]) if data.get("status") is not None else None,
+            fetched_at=float(data["fetched_at"]),
+            expires_at=float(data["expires_at"]),
+            reason=data.get("reason", ""),
+        )
+        return None if record.expired() else record
+
+    def lock_robots(self, origin: str, until: float) -> bool:
+        """Become the one fetcher of this origin's robots.txt (until a lease ends)."""
+        now = time.time()
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self._key(origin, "robots"),
+                UpdateExpression="SET robots_lock = :until, expires_at = if_not_exists(expires_at, :until)",
+                ConditionExpression="attribute_not_exists(robots_lock) OR robots_lock < :now",
+                ExpressionAttributeValues={":until": {"N": str(_num(until))}, ":now": {"N": str(_num(now))}},
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def put_robots(self, record: RobotsRecord) -> None:
+        item: dict[str, Any] = {
+            "host": record.origin,
+            "kind": "robots",
+            "robots_kind": record.kind,
+            "body": record.body,
+            "fetched_at": record.fetched_at,
+            "expires_at": int(record.expires_at),
+            "reason": record.reason,
+        }
+        if record.status is not None:
+            item["status"] = record.status
+        client("dynamodb").put_item(TableName=self.name, Item=_marshal(item))
+
+
+class ParkStore:
+    """The parked table: URLs waiting behind a host whose window is full, oldest first."""
+
+    table_key = "frontier"
+
+    @property
+    def name(self) -> str:
+        return _env(settings.ENV_TABLE[self.table_key])
+
+    def put(self, host: str, order: str, body: str) -> None:
+        client("dynamodb").put_item(
+            TableName=self.name, Item={"host": {"S": host}, "order": {"S": order}, "body": {"S": body}}
+        )
+
+    def peek(self, host: str, limit: int) -> list[tuple[str, str]]:
+        resp = client("dynamodb").query(
+            TableName=self.name,
+            KeyConditionExpression="#h = :h",
+            ExpressionAttributeNames={"#h": "host"},
+            ExpressionAttributeValues={":h": {"S": host}},
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", [])]
+
+    def delete(self, host: str, order: str) -> None:
+        client("dynamodb").delete_item(TableName=self.name, Key={"host": {"S": host}, "order": {"S": order}})
+
+    def count(self) -> int:
+        total = 0
+        for page in client("dynamodb").get_paginator("scan").paginate(TableName=self.name, Select="COUNT"):
+            total += page.get("Count", 0)
+        return total
+
+
+class ResultStore:
+    """The results table: one record per mapped page."""
+
+    table_key = "results"
+
+    @property
+    def name(self) -> str:
+        return _env(settings.ENV_TABLE[self.table_key])
+
+    def put(self, record: dict[str, Any]) -> None:
+        item = {"pk": f"{record['crawl_id']}#{record['fp']}", **record}
+        client("dynamodb").put_item(TableName=self.name, Item=_marshal(item))
+
+
+class BlobStore:
+    """The pages bucket."""
+
+    @property
+    def bucket(self) -> str:
+        return _env(settings.ENV_BUCKET)
+
+    def put(self, key: str, data: bytes, content_type: str) -> None:
+        client("s3").put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+
+    def get(self, key: str, bucket: str | None = None) -> bytes:
+        body: bytes = client("s3").get_object(Bucket=bucket or self.bucket, Key=key)["Body"].read()
+        return body
+
+    def keys(self, prefix: str, since: float | None = None) -> Iterator[str]:
+        """Keys under ``prefix``; with ``since`` (epoch seconds), only those written after it."""
+        for page in client("s3").get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                if since is None or obj["LastModified"].timestamp() >= since:
+                    yield obj["Key"]
+
+
+# --- marshalling ----------------------------------------------------------------
+_serializer = None
+_deserializer = None
+
+
+def _marshal(item: dict[str, Any]) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeSerializer
+
+    global _serializer
+    if _serializer is None:
+        _serializer = TypeSerializer()
+    return {k: _serializer.serialize(_to_dynamo(v)) for k, v in item.items() if v is not None}
+
+
+def _unmarshal(item: dict[str, Any] | None) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeDeserializer
+
+    global _deserializer
+    if _deserializer is None:
+        _deserializer = TypeDeserializer()
+    return {k: _from_dynamo(_deserializer.deserialize(v)) for k, v in (item or {}).items()}
+
+
+def _to_dynamo(value: Any) -> Any:
+    if isinstance(value, float):
+        return _num(value)
+    if isinstance(value, dict):
+        return {k: _to_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_dynamo(v) for v in value]
+    return value
+
+
+def _from_dynamo(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _from_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_dynamo(v) for v in value]
+    if isinstance(value, set):
+        return {_from_dynamo(v) for v in value}
+    return value
+
+
+def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:
+    if not item:
+        return HostSlot(host=host)
+    return HostSlot(
+        host=host,
+        exists="next_slot" in item,
+        next_slot=float(item["next_slot"]["N"]) if "next_slot" in item else 0.0,
+        free_at=float(item["free_at"]["N"]) if "free_at" in item else 0.0,
+        window=frozenset(item.get("window", {}).get("SS", [])),
+        parked=int(item["parked"]["N"]) if "parked" in item else 0,
+    )

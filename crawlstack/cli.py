@@ -1,0 +1,219 @@
+"""The ``crawlstack`` command.
+
+    crawlstack crawl --local SEED_URL... --rules DIR --out DIR [options]
+    crawlstack rules validate PATH
+
+Every user mistake (a bad URL, a broken rules file, a bad flag) ends in a
+one-line message on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from crawlstack import settings
+from crawlstack.rules import RulesInvalid, load_rules
+from crawlstack.urls import InvalidURL, canonicalize
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for; printed as one line."""
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a CIDR: {value!r}") from exc
+
+
+def _non_negative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from exc
+    if number < 0 or number != number:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
+
+def _non_negative_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
+    if number < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crawlstack", description="A polite, serverless web crawler and scraper.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crawl = sub.add_parser("crawl", help="run a crawl", description="Run a crawl locally, on an embedded AWS emulator.")
+    crawl.add_argument("seeds", nargs="*", metavar="SEED_URL", help="URLs to start from (depth 0)")
+    crawl.add_argument("--local", action="store_true", help="run in this process on an embedded AWS emulator (moto)")
+    crawl.add_argument("--rules", metavar="DIR", help="directory of JSON mapping rules (or one file)")
+    crawl.add_argument("--out", metavar="DIR", required=True, help="output directory")
+    crawl.add_argument("--max-depth", type=_non_negative_int, default=settings.DEFAULT_MAX_DEPTH, metavar="N")
+    crawl.add_argument("--max-pages", type=_positive_int, default=None, metavar="N", help="page budget")
+    crawl.add_argument(
+        "--delay",
+        type=_non_negative_float,
+        default=settings.DEFAULT_DELAY_SECONDS,
+        metavar="SECONDS",
+        help="seconds between requests to one host when robots.txt gives no longer Crawl-delay (default 5)",
+    )
+    crawl.add_argument("--user-agent", default=settings.DEFAULT_USER_AGENT, metavar="STRING")
+    crawl.add_argument(
+        "--allow-private",
+        type=_cidr,
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="let the crawler reach loopback/private/link-local addresses in CIDR (repeatable)",
+    )
+    crawl.add_argument("--seeds-file", metavar="FILE", help='JSON lines: {"url", "record_id"?, "want"?}')
+    crawl.add_argument(
+        "--endpoint-url", metavar="URL", help="use this AWS-compatible endpoint instead of the embedded one"
+    )
+    crawl.add_argument("--allow", action="append", default=[], metavar="REGEX", help="also follow URLs matching REGEX")
+    crawl.add_argument("--deny", action="append", default=[], metavar="REGEX", help="never follow URLs matching REGEX")
+    crawl.add_argument("--concurrency", type=_positive_int, default=4, metavar="N", help="concurrent fetch batches")
+    crawl.add_argument("--no-progress", action="store_true", help="no progress display even on a terminal")
+
+    rules = sub.add_parser("rules", help="work with mapping rules")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True)
+    validate = rules_sub.add_parser("validate", help="check rules files; exits non-zero on any error")
+    validate.add_argument("path", metavar="PATH")
+    return parser
+
+
+def _read_seeds(args: argparse.Namespace) -> list[object]:
+    from crawlstack.local.runner import Seed
+
+    seeds: list[Seed] = []
+    for url in args.seeds:
+        seeds.append(Seed(_valid_seed(url, "seed")))
+    if args.seeds_file:
+        path = Path(args.seeds_file)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read seeds file {path}: {exc}") from exc
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{where}: invalid JSON: {exc.msg}") from exc
+            if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+                raise UsageError(f'{where}: expected an object with a "url" string')
+            want = data.get("want") or []
+            if not isinstance(want, list) or not all(isinstance(w, str) for w in want):
+                raise UsageError(f'{where}: "want" must be a list of field names')
+            record_id = data.get("record_id")
+            seeds.append(
+                Seed(_valid_seed(data["url"], where), None if record_id is None else str(record_id), tuple(want))
+            )
+    if not seeds:
+        raise UsageError("no seeds: give SEED_URL arguments or --seeds-file")
+    return list(seeds)
+
+
+def _valid_seed(url: str, where: str) -> str:
+    try:
+        canonicalize(url)
+    except InvalidURL as exc:
+        raise UsageError(f"{where}: invalid URL {url!r}: {exc}") from exc
+    return url
+
+
+def _crawl(args: argparse.Namespace) -> int:
+    from crawlstack.local.runner import LocalOptions, crawl_local
+
+    if not args.local:
+        raise UsageError(
+            "only local crawls run from here (--local); to crawl with a deployed stack, "
+            "send seed messages to its frontier queue (see README)"
+        )
+    seeds = _read_seeds(args)
+    if args.rules and not Path(args.rules).exists():
+        raise UsageError(f"rules: {args.rules}: no such file or directory")
+    options = LocalOptions(
+        rules_dir=args.rules,
+        out_dir=args.out,
+        max_depth=args.max_depth,
+        max_pages=args.max_pages,
+        delay=args.delay,
+        user_agent=args.user_agent,
+        allow_private=tuple(args.allow_private),
+        allow=tuple(args.allow),
+        deny=tuple(args.deny),
+        endpoint_url=args.endpoint_url,
+        fetch_concurrency=args.concurrency,
+        progress=False if args.no_progress else None,
+    )
+    summary = crawl_local(seeds, options)  # type: ignore[arg-type]
+    outcomes = summary["outcomes"]
+    print(
+        f"crawled {summary['pages_fetched']} pages in {summary['elapsed_seconds']:.1f}s: "
+        f"{summary['records']} records, {outcomes.get('skipped', 0)} skipped, {outcomes.get('failed', 0)} failed "
+        f"-> {args.out}"
+    )
+    if summary["handler_errors"]:
+        print(
+            f"warning: {len(summary['handler_errors'])} handler errors, first: {summary['handler_errors'][0]}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    ruleset = load_rules(args.path)
+    print(f"{args.path}: {len(ruleset)} mapping(s) OK")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "crawl":
+            return _crawl(args)
+        if args.command == "rules" and args.rules_command == "validate":
+            return _validate(args)
+    except RulesInvalid as exc:
+        for error in exc.errors:
+            print(f"crawlstack: {error}", file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"crawlstack: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("crawlstack: interrupted", file=sys.stderr)
+        return 130
+    parser.error("unknown command")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""A crawl's configuration, as stored in the crawls table.
+
+Settings (per crawl): ``delay`` (seconds between requests to one host when
+robots.txt gives no longer Crawl-delay), ``user_agent``, ``max_depth``,
+``max_pages`` (page budget, None for none), ``allow`` / ``deny`` (URL
+regexes), ``seed_hosts``, ``allow_private`` (CIDRs the address guard lets
+through) and ``host_concurrency`` (requests in flight per host when the delay
+is 0).  Defaults come from ``crawlstack.settings`` and, in Lambda, from the
+``CRAWLSTACK_DEFAULT_*`` environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from crawlstack import settings
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    crawl_id: str = settings.DEFAULT_CRAWL_ID
+    delay: float = settings.DEFAULT_DELAY_SECONDS
+    user_agent: str = settings.DEFAULT_USER_AGENT
+    max_depth: int = settings.DEFAULT_MAX_DEPTH
+    max_pages: int | None = None
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    seed_hosts: frozenset[str] = field(default_factory=frozenset)
+    allow_private: tuple[str, ...] = ()
+    host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
+
+    @classmethod
+    def defaults_from_env(cls, crawl_id: str | None = None) -> CrawlConfig:
+        env = os.environ
+        allow_private = tuple(c for c in env.get(settings.ENV_ALLOW_PRIVATE, "").split(",") if c.strip())
+        return cls(
+            crawl_id=crawl_id or env.get(settings.ENV_DEFAULT_CRAWL_ID, settings.DEFAULT_CRAWL_ID),
+            delay=float(env.get(settings.ENV_DEFAULT_DELAY, settings.DEFAULT_DELAY_SECONDS)),
+            user_agent=env.get(settings.ENV_USER_AGENT, settings.DEFAULT_USER_AGENT),
+            max_depth=int(env.get(settings.ENV_DEFAULT_MAX_DEPTH, settings.DEFAULT_MAX_DEPTH)),
+            allow_private=allow_private,
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "crawl_id": self.crawl_id,
+            "delay": Decimal(str(self.delay)),
+            "user_agent": self.user_agent,
+            "max_depth": self.max_depth,
+            "host_concurrency": self.host_concurrency,
+        }
+        if self.max_pages is not None:
+            item["max_pages"] = self.max_pages
+        # DynamoDB refuses empty sets and lists are fine empty; keep both small.
+        for name in ("allow", "deny", "allow_private"):
+            if getattr(self, name):
+                item[name] = list(getattr(self, name))
+        if self.seed_hosts:
+            item["seed_hosts"] = set(self.seed_hosts)
+        return item
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any], defaults: CrawlConfig) -> CrawlConfig:
+        def get(name: str, default: Any) -> Any:
+            value = item.get(name)
+            return default if value is None else value
+
+        max_pages = item.get("max_pages")
+        return replace(
+            defaults,
+            crawl_id=str(item.get("crawl_id", defaults.crawl_id)),
+            delay=float(get("delay", defaults.delay)),
+            user_agent=str(get("user_agent", defaults.user_agent)),
+            max_depth=int(get("max_depth", defaults.max_depth)),
+            max_pages=int(max_pages) if max_pages is not None else defaults.max_pages,
+            allow=tuple(get("allow", defaults.allow)),
+            deny=tuple(get("deny", defaults.deny)),
+            seed_hosts=frozenset(get("seed_hosts", set())) | defaults.seed_hosts,
+            allow_private=tuple(get("allow_private", defaults.allow_private)),
+            host_concurrency=int(get("host_concurrency", defaults.host_concurrency)),
+        )
+
+    def host_delay(self, robots_crawl_delay: float | None) -> float:
+        """Seconds between two requests to a host: max(crawl delay, robots Crawl-delay)."""
+        return max(self.delay, robots_crawl_delay or 0.0)

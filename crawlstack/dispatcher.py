@@ -1,0 +1,174 @@
+"""Dispatch: frontier message -> canonical, in-scope, new, robots-allowed URL -> fetch queue.
+
+Steps, in order, for each message:
+
+1. canonicalise the URL (``crawlstack.urls``); a URL that cannot be crawled
+   is dropped with its reason;
+2. scope (``crawlstack.scope``): seed hosts, mapping patterns, allow/deny,
+   depth; a depth-0 message registers its host as a seed host;
+3. dedupe: a conditional put on the urls table, so a URL goes to fetch once
+   per crawl however many dispatchers race (a redelivered message may claim
+   its own URL again);
+4. robots.txt (``crawlstack.robots``), cached per origin in the hosts table
+   and in the container;
+5. the page budget (``max_pages``);
+6. politeness (``crawlstack.politeness``): a slot in the host's window, or
+   parked behind it.
+
+Each outcome of a URL that passed dedupe is written to the urls table.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from crawlstack import http
+from crawlstack.config import CrawlConfig
+from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.politeness import Politeness, sqs_delay, window_size
+from crawlstack.robots import RobotsPolicy, RobotsRecord
+from crawlstack.rules import RuleSet
+from crawlstack.scope import out_of_scope
+from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, origin_of
+
+ROBOTS_LOCK_SECONDS = 30.0
+ROBOTS_WAIT_SECONDS = 2
+
+
+class Crawls(Protocol):
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
+    def add_seed_host(self, crawl_id: str, host: str) -> None: ...
+    def count_page(self, crawl_id: str, max_pages: int) -> bool: ...
+
+
+class Urls(Protocol):
+    def claim(self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "") -> bool: ...
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
+
+
+class RobotsCache(Protocol):
+    def get_robots(self, origin: str) -> RobotsRecord | None: ...
+    def lock_robots(self, origin: str, until: float) -> bool: ...
+    def put_robots(self, record: RobotsRecord) -> None: ...
+    def push_back(self, host: str, free_at: float) -> None: ...
+
+
+@dataclass
+class Outbox:
+    """What a batch sends when it is done: fetch tasks and frontier re-sends."""
+
+    fetch: list[tuple[str, int]] = field(default_factory=list)
+    frontier: list[tuple[str, int]] = field(default_factory=list)
+    unparked: dict[str, list[str | None]] = field(default_factory=dict)
+
+
+@dataclass
+class Decision:
+    """What became of one message, for logs and metrics."""
+
+    url: str
+    action: str  # queued | parked | dropped | skipped | deduped | retry
+    reason: str = ""
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        crawls: Crawls,
+        urls: Urls,
+        robots: RobotsCache,
+        politeness: Politeness,
+        rules: RuleSet,
+        clock: Any = time.time,
+    ) -> None:
+        self.crawls = crawls
+        self.urls = urls
+        self.robots = robots
+        self.politeness = politeness
+        self.rules = rules
+        self.clock = clock
+        self._robots_cache: dict[str, RobotsPolicy] = {}
+        self._budget_spent: set[str] = set()
+
+    def dispatch(self, msg: FrontierMessage, outbox: Outbox, message_id: str = "") -> Decision:
+        try:
+            url = canonicalize(msg.url)
+        except InvalidURL as exc:
+            return Decision(msg.url, "dropped", f"invalid URL: {exc}")
+        config = self.crawls.get(msg.crawl_id)
+        host = host_of(url)
+        if msg.depth == 0 and host not in config.seed_hosts:
+            self.crawls.add_seed_host(msg.crawl_id, host)
+            config = self.crawls.get(msg.crawl_id, max_age=0)
+        reason = out_of_scope(url, msg.depth, config, self.rules, chosen_by_rule=bool(msg.via))
+        if reason and host not in config.seed_hosts:
+            # A seed may have been added since the config was cached.
+            fresh = self.crawls.get(msg.crawl_id, max_age=1.0)
+            if fresh is not config:
+                config = fresh
+                reason = out_of_scope(url, msg.depth, config, self.rules, chosen_by_rule=bool(msg.via))
+        if reason:
+            return Decision(url, "dropped", reason)
+        if msg.crawl_id in self._budget_spent:
+            return Decision(url, "dropped", "page budget spent")
+
+        fp = fingerprint(url)
+        if not self.urls.claim(msg.crawl_id, fp, url, msg.depth, claimer=message_id):
+            return Decision(url, "deduped")
+
+        policy = self._robots(url, config)
+        if policy is None:
+            outbox.frontier.append((msg.to_json(), ROBOTS_WAIT_SECONDS))
+            return Decision(url, "retry", "robots.txt being fetched by another dispatcher")
+        if not policy.allows(url, config.user_agent):
+            self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=policy.disallow_reason())
+            return Decision(url, "skipped", "robots")
+        if config.max_pages is not None and not self.crawls.count_page(msg.crawl_id, config.max_pages):
+            self._budget_spent.add(msg.crawl_id)
+            self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=f"page budget of {config.max_pages} spent")
+            return Decision(url, "skipped", "page budget spent")
+
+        delay = config.host_delay(policy.crawl_delay(config.user_agent))
+        task = FetchTask(
+            url=url,
+            fp=fp,
+            host=host,
+            depth=msg.depth,
+            crawl_id=msg.crawl_id,
+            not_before=0.0,
+            delay=delay,
+            window=window_size(delay, config.host_concurrency),
+            hops=msg.hops,
+            referrer=msg.referrer,
+            record_id=msg.record_id,
+            want=msg.want,
+        )
+        admitted = self.politeness.admit(task)
+        now = self.clock()
+        for order, ready in admitted:
+            outbox.fetch.append((ready.to_json(), sqs_delay(ready.not_before, now)))
+            outbox.unparked.setdefault(ready.host, []).append(order)
+        return Decision(url, "queued" if any(t.fp == fp for _, t in admitted) else "parked")
+
+    def _robots(self, url: str, config: CrawlConfig) -> RobotsPolicy | None:
+        origin = origin_of(url)
+        policy = self._robots_cache.get(origin)
+        if policy is not None and not policy.record.expired():
+            return policy
+        record = self.robots.get_robots(origin)
+        if record is None:
+            if not self.robots.lock_robots(origin, self.clock() + ROBOTS_LOCK_SECONDS):
+                return None
+            guard = http.AddressGuard(config.allow_private)
+            result = http.fetch_robots(origin, config.user_agent, guard)
+            record = RobotsRecord.from_fetch(origin, result.status, result.body, result.error)
+            self.robots.put_robots(record)
+            if result.status is not None:
+                # The robots.txt request counts against the host's delay too.
+                delay = config.host_delay(RobotsPolicy(record).crawl_delay(config.user_agent))
+                self.robots.push_back(host_of(url), result.finished_at + delay)
+        policy = RobotsPolicy(record)
+        self._robots_cache[origin] = policy
+        return policy

@@ -1,0 +1,131 @@
+"""Extract: a WARC from S3 -> records (mapping rules) and outlinks (frontier).
+
+For each archived 2xx response, the first mapping whose ``url_patterns``
+match runs its fields; the record goes to the results table and, with the
+rest of the WARC's records, into one gzipped JSON-lines object under
+``records/`` (for Athena).  Outlinks go to the frontier at depth + 1: from a
+mapped page whose mapping has ``url_parsers``, the links those return; from
+any other page, every link on it that is in scope.  Pages with
+``<meta name="robots" content="nofollow">`` give no links.
+
+The records object is named after the WARC it came from, so a redelivered
+S3 event rewrites the same object and the same result items.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from crawlstack import settings
+from crawlstack.config import CrawlConfig
+from crawlstack.messages import FrontierMessage
+from crawlstack.rules import Mapping, Page, RuleSet
+from crawlstack.scope import out_of_scope
+from crawlstack.urls import InvalidURL, resolve_link
+from crawlstack.warc import WarcPage, read_warc
+
+
+class Crawls(Protocol):
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
+
+
+class Results(Protocol):
+    def put(self, record: dict[str, Any]) -> None: ...
+
+
+class Blobs(Protocol):
+    def get(self, key: str, bucket: str | None = None) -> bytes: ...
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+
+@dataclass
+class Extracted:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    outlinks: list[FrontierMessage] = field(default_factory=list)
+    records_key: str | None = None
+
+
+def records_key(warc_key: str) -> str:
+    name = warc_key[len(settings.PAGES_PREFIX) :] if warc_key.startswith(settings.PAGES_PREFIX) else warc_key
+    return settings.RECORDS_PREFIX + name.replace(".warc.gz", ".jsonl.gz")
+
+
+def page_links(page: Page, mapping: Mapping | None) -> list[str]:
+    """Absolute canonical links the crawler would follow from ``page`` (before scope)."""
+    if page.tree is None or "nofollow" in page.meta_robots or "none" in page.meta_robots:
+        return []
+    raw = mapping.links(page) if mapping is not None and mapping.url_parsers else page.hrefs()
+    seen: dict[str, None] = {}
+    for href in raw:
+        try:
+            seen.setdefault(resolve_link(page.base_url, href))
+        except InvalidURL:
+            continue
+    return list(seen)
+
+
+class Extractor:
+    def __init__(self, crawls: Crawls, results: Results, blobs: Blobs, rules: RuleSet) -> None:
+        self.crawls = crawls
+        self.results = results
+        self.blobs = blobs
+        self.rules = rules
+
+    def extract_object(self, bucket: str, key: str) -> Extracted:
+        out = Extracted()
+        for archived in read_warc(self.blobs.get(key, bucket=bucket)):
+            self._extract_page(archived, out)
+        if out.records:
+            out.records_key = records_key(key)
+            body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in out.records)
+            self.blobs.put(out.records_key, gzip.compress(body.encode("utf-8")), "application/x-ndjson")
+            for record in out.records:
+                self.results.put(record)
+        return out
+
+    def _extract_page(self, archived: WarcPage, out: Extracted) -> None:
+        if not 200 <= archived.status < 300:
+            return
+        meta = archived.metadata
+        crawl_id = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
+        depth = int(meta.get("depth") or 0)
+        config = self.crawls.get(crawl_id)
+        page = Page(archived.url, archived.body, archived.content_type)
+        mapping = self.rules.match(archived.url)
+        if mapping is not None:
+            record: dict[str, Any] = {
+                "mapping": mapping.name,
+                "url": archived.url,
+                "fields": mapping.extract(page),
+                "crawl_id": crawl_id,
+                "fp": meta.get("fp"),
+                "depth": depth,
+                "fetched_at": meta.get("fetched_at"),
+            }
+            if meta.get("record_id"):
+                record["record_id"] = meta["record_id"]
+            out.records.append(record)
+        if depth + 1 > config.max_depth:
+            return
+        out.outlinks.extend(self._outlinks(page, mapping, depth + 1, config, meta))
+
+    def _outlinks(
+        self, page: Page, mapping: Mapping | None, depth: int, config: CrawlConfig, meta: dict[str, Any]
+    ) -> Iterable[FrontierMessage]:
+        via = mapping.name if mapping is not None and mapping.url_parsers else None
+        for link in page_links(page, mapping):
+            if out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None):
+                continue
+            yield FrontierMessage(
+                url=link,
+                depth=depth,
+                crawl_id=config.crawl_id,
+                referrer=page.url,
+                record_id=meta.get("record_id"),
+                want=tuple(meta.get("want") or ()),
+                via=via,
+            )

@@ -1,0 +1,206 @@
+"""Fetch: a batch of fetch tasks -> HTTP requests -> one gzipped WARC in S3.
+
+Each task waits for its slot (the sub-second remainder of it; longer waits go
+back to the queue with ``DelaySeconds``), claims its host, is fetched with the
+crawl's User-Agent, and leaves the host's window, which unparks the next URL
+of the host.  The batch's exchanges become ONE WARC object under ``pages/``
+and then each URL's outcome is written to the urls table, so an outcome is
+only ever recorded for a page that is stored.
+
+Redirects are not followed here: the target goes back to the frontier (one
+hop more, at most ``MAX_REDIRECT_HOPS``) and passes every check again.
+
+Settings: ``settings.MAX_BODY_BYTES`` and the timeouts in ``crawlstack.http``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from urllib.parse import urljoin
+
+from crawlstack import http, settings
+from crawlstack.config import CrawlConfig
+from crawlstack.dispatcher import Outbox
+from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.politeness import SUB_SECOND, Politeness, sqs_delay
+from crawlstack.warc import Exchange, write_warc
+
+MAX_REDIRECT_HOPS = 5
+FINAL_STATES = frozenset({"fetched", "failed", "skipped"})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class Urls(Protocol):
+    def state(self, crawl_id: str, fp: str) -> str | None: ...
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
+
+
+class Crawls(Protocol):
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
+
+
+class Blobs(Protocol):
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+
+@dataclass
+class Fetched:
+    task: FetchTask
+    outcome: str  # fetched | skipped | failed
+    status: int | None = None
+    reason: str = ""
+    truncated: bool = False
+    exchange: Exchange | None = None
+
+
+@dataclass
+class BatchResult:
+    fetched: list[Fetched]
+    warc_key: str | None
+    errors: dict[int, Exception]  # index in the batch -> why that task failed
+
+
+def warc_key(tasks: list[FetchTask], now: float) -> str:
+    # Named by a hash of the batch, never by anything from a URL; a
+    # redelivered batch overwrites its own file.
+    digest = hashlib.sha256("|".join(sorted(t.fp for t in tasks)).encode()).hexdigest()[:24]
+    day = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
+    return f"{settings.PAGES_PREFIX}dt={day}/{digest}.warc.gz"
+
+
+class Fetcher:
+    def __init__(
+        self,
+        urls: Urls,
+        crawls: Crawls,
+        politeness: Politeness,
+        blobs: Blobs,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        max_workers: int = settings.SQS_BATCH_SIZE,
+    ) -> None:
+        self.urls = urls
+        self.crawls = crawls
+        self.politeness = politeness
+        self.blobs = blobs
+        self.clock = clock
+        self.sleep = sleep
+        self.max_workers = max_workers
+
+    def fetch_batch(self, tasks: list[FetchTask], outbox: Outbox) -> BatchResult:
+        errors: dict[int, Exception] = {}
+        results: list[Fetched | None] = [None] * len(tasks)
+
+        def run(i: int) -> None:
+            try:
+                results[i] = self._fetch_one(tasks[i], outbox)
+            except Exception as exc:  # reported per record, the rest of the batch goes on
+                errors[i] = exc
+
+        if len(tasks) == 1:
+            run(0)
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.max_workers, len(tasks))) as pool:
+                list(pool.map(run, range(len(tasks))))
+
+        done = [r for r in results if r is not None]
+        exchanges = [r.exchange for r in done if r.exchange is not None]
+        key = None
+        if exchanges:
+            key = warc_key([r.task for r in done], self.clock())
+            self.blobs.put(key, write_warc(exchanges), "application/warc")
+        for i, r in enumerate(results):
+            if r is None or i in errors:
+                continue
+            try:
+                self.urls.set_outcome(
+                    r.task.crawl_id,
+                    r.task.fp,
+                    r.outcome,
+                    status=r.status,
+                    reason=r.reason or None,
+                    truncated=r.truncated or None,
+                    warc=key if r.exchange is not None else None,
+                )
+            except Exception as exc:
+                errors[i] = exc
+        return BatchResult(done, key, errors)
+
+    def _fetch_one(self, task: FetchTask, outbox: Outbox) -> Fetched | None:
+        if not self._wait_for_host(task, outbox):
+            return None
+        if self.urls.state(task.crawl_id, task.fp) in FINAL_STATES:
+            # A redelivered or duplicated task whose page is stored already;
+            # checked after the claim so two copies cannot both pass.
+            self.politeness.release(task, self.clock())
+            return None
+        config = self.crawls.get(task.crawl_id)
+        result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
+        slot = self.politeness.release(task, result.finished_at or self.clock())
+        if slot.parked > 0:
+            unparked = self.politeness.unpark(task.host)
+            now = self.clock()
+            for order, ready in unparked:
+                outbox.fetch.append((ready.to_json(), sqs_delay(ready.not_before, now)))
+                outbox.unparked.setdefault(ready.host, []).append(order)
+        return self._classify(task, result, outbox)
+
+    def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:
+        """Sleep out a sub-second wait, or send the task back to wait in the queue."""
+        wait = task.not_before - self.clock()
+        while True:
+            if wait > SUB_SECOND:
+                later = replace(task, not_before=self.clock() + wait)
+                outbox.fetch.append((later.to_json(), sqs_delay(later.not_before, self.clock())))
+                return False
+            if wait > 0:
+                self.sleep(wait)
+            wait = self.politeness.claim(task)
+            if wait == 0:
+                return True
+
+    def _classify(self, task: FetchTask, result: http.FetchResult, outbox: Outbox) -> Fetched:
+        if result.status is None:
+            return Fetched(task, "failed", reason=result.error or "no response")
+        exchange = Exchange(
+            url=task.url,
+            method="GET",
+            request_headers=result.request_headers,
+            status=result.status,
+            reason=result.reason,
+            response_headers=result.headers,
+            body=result.body,
+            ip_address=result.ip_address,
+            metadata={**task.metadata(), "truncated": result.truncated, "fetched_at": result.finished_at},
+        )
+        location = result.header("location")
+        if result.status in REDIRECT_STATUSES and location:
+            if task.hops >= MAX_REDIRECT_HOPS:
+                return Fetched(
+                    task, "failed", result.status, f"more than {MAX_REDIRECT_HOPS} redirects", False, exchange
+                )
+            target = urljoin(task.url, location)
+            nxt = FrontierMessage(
+                url=target,
+                depth=task.depth,
+                crawl_id=task.crawl_id,
+                referrer=task.url,
+                record_id=task.record_id,
+                want=task.want,
+                hops=task.hops + 1,
+            )
+            outbox.frontier.append((nxt.to_json(), 0))
+            return Fetched(task, "fetched", result.status, f"redirect to {target}", False, exchange)
+        ctype = result.content_type
+        if ctype and not http.is_text_type(ctype):
+            return Fetched(task, "skipped", result.status, f"content-type {ctype} is not text")
+        reason = result.error  # e.g. deadline exceeded part-way: keep what arrived
+        if result.truncated:
+            reason = f"body truncated at {settings.MAX_BODY_BYTES} bytes"
+        return Fetched(task, "fetched", result.status, reason, result.truncated, exchange)

@@ -1,0 +1,1 @@
+"""Local mode: the same three handlers, one process, an embedded AWS emulator."""

@@ -1,0 +1,193 @@
+"""The local event pump: delivers SQS batches to the handlers the way Lambda does.
+
+Like an SQS event source mapping, it receives up to ``batch_size`` messages
+(which makes them invisible for the visibility timeout), invokes the handler
+with a Lambda-shaped SQS event, deletes the messages the handler did not
+report in ``batchItemFailures``, and leaves failed ones to come back after
+the visibility timeout, up to ``maxReceiveCount`` before SQS moves them to
+the dead-letter queue.  Message delays are SQS's own.  Each queue has a
+number of concurrent "instances" (threads); fetch gets several.
+
+The crawl is done when no handler is running and every queue reports
+nothing visible, in flight or delayed.
+
+Every queue stays short by design (see ARCHITECTURE.md, "Local mode at
+scale"), so moto's per-call cost, linear in queue length, stays flat.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from crawlstack import aws, settings
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+IDLE_SLEEP_SECONDS = 0.01
+
+
+@dataclass
+class LambdaContext:
+    """The parts of the Lambda context object that Powertools reads."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    timeout_seconds: int = 60
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    invoked_function_arn: str = ""
+    log_group_name: str = "local"
+    log_stream_name: str = "local"
+    function_version: str = "$LATEST"
+    _started: float = field(default_factory=time.monotonic)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.timeout_seconds - (time.monotonic() - self._started)) * 1000))
+
+
+@dataclass
+class QueueStats:
+    received: int = 0
+    deleted: int = 0
+    failed: int = 0
+    invocations: int = 0
+    errors: int = 0
+
+
+@dataclass
+class Source:
+    """One event source mapping: a queue, its handler and its concurrency."""
+
+    key: str
+    queue_url: str
+    queue_arn: str
+    handler: Handler
+    concurrency: int
+    batch_size: int = settings.SQS_BATCH_SIZE
+    stats: QueueStats = field(default_factory=QueueStats)
+    running: int = 0
+
+
+class EventPump:
+    def __init__(self, sources: list[Source], visibility_timeout: int) -> None:
+        self.sources = sources
+        self.visibility_timeout = visibility_timeout
+        self._lock = threading.Lock()
+        self._pools = {s.key: ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix=s.key) for s in sources}
+        self.handler_errors: list[str] = []
+
+    def run(self, on_tick: Callable[[EventPump], None] | None = None, tick_seconds: float = 0.25) -> None:
+        sqs = aws.client("sqs")
+        last_tick = 0.0
+        try:
+            while True:
+                delivered = False
+                for source in self.sources:
+                    while self._free(source):
+                        batch = sqs.receive_message(
+                            QueueUrl=source.queue_url,
+                            MaxNumberOfMessages=source.batch_size,
+                            VisibilityTimeout=self.visibility_timeout,
+                            WaitTimeSeconds=0,
+                            AttributeNames=["All"],
+                        ).get("Messages", [])
+                        if not batch:
+                            break
+                        delivered = True
+                        self._invoke(source, batch)
+                if on_tick and time.monotonic() - last_tick >= tick_seconds:
+                    on_tick(self)
+                    last_tick = time.monotonic()
+                if delivered:
+                    continue
+                if not self._busy() and self._all_queues_empty():
+                    return
+                time.sleep(IDLE_SLEEP_SECONDS)
+        finally:
+            for pool in self._pools.values():
+                pool.shutdown(wait=True)
+            if on_tick:
+                on_tick(self)
+
+    def depths(self) -> dict[str, int]:
+        sqs = aws.client("sqs")
+        out = {}
+        for source in self.sources:
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=source.queue_url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )["Attributes"]
+            out[source.key] = sum(int(v) for v in attrs.values())
+        return out
+
+    def _free(self, source: Source) -> bool:
+        with self._lock:
+            return source.running < source.concurrency
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return any(s.running for s in self.sources)
+
+    def _all_queues_empty(self) -> bool:
+        return not any(self.depths().values())
+
+    def _invoke(self, source: Source, messages: list[dict[str, Any]]) -> None:
+        with self._lock:
+            source.running += 1
+            source.stats.received += len(messages)
+            source.stats.invocations += 1
+        future = self._pools[source.key].submit(self._call, source, messages)
+        future.add_done_callback(lambda f, s=source: self._done(s, f))  # type: ignore[misc]
+
+    def _done(self, source: Source, future: Future[None]) -> None:
+        with self._lock:
+            source.running -= 1
+
+    def _call(self, source: Source, messages: list[dict[str, Any]]) -> None:
+        event = {"Records": [self._record(source, m) for m in messages]}
+        spec = settings.FUNCTIONS[settings.QUEUES[source.key].consumer]
+        context = LambdaContext(
+            function_name=f"crawlstack-{spec.key}",
+            memory_limit_in_mb=spec.memory_mb,
+            timeout_seconds=spec.timeout_seconds,
+        )
+        try:
+            response = source.handler(event, context) or {}
+        except Exception as exc:  # the whole batch failed: all of it comes back
+            with self._lock:
+                source.stats.errors += 1
+                self.handler_errors.append(f"{source.key}: {type(exc).__name__}: {exc}")
+            return
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            aws.client("sqs").delete_message_batch(
+                QueueUrl=source.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        with self._lock:
+            source.stats.deleted += len(done)
+            source.stats.failed += len(failed)
+
+    @staticmethod
+    def _record(source: Source, message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message.get("Attributes", {}),
+            "messageAttributes": {},
+            "md5OfBody": message.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": source.queue_arn,
+            "awsRegion": "us-east-1",
+        }

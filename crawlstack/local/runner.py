@@ -1,0 +1,298 @@
+"""``crawlstack crawl --local``: one crawl, start to finish, on the embedded emulator.
+
+It creates the stack's resources, stores the crawl's config, sends the seeds
+to the frontier exactly as a deployed user would, runs the event pump until
+nothing is queued, delayed or in flight, and writes ``OUT/``:
+
+* ``records.jsonl``: one line per extracted record;
+* ``crawl-log.jsonl``: one line per URL that passed scope and dedupe;
+* ``warc/*.warc.gz``: the fetched pages, one file per fetch batch;
+* ``summary.json``: counts and timings.
+
+With ``endpoint_url`` it uses an external AWS-compatible endpoint instead (a
+moto server or LocalStack) and a fresh crawl id, so earlier runs' state there
+does not dedupe this one's URLs away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crawlstack import aws, settings, wiring
+from crawlstack.config import CrawlConfig
+from crawlstack.local import resources
+from crawlstack.local.emulator import EmbeddedAws
+from crawlstack.local.pump import EventPump, Source
+from crawlstack.messages import FrontierMessage
+from crawlstack.rules import load_rules
+from crawlstack.urls import canonicalize, host_of
+
+# A failed batch comes back after this long (Lambda's would take minutes).
+LOCAL_VISIBILITY_TIMEOUT = 30
+
+
+@dataclass(frozen=True)
+class Seed:
+    url: str
+    record_id: str | None = None
+    want: tuple[str, ...] = ()
+
+
+@dataclass
+class LocalOptions:
+    rules_dir: str | None
+    out_dir: str
+    max_depth: int = settings.DEFAULT_MAX_DEPTH
+    max_pages: int | None = None
+    delay: float = settings.DEFAULT_DELAY_SECONDS
+    user_agent: str = settings.DEFAULT_USER_AGENT
+    allow_private: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    endpoint_url: str | None = None
+    fetch_concurrency: int = 4
+    host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
+    progress: bool | None = None
+    crawl_id: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _emulator(endpoint_url: str | None) -> contextlib.AbstractContextManager[Any]:
+    if endpoint_url:
+        return _environment(
+            {
+                "AWS_ENDPOINT_URL": endpoint_url,
+                "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+                "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+                "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+            }
+        )
+    return EmbeddedAws()
+
+
+def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
+    """Run one local crawl; returns the summary also written to OUT/summary.json."""
+    rules = load_rules(options.rules_dir)  # raises RulesInvalid before anything starts
+    out = Path(options.out_dir)
+    started = time.time()
+    crawl_id = options.crawl_id or ("local" if not options.endpoint_url else f"local-{int(started * 1000)}")
+    env = {
+        settings.ENV_DEFAULT_CRAWL_ID: crawl_id,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+        **options.extra_env,
+    }
+    if options.rules_dir:
+        env[settings.ENV_RULES_DIR] = str(Path(options.rules_dir).resolve())
+    else:
+        env[settings.ENV_RULES_DIR] = ""
+
+    with _emulator(options.endpoint_url), _environment(env):
+        aws.reset_clients()
+        wiring.reset()
+        names = _create_resources(options.endpoint_url is not None)
+        with _environment(names):
+            config = CrawlConfig(
+                crawl_id=crawl_id,
+                delay=options.delay,
+                user_agent=options.user_agent,
+                max_depth=options.max_depth,
+                max_pages=options.max_pages,
+                allow=options.allow,
+                deny=options.deny,
+                seed_hosts=frozenset(host_of(canonicalize(s.url)) for s in seeds),
+                allow_private=options.allow_private,
+                host_concurrency=options.host_concurrency,
+            )
+            aws.CrawlStore().put(config)
+            aws.Queue("frontier").send(
+                (
+                    FrontierMessage(
+                        url=s.url, depth=0, crawl_id=crawl_id, record_id=s.record_id, want=s.want
+                    ).to_json(),
+                    0,
+                )
+                for s in seeds
+            )
+            pump = _pump(names, options.fetch_concurrency)
+            out.mkdir(parents=True, exist_ok=True)
+            # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
+            # go to OUT/metrics.jsonl instead of the terminal.
+            with (
+                _progress(options.progress) as tick,
+                (out / "metrics.jsonl").open("w") as emf,
+                contextlib.redirect_stdout(emf),
+            ):
+                pump.run(on_tick=tick)
+            summary = _write_outputs(out, crawl_id, started, pump, names, seeds, options)
+        wiring.reset()
+        aws.reset_clients()
+    summary["rules"] = len(rules)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def _create_resources(external: bool) -> dict[str, str]:
+    # An external endpoint may hold them from an earlier run already.
+    return resources.create_all(visibility_timeout=LOCAL_VISIBILITY_TIMEOUT, exist_ok=external)
+
+
+def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
+    from functions.dispatch import handler as dispatch
+    from functions.extract import handler as extract
+    from functions.fetch import handler as fetch
+
+    sqs = aws.client("sqs")
+
+    def source(key: str, handler: Callable[..., Any], concurrency: int) -> Source:
+        url = names[settings.ENV_QUEUE_URL[key]]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        return Source(key, url, arn, handler, concurrency)
+
+    # Dispatch first, so outlinks never pile up in the frontier queue.
+    return EventPump(
+        [
+            source("frontier", dispatch.handler, 1),
+            source("extract", extract.handler, 1),
+            source("fetch", fetch.handler, max(1, fetch_concurrency)),
+        ],
+        visibility_timeout=LOCAL_VISIBILITY_TIMEOUT,
+    )
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | None]:
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console(stderr=True)
+    started = time.monotonic()
+    with Live(console=console, refresh_per_second=4, transient=True) as live:
+
+        def tick(pump: EventPump) -> None:
+            stats = {s.key: s.stats for s in pump.sources}
+            depths = pump.depths()
+            live.update(
+                f"[bold]crawling[/] {time.monotonic() - started:5.1f}s  "
+                f"dispatched {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
+                f"pages stored {stats['extract'].deleted}  queued: frontier {depths['frontier']} "
+                f"fetch {depths['fetch']} extract {depths['extract']}"
+            )
+
+        yield tick
+
+
+def _write_outputs(
+    out: Path,
+    crawl_id: str,
+    started: float,
+    pump: EventPump,
+    names: dict[str, str],
+    seeds: list[Seed],
+    options: LocalOptions,
+) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    warc_dir = out / "warc"
+    warc_dir.mkdir(exist_ok=True)
+    blobs = aws.BlobStore()
+
+    log_items = sorted(aws.UrlStore().scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
+    outcomes: Counter[str] = Counter()
+    per_host: dict[str, Counter[str]] = {}
+    with (out / "crawl-log.jsonl").open("w", encoding="utf-8") as fh:
+        for item in log_items:
+            state = item.get("state", "queued")
+            line: dict[str, Any] = {"url": item["url"], "outcome": state, "depth": item.get("depth", 0)}
+            if state not in ("fetched", "skipped", "failed"):
+                # Never reached an end: a bug or a crash, and the log says so.
+                line["outcome"] = "failed"
+                line["reason"] = f"unfinished: left in state {state!r}"
+            for key in ("reason", "status", "truncated"):
+                if item.get(key) is not None and key not in line:
+                    line[key] = item[key]
+            outcomes[line["outcome"]] += 1
+            per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    warcs = 0
+    for key in blobs.keys(settings.PAGES_PREFIX, since=started - 1):
+        data = blobs.get(key)
+        (warc_dir / key.rsplit("/", 1)[-1]).write_bytes(data)
+        warcs += 1
+
+    records = 0
+    with (out / "records.jsonl").open("w", encoding="utf-8") as fh:
+        lines = []
+        for key in blobs.keys(settings.RECORDS_PREFIX):
+            for raw in gzip.decompress(blobs.get(key)).decode("utf-8").splitlines():
+                record = json.loads(raw)
+                if record.get("crawl_id") == crawl_id:
+                    lines.append(record)
+        lines.sort(key=lambda r: (r.get("fetched_at") or 0, r["url"]))
+        for record in lines:
+            record.pop("fp", None)
+            fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            records += 1
+
+    dlq = {}
+    sqs = aws.client("sqs")
+    for key in settings.QUEUES:
+        dlq_url = names.get(f"CRAWLSTACK_{key.upper()}_DLQ_URL")
+        if dlq_url:
+            attrs = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
+            dlq[key] = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+
+    finished = time.time()
+    return {
+        "crawl_id": crawl_id,
+        "seeds": [s.url for s in seeds],
+        "started_at": datetime.fromtimestamp(started, tz=UTC).isoformat(),
+        "finished_at": datetime.fromtimestamp(finished, tz=UTC).isoformat(),
+        "elapsed_seconds": round(finished - started, 3),
+        "urls": len(log_items),
+        "outcomes": dict(outcomes),
+        "pages_fetched": outcomes.get("fetched", 0),
+        "records": records,
+        "warc_files": warcs,
+        "hosts": {h: dict(c) for h, c in sorted(per_host.items())},
+        "dead_letter": dlq,
+        "handler_errors": pump.handler_errors[:20],
+        "invocations": {s.key: s.stats.invocations for s in pump.sources},
+        "settings": {
+            "max_depth": options.max_depth,
+            "max_pages": options.max_pages,
+            "delay": options.delay,
+            "user_agent": options.user_agent,
+            "fetch_concurrency": options.fetch_concurrency,
+        },
+    }

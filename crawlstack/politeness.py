@@ -1,0 +1,163 @@
+"""Per-host politeness: slots, windows, claims and parking.
+
+Every host has one state item, updated only with conditional writes, so
+every dispatcher and fetcher in every Lambda sees the same schedule:
+
+* ``next_slot``: when the next request may start.  Dispatch reserves a slot
+  per URL (start = max(now, next_slot), next_slot = start + delay) and the
+  fetch message waits in SQS for the whole seconds (``DelaySeconds``); the
+  fetcher sleeps the sub-second remainder.
+* ``window``: the URL fingerprints of the host currently in the fetch queue.
+  It holds at most 2 when the delay is above 0 (this request and the next)
+  or ``host_concurrency`` when it is 0.  A URL that finds the window full is
+  parked in the parked table; each fetch that leaves the window unparks the
+  next.  The fetch queue therefore never holds more than a few URLs per
+  host, whatever the backlog: SQS's 15-minute delay limit is never reached
+  and queue operations per URL stay constant.
+* ``free_at``: a fetcher claims the host (free_at <= now) before each
+  request and sets free_at = end + delay after it, so requests to a host
+  with a delay never overlap and never start closer than the delay, even
+  when a slot was reached late.
+* ``parked``: how many URLs are parked; only counted while the window is
+  full, so the release that empties the window always sees it.
+
+Settings: ``settings.DELAYED_HOST_WINDOW``, ``DEFAULT_HOST_CONCURRENCY``,
+``MAX_SQS_DELAY_SECONDS``, ``TOTAL_DEADLINE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from crawlstack import settings
+from crawlstack.messages import FetchTask
+
+SUB_SECOND = 1.0
+
+
+@dataclass(frozen=True)
+class HostSlot:
+    host: str
+    exists: bool = False
+    next_slot: float = 0.0
+    free_at: float = 0.0
+    window: frozenset[str] = field(default_factory=frozenset)
+    parked: int = 0
+
+
+class HostSlots(Protocol):
+    def read_slot(self, host: str) -> HostSlot: ...
+    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None: ...
+    def mark_parked(self, host: str, window: int) -> bool: ...
+    def unparked(self, host: str, count: int) -> None: ...
+    def claim(self, host: str, now: float, lease_until: float) -> float | None: ...
+    def release(self, host: str, fp: str, free_at: float | None) -> HostSlot: ...
+
+
+class Parking(Protocol):
+    def put(self, host: str, order: str, body: str) -> None: ...
+    def peek(self, host: str, limit: int) -> list[tuple[str, str]]: ...
+    def delete(self, host: str, order: str) -> None: ...
+
+
+def window_size(delay: float, host_concurrency: int) -> int:
+    return settings.DELAYED_HOST_WINDOW if delay > 0 else max(1, host_concurrency)
+
+
+def sqs_delay(not_before: float, now: float) -> int:
+    """Whole seconds a message should wait in SQS; the fetcher sleeps the rest."""
+    return max(0, min(settings.MAX_SQS_DELAY_SECONDS, math.floor(not_before - now)))
+
+
+def park_order(task: FetchTask) -> str:
+    # Shallow URLs first (breadth-first per host); deterministic, so a
+    # redelivered message parks onto the same item instead of a second one.
+    return f"{task.depth:04d}#{task.fp}"
+
+
+class Contention(RuntimeError):
+    """The host's state kept changing under us; try the message again later."""
+
+
+@dataclass
+class Politeness:
+    hosts: HostSlots
+    parking: Parking
+    clock: Callable[[], float] = time.time
+
+    def admit(self, task: FetchTask) -> list[tuple[str | None, FetchTask]]:
+        """Give the task a slot in the host's window, or park it.
+
+        Returns (parked order or None, task) pairs to send to the fetch queue
+        now: the task itself with ``not_before`` set, or nothing when it was
+        parked, or (rarely) tasks unparked because the window emptied while
+        parking.  Send them, then call ``unparked`` with the orders.
+        """
+        state = self.hosts.read_slot(task.host)
+        for _ in range(16):
+            if task.fp in state.window:
+                # Admitted by an earlier delivery of this message that may have
+                # died before sending it: send it again.  The fetcher's claim
+                # keeps the spacing and its outcome check drops a duplicate.
+                return [(None, replace(task, not_before=max(self.clock(), state.free_at)))]
+            if len(state.window) >= task.window:
+                self.parking.put(task.host, park_order(task), task.to_json())
+                if self.hosts.mark_parked(task.host, task.window):
+                    return []
+                return list(self.unpark(task.host))
+            start = max(self.clock(), state.next_slot)
+            conflict = self.hosts.reserve(task.host, task.fp, state, start + task.delay, task.window)
+            if conflict is None:
+                return [(None, replace(task, not_before=start))]
+            state = conflict
+        raise Contention(f"host {task.host}: politeness state kept changing")
+
+    def unpark(self, host: str) -> list[tuple[str | None, FetchTask]]:
+        """Move parked URLs of ``host`` into its window, oldest first.
+
+        Returns (order, task) pairs.  The caller sends the tasks, then calls
+        ``unparked`` so a crash in between leaves them parked, never lost.
+        """
+        state = self.hosts.read_slot(host)
+        out: list[tuple[str | None, FetchTask]] = []
+        for order, body in self.parking.peek(host, limit=settings.DEFAULT_HOST_CONCURRENCY):
+            task = FetchTask.from_json(body)
+            while True:
+                if task.fp in state.window:
+                    break  # somebody else unparked it
+                if len(state.window) >= task.window:
+                    break
+                start = max(self.clock(), state.next_slot)
+                conflict = self.hosts.reserve(host, task.fp, state, start + task.delay, task.window)
+                if conflict is None:
+                    out.append((order, replace(task, not_before=start)))
+                    state = replace(state, exists=True, next_slot=start + task.delay, window=state.window | {task.fp})
+                    break
+                state = conflict
+            if len(state.window) >= task.window:
+                break
+        return out
+
+    def unparked(self, host: str, orders: list[str | None]) -> None:
+        orders = [o for o in orders if o is not None]
+        for order in orders:
+            self.parking.delete(host, order)  # type: ignore[arg-type]
+        if orders:
+            self.hosts.unparked(host, len(orders))
+
+    def claim(self, task: FetchTask) -> float:
+        """Claim the host for this request: 0 when claimed, else seconds to wait."""
+        if task.delay <= 0:
+            return 0.0
+        now = self.clock()
+        blocked_until = self.hosts.claim(task.host, now, now + settings.TOTAL_DEADLINE_SECONDS + 30)
+        return 0.0 if blocked_until is None else max(0.001, blocked_until - now)
+
+    def release(self, task: FetchTask, finished_at: float) -> HostSlot:
+        """Leave the window; with a delay, free the host ``delay`` after the request ended."""
+        free_at = finished_at + task.delay if task.delay > 0 else None
+        return self.hosts.release(task.host, task.fp, free_at)

@@ -1,0 +1,91 @@
+"""Builds the domain services on the AWS adapters, once per container.
+
+Handlers call ``services()``; local mode calls ``reset()`` between crawls,
+which is what a fresh Lambda container would give.  The rules directory comes
+from ``CRAWLSTACK_RULES_DIR`` and is compiled at cold start, so an invalid
+rule fails the container at once, with its one-line reason, not page by page.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+
+from crawlstack import aws, settings
+from crawlstack.dispatcher import Dispatcher, Outbox
+from crawlstack.extractor import Extractor
+from crawlstack.fetcher import Fetcher
+from crawlstack.politeness import Politeness
+from crawlstack.rules import RuleSet, load_rules
+
+
+@dataclass
+class Services:
+    rules: RuleSet
+
+    @cached_property
+    def crawls(self) -> aws.CrawlStore:
+        return aws.CrawlStore()
+
+    @cached_property
+    def urls(self) -> aws.UrlStore:
+        return aws.UrlStore()
+
+    @cached_property
+    def hosts(self) -> aws.HostStore:
+        return aws.HostStore()
+
+    @cached_property
+    def politeness(self) -> Politeness:
+        return Politeness(self.hosts, aws.ParkStore())
+
+    @cached_property
+    def dispatcher(self) -> Dispatcher:
+        return Dispatcher(self.crawls, self.urls, self.hosts, self.politeness, self.rules)
+
+    @cached_property
+    def fetcher(self) -> Fetcher:
+        return Fetcher(self.urls, self.crawls, self.politeness, aws.BlobStore())
+
+    @cached_property
+    def extractor(self) -> Extractor:
+        return Extractor(self.crawls, aws.ResultStore(), aws.BlobStore(), self.rules)
+
+    @cached_property
+    def fetch_queue(self) -> aws.Queue:
+        return aws.Queue("fetch")
+
+    @cached_property
+    def frontier_queue(self) -> aws.Queue:
+        return aws.Queue("frontier")
+
+    def flush(self, outbox: Outbox) -> None:
+        """Send what a batch produced; parked URLs are deleted only once sent."""
+        if outbox.fetch:
+            self.fetch_queue.send(outbox.fetch)
+        if outbox.frontier:
+            self.frontier_queue.send(outbox.frontier)
+        for host, orders in outbox.unparked.items():
+            self.politeness.unparked(host, orders)
+
+
+_services: Services | None = None
+_lock = threading.Lock()
+
+
+def services() -> Services:
+    global _services
+    with _lock:
+        if _services is None:
+            rules_dir = os.environ.get(settings.ENV_RULES_DIR)
+            _services = Services(load_rules(rules_dir) if rules_dir else RuleSet())
+        return _services
+
+
+def reset() -> None:
+    global _services
+    with _lock:
+        _services = None
+    aws.reset_clients()

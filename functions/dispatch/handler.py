@@ -1,0 +1,54 @@
+"""Dispatch Lambda: frontier queue batch -> fetch queue (see crawlstack.dispatcher)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from crawlstack.dispatcher import Outbox
+from crawlstack.messages import FrontierMessage, InvalidMessage
+from crawlstack.wiring import services
+
+logger = Logger(service="dispatch")
+tracer = Tracer(service="dispatch")
+metrics = Metrics(namespace="crawlstack", service="dispatch")
+processor = BatchProcessor(event_type=EventType.SQS)
+
+_METRIC = {"queued": "UrlsQueued", "parked": "UrlsParked", "deduped": "DedupeHits", "dropped": "UrlsOutOfScope"}
+
+
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    svc = services()
+    outbox = Outbox()
+    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
+
+    def record_handler(record: SQSRecord) -> None:
+        try:
+            msg = FrontierMessage.from_json(record.body)
+        except InvalidMessage as exc:
+            # It can never succeed: log it whole (it is the user's own
+            # message) and let it go rather than cycle it to the DLQ.
+            logger.error("invalid frontier message", reason=str(exc), body=record.body[:2000])
+            metrics.add_metric(name="InvalidMessages", unit=MetricUnit.Count, value=1)
+            return
+        logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
+        decision = svc.dispatcher.dispatch(msg, outbox, message_id=record.message_id)
+        logger.debug("dispatched", action=decision.action, reason=decision.reason)
+        if decision.action == "skipped" and decision.reason == "robots":
+            metrics.add_metric(name="RobotsBlocked", unit=MetricUnit.Count, value=1)
+        elif decision.action in _METRIC:
+            metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
+
+    response = process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )
+    svc.flush(outbox)
+    return response

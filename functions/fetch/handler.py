@@ -1,0 +1,54 @@
+"""Fetch Lambda: fetch queue batch -> one WARC in S3 (see crawlstack.fetcher)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from crawlstack.dispatcher import Outbox
+from crawlstack.messages import FetchTask, InvalidMessage
+from crawlstack.wiring import services
+
+logger = Logger(service="fetch")
+tracer = Tracer(service="fetch")
+metrics = Metrics(namespace="crawlstack", service="fetch")
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    svc = services()
+    outbox = Outbox()
+    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
+    tasks: list[FetchTask] = []
+    owners: list[str] = []
+    for raw in event.get("Records", []):
+        try:
+            tasks.append(FetchTask.from_json(raw["body"]))
+            owners.append(raw["messageId"])
+        except InvalidMessage as exc:
+            logger.error("invalid fetch task", reason=str(exc), body=raw.get("body", "")[:2000])
+
+    batch = svc.fetcher.fetch_batch(tasks, outbox)
+    failures = {owners[i]: exc for i, exc in batch.errors.items()}
+    for item in batch.fetched:
+        logger.info("fetched", url=item.task.url, outcome=item.outcome, status=item.status, reason=item.reason)
+        name = {"fetched": "PagesFetched", "skipped": "PagesSkipped"}.get(item.outcome, "FetchFailures")
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+
+    def record_handler(record: SQSRecord) -> None:
+        if record.message_id in failures:
+            raise failures[record.message_id]
+
+    response = process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )
+    svc.flush(outbox)
+    return response
