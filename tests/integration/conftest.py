@@ -8,23 +8,50 @@
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from webs import ALLOW_LOOPBACK, UA, Crawl, CrawlResult, read_jsonl, write_rules
+from webs import ALLOW_LOOPBACK, UA, Crawl, CrawlResult, describe, read_jsonl, write_rules
 
 from crawlstack.demo.server import LoopbackWeb
 
-# A crawl that hangs kills the test run (with every thread's traceback) rather than CI's whole budget.
-CRAWL_TIMEOUT_SECONDS = 120
+# A crawl that takes longer fails its test (with the server log and the crawl's stack) instead of hanging the run.
+CRAWL_TIMEOUT_SECONDS = float(os.environ.get("CRAWLSTACK_ITEST_TIMEOUT", "60"))
+
+
+def _run_in_process(argv: list[str], timeout: float) -> tuple[int | None, str]:
+    """Run ``crawlstack.cli.main(argv)`` in a daemon thread; (exit code or None on timeout, diagnostics)."""
+    from crawlstack.cli import main  # imported late: a missing CLI fails the test, not collection
+
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["code"] = main(argv)
+        except SystemExit as exc:  # argparse errors and explicit exits
+            outcome["code"] = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            outcome["error"] = traceback.format_exc()
+
+    thread = threading.Thread(target=target, name="crawlstack-cli", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        frame = sys._current_frames().get(thread.ident or -1)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no stack)"
+        return None, f"crawl still running after {timeout:.0f}s; its stack:\n{stack}"
+    if "error" in outcome:
+        return 1, outcome["error"]
+    return int(outcome.get("code") or 0), ""
 
 
 @pytest.fixture
@@ -34,7 +61,8 @@ def web() -> Iterator[LoopbackWeb]:
 
 
 @pytest.fixture
-def crawl(tmp_path: Path) -> Crawl:
+def crawl(tmp_path: Path, web: LoopbackWeb) -> Crawl:
+    """Run a local crawl; a timeout or an unexpected exit code fails the test with ``web``'s request log."""
     runs = iter(range(1000))
 
     def run(
@@ -48,7 +76,9 @@ def crawl(tmp_path: Path) -> Crawl:
         extra: Sequence[str] = (),
         use_subprocess: bool = False,
         expect_exit: int | None = 0,
+        server: LoopbackWeb | None = None,
     ) -> CrawlResult:
+        served = server or web
         n = next(runs)
         out = tmp_path / f"out{n}"
         rules_dir = rules if isinstance(rules, Path) else write_rules(tmp_path / f"rules{n}", rules or [])
@@ -69,32 +99,29 @@ def crawl(tmp_path: Path) -> Crawl:
         start = time.monotonic()
         if use_subprocess:
             exe = Path(sys.executable).parent / "crawlstack"
-            proc = subprocess.run(
-                [str(exe), *argv],
-                capture_output=True,
-                text=True,
-                timeout=CRAWL_TIMEOUT_SECONDS,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                check=False,
-            )
-            code = proc.returncode
-            output = proc.stdout + proc.stderr
-        else:
-            from crawlstack.cli import main  # imported late: a missing CLI fails the test, not collection
-
-            faulthandler.dump_traceback_later(CRAWL_TIMEOUT_SECONDS, exit=True)
             try:
-                code = main(argv)
-            except SystemExit as exc:  # argparse errors and explicit exits
-                code = exc.code if isinstance(exc.code, int) else 1
-            finally:
-                faulthandler.cancel_dump_traceback_later()
+                proc = subprocess.run(
+                    [str(exe), *argv],
+                    capture_output=True,
+                    text=True,
+                    timeout=CRAWL_TIMEOUT_SECONDS,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    check=False,
+                )
+                code: int | None = proc.returncode
+                output = proc.stdout + proc.stderr
+            except subprocess.TimeoutExpired as exc:
+                code, output = None, f"killed after {exc.timeout:.0f}s"
+        else:
+            code, output = _run_in_process(argv, CRAWL_TIMEOUT_SECONDS)
         elapsed = time.monotonic() - start
+        if code is None:
+            pytest.fail(f"crawlstack {' '.join(argv)}\n{output}\nserver log:\n{describe(served.log)}")
 
         summary_path = out / "summary.json"
         result = CrawlResult(
             argv=argv,
-            exit_code=code,
+            exit_code=int(code),
             out=out,
             elapsed=elapsed,
             records=read_jsonl(out / "records.jsonl"),
@@ -104,7 +131,9 @@ def crawl(tmp_path: Path) -> Crawl:
             output=output,
         )
         if expect_exit is not None:
-            assert code == expect_exit, f"crawlstack {' '.join(argv)} exited {code}\n{output}"
+            assert code == expect_exit, (
+                f"crawlstack {' '.join(argv)} exited {code}\n{output}\nserver log:\n{describe(served.log)}"
+            )
         return result
 
     return run

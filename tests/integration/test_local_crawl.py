@@ -64,7 +64,7 @@ DEMO_AUTHORS = {
 
 def test_demo_site_end_to_end(crawl: Crawl) -> None:
     with demo_web() as web:
-        result = crawl(*demo_seeds(web), rules=RULES_DIR, max_depth=3, delay=0.2)
+        result = crawl(*demo_seeds(web), rules=RULES_DIR, max_depth=3, delay=0.2, server=web)
         log = web.log
 
     # Every book and author page became one record with the right fields.

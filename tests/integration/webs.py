@@ -208,4 +208,5 @@ class Crawl(Protocol):
         extra: Sequence[str] = (),
         use_subprocess: bool = False,
         expect_exit: int | None = 0,
+        server: LoopbackWeb | None = None,
     ) -> CrawlResult: ...
