@@ -44,7 +44,7 @@ class AddressGuard:
             infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
             raise AddressRefused(f"DNS lookup failed: {exc}") from exc
-        addresses = [info[4][0] for info in infos]
+        addresses = [str(info[4][0]) for info in infos]
         for addr in addresses:
             ip = ipaddress.ip_address(addr.split("%", 1)[0])
             if self._refused(ip) and not any(ip in net for net in self.allowed):
@@ -138,7 +138,7 @@ def fetch(
             result.status = resp.status_code
             result.reason = resp.reason or ""
             result.headers = list(resp.headers.items())
-            result.request_headers = list(resp.request.headers.items())
+            result.request_headers = [(k, str(v)) for k, v in resp.request.headers.items()]
             if text_only and result.content_type and not is_text_type(result.content_type):
                 result.finished_at = time.time()
                 return result

@@ -48,13 +48,13 @@ class EmbeddedAws:
             with lock:
                 return original(request)
 
-        stubber.process_request = atomic
+        stubber.process_request = atomic  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
         from moto.core import models
 
-        models.botocore_stubber.process_request = self._original
+        models.botocore_stubber.process_request = self._original  # type: ignore[method-assign]
         self._mock.stop()
         for key, value in self._saved_env.items():
             if value is None:

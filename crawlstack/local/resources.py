@@ -38,21 +38,21 @@ def create_all(visibility_timeout: int | None = None, exist_ok: bool = False) ->
             raise
     env[settings.ENV_BUCKET] = settings.BUCKET_NAME
 
-    for spec in settings.QUEUES.values():
-        dlq_url = sqs.create_queue(QueueName=spec.dlq_name)["QueueUrl"]
+    for queue in settings.QUEUES.values():
+        dlq_url = sqs.create_queue(QueueName=queue.dlq_name)["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        timeout = visibility_timeout if visibility_timeout is not None else spec.visibility_timeout_seconds
+        timeout = visibility_timeout if visibility_timeout is not None else queue.visibility_timeout_seconds
         url = sqs.create_queue(
-            QueueName=spec.name,
+            QueueName=queue.name,
             Attributes={
                 "VisibilityTimeout": str(timeout),
                 "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count}
                 ),
             },
         )["QueueUrl"]
-        env[settings.ENV_QUEUE_URL[spec.key]] = url
-        env[f"CRAWLSTACK_{spec.key.upper()}_DLQ_URL"] = dlq_url
+        env[settings.ENV_QUEUE_URL[queue.key]] = url
+        env[f"CRAWLSTACK_{queue.key.upper()}_DLQ_URL"] = dlq_url
 
     extract_url = env[settings.ENV_QUEUE_URL["extract"]]
     extract_arn = sqs.get_queue_attributes(QueueUrl=extract_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -76,20 +76,20 @@ def create_all(visibility_timeout: int | None = None, exist_ok: bool = False) ->
         },
     )
 
-    for spec in settings.TABLES.values():
-        keys: list[dict[str, Any]] = [{"AttributeName": spec.partition_key, "KeyType": "HASH"}]
-        attrs = [{"AttributeName": spec.partition_key, "AttributeType": "S"}]
-        if spec.sort_key:
-            keys.append({"AttributeName": spec.sort_key, "KeyType": "RANGE"})
-            attrs.append({"AttributeName": spec.sort_key, "AttributeType": "S"})
+    for table in settings.TABLES.values():
+        keys: list[dict[str, Any]] = [{"AttributeName": table.partition_key, "KeyType": "HASH"}]
+        attrs = [{"AttributeName": table.partition_key, "AttributeType": "S"}]
+        if table.sort_key:
+            keys.append({"AttributeName": table.sort_key, "KeyType": "RANGE"})
+            attrs.append({"AttributeName": table.sort_key, "AttributeType": "S"})
         try:
             ddb.create_table(
-                TableName=spec.name, KeySchema=keys, AttributeDefinitions=attrs, BillingMode="PAY_PER_REQUEST"
+                TableName=table.name, KeySchema=keys, AttributeDefinitions=attrs, BillingMode="PAY_PER_REQUEST"
             )
         except ClientError as exc:
             if not (exist_ok and _code(exc) == "ResourceInUseException"):
                 raise
-        env[settings.ENV_TABLE[spec.key]] = spec.name
+        env[settings.ENV_TABLE[table.key]] = table.name
     return env
 
 

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -147,7 +148,11 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 _progress(options.progress) as tick,
                 (out / "metrics.jsonl").open("w") as emf,
                 contextlib.redirect_stdout(emf),
+                warnings.catch_warnings(),
             ):
+                # The three handlers share Powertools' metric set in one
+                # process, so one may find it flushed by another: harmless.
+                warnings.filterwarnings("ignore", message="No application metrics to publish")
                 pump.run(on_tick=tick)
             summary = _write_outputs(out, crawl_id, started, pump, names, seeds, options)
         wiring.reset()

@@ -1,0 +1,45 @@
+# crawlstack: the two commands are `make demo` and `make test`.
+# Everything installs from the project's own files: Python packages into
+# .venv (pyproject.toml), the AWS CDK CLI into node_modules (package-lock.json).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup test unit integration lint typecheck demo clean bench
+
+include make/infra.mk
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml package.json package-lock.json
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## The whole suite: lint, types, unit, integration and infra tests
+test: setup lint typecheck
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+unit: setup
+	$(PY) -m pytest -q tests/unit
+
+integration: setup
+	$(PY) -m pytest -q tests/integration
+
+lint: setup
+	$(VENV)/bin/ruff check crawlstack functions infra tests app.py scripts
+
+typecheck: setup
+	$(VENV)/bin/mypy crawlstack functions
+
+## Serve the bundled demo site on loopback, crawl it locally, print the records
+demo: setup
+	$(PY) -m crawlstack.demo --out demo-out
+
+clean:
+	rm -rf demo-out .pytest_cache .mypy_cache .ruff_cache
