@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.politeness import HostSlot
+from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.robots import RobotsRecord
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
@@ -316,31 +316,47 @@ class HostStore:
             ExpressionAttributeValues={":n": {"N": str(-count)}},
         )
 
-    def claim(self, host: str, now: float, lease_until: float) -> float | None:
-        """Take the host for one request; None on success, else when it frees up."""
+    def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
+        """Take the host for one request; None on success, else what holds it."""
         try:
             client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self._key(host, "slot"),
-                UpdateExpression="SET free_at = :lease",
+                UpdateExpression="SET free_at = :lease, busy = :one",
                 ConditionExpression="attribute_not_exists(free_at) OR free_at <= :now",
-                ExpressionAttributeValues={":lease": {"N": str(_num(lease_until))}, ":now": {"N": str(_num(now))}},
+                ExpressionAttributeValues={
+                    ":lease": {"N": str(_num(lease_until))},
+                    ":now": {"N": str(_num(now))},
+                    ":one": {"N": "1"},
+                },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if not _is_conditional_failure(exc):
                 raise
-            item = exc.response.get("Item") or {}
-            return float(item.get("free_at", {}).get("N", now + 1))
+            item = exc.response.get("Item") or self._raw_slot(host)
+            return Blocked(
+                free_at=float(item.get("free_at", {}).get("N", now)),
+                in_flight=item.get("busy", {}).get("N", "0") == "1",
+            )
         return None
+
+    def _raw_slot(self, host: str) -> dict[str, Any]:
+        item: dict[str, Any] = (
+            client("dynamodb")
+            .get_item(TableName=self.name, Key=self._key(host, "slot"), ConsistentRead=True)
+            .get("Item", {})
+        )
+        return item
 
     def release(self, host: str, fp: str, free_at: float | None) -> HostSlot:
         """Leave the window (and the host, from ``free_at``); returns the new state."""
         values: dict[str, Any] = {":fp": {"SS": [fp]}}
         update = "DELETE #w :fp"
         if free_at is not None:
-            update = "SET free_at = :free " + update
+            update = "SET free_at = :free, busy = :zero " + update
             values[":free"] = {"N": str(_num(free_at))}
+            values[":zero"] = {"N": "0"}
         resp = client("dynamodb").update_item(
             TableName=self.name,
             Key=self._key(host, "slot"),

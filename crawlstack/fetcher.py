@@ -152,15 +152,21 @@ class Fetcher:
         return self._classify(task, result, outbox)
 
     def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:
-        """Sleep out a sub-second wait, or send the task back to wait in the queue."""
+        """Wait for the slot and claim the host; sleeps at most SUB_SECOND in all.
+
+        A longer wait goes back to the queue with DelaySeconds, never a
+        longer sleep in the Lambda.
+        """
         wait = task.not_before - self.clock()
+        slept = 0.0
         while True:
-            if wait > SUB_SECOND:
-                later = replace(task, not_before=self.clock() + wait)
+            if wait > 0 and slept + wait > SUB_SECOND:
+                later = replace(task, not_before=self.clock() + max(wait, SUB_SECOND))
                 outbox.fetch.append((later.to_json(), sqs_delay(later.not_before, self.clock())))
                 return False
             if wait > 0:
                 self.sleep(wait)
+                slept += wait
             wait = self.politeness.claim(task)
             if wait == 0:
                 return True

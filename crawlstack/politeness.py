@@ -37,6 +37,9 @@ from crawlstack import settings
 from crawlstack.messages import FetchTask
 
 SUB_SECOND = 1.0
+# How long a claim holds a host if its fetcher dies before releasing it.
+CLAIM_LEASE_SECONDS = settings.TOTAL_DEADLINE_SECONDS + 30
+IN_FLIGHT_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,20 @@ class HostSlot:
     parked: int = 0
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """Why a claim failed: the host is spaced until ``free_at``, or a request is in flight."""
+
+    free_at: float
+    in_flight: bool
+
+
 class HostSlots(Protocol):
     def read_slot(self, host: str) -> HostSlot: ...
     def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None: ...
     def mark_parked(self, host: str, window: int) -> bool: ...
     def unparked(self, host: str, count: int) -> None: ...
-    def claim(self, host: str, now: float, lease_until: float) -> float | None: ...
+    def claim(self, host: str, now: float, lease_until: float) -> Blocked | None: ...
     def release(self, host: str, fp: str, free_at: float | None) -> HostSlot: ...
 
 
@@ -150,12 +161,21 @@ class Politeness:
             self.hosts.unparked(host, len(orders))
 
     def claim(self, task: FetchTask) -> float:
-        """Claim the host for this request: 0 when claimed, else seconds to wait."""
+        """Claim the host for this request: 0 when claimed, else seconds to wait.
+
+        While another request to the host is in flight its end is unknown (the
+        stored free_at is only a lease against a crashed fetcher), so the wait
+        is one delay: the least it can take before the host is free again.
+        """
         if task.delay <= 0:
             return 0.0
         now = self.clock()
-        blocked_until = self.hosts.claim(task.host, now, now + settings.TOTAL_DEADLINE_SECONDS + 30)
-        return 0.0 if blocked_until is None else max(0.001, blocked_until - now)
+        blocked = self.hosts.claim(task.host, now, now + CLAIM_LEASE_SECONDS)
+        if blocked is None:
+            return 0.0
+        if blocked.in_flight:
+            return max(IN_FLIGHT_POLL_SECONDS, min(task.delay, blocked.free_at - now))
+        return max(0.001, blocked.free_at - now)
 
     def release(self, task: FetchTask, finished_at: float) -> HostSlot:
         """Leave the window; with a delay, free the host ``delay`` after the request ended."""
