@@ -28,6 +28,11 @@ from crawlstack.demo.server import LoopbackWeb
 CRAWL_TIMEOUT_SECONDS = float(os.environ.get("CRAWLSTACK_ITEST_TIMEOUT", "60"))
 
 
+# Set once an in-process crawl timed out: its thread still runs and holds the emulator, so later
+# crawls in this process run as subprocesses instead.
+_leaked_crawls: list[threading.Thread] = []
+
+
 def _run_in_process(argv: list[str], timeout: float) -> tuple[int | None, str]:
     """Run ``crawlstack.cli.main(argv)`` in a daemon thread; (exit code or None on timeout, diagnostics)."""
     from crawlstack.cli import main  # imported late: a missing CLI fails the test, not collection
@@ -46,6 +51,7 @@ def _run_in_process(argv: list[str], timeout: float) -> tuple[int | None, str]:
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
+        _leaked_crawls.append(thread)
         frame = sys._current_frames().get(thread.ident or -1)
         stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no stack)"
         return None, f"crawl still running after {timeout:.0f}s; its stack:\n{stack}"
@@ -97,7 +103,7 @@ def crawl(tmp_path: Path, web: LoopbackWeb) -> Crawl:
 
         output = ""
         start = time.monotonic()
-        if use_subprocess:
+        if use_subprocess or _leaked_crawls:
             exe = Path(sys.executable).parent / "crawlstack"
             try:
                 proc = subprocess.run(
