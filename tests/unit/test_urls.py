@@ -1,0 +1,144 @@
+"""URL canonicalisation, fingerprints, host keys and link resolution."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crawlstack import settings as crawl_settings
+from crawlstack.urls import (
+    InvalidURL,
+    canonicalize,
+    fingerprint,
+    host_of,
+    is_ip_literal,
+    origin_of,
+    resolve_link,
+    robots_url,
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("HTTP://Example.COM/", "http://example.com/"),
+        ("http://example.com", "http://example.com/"),
+        ("http://example.com:80/a", "http://example.com/a"),
+        ("https://example.com:443/a", "https://example.com/a"),
+        ("https://example.com:443", "https://example.com/"),
+        ("http://example.com:8080/a", "http://example.com:8080/a"),
+        ("https://example.com:80/a", "https://example.com:80/a"),
+        ("http://example.com/a#section", "http://example.com/a"),
+        ("http://example.com/a?z=1&a=2&m=3", "http://example.com/a?a=2&m=3&z=1"),
+        ("http://example.com/Path/To/Page.HTML", "http://example.com/Path/To/Page.HTML"),
+        ("http://example.com/a%7eb", "http://example.com/a~b"),
+        ("http://example.com/a b", "http://example.com/a%20b"),
+        ("  http://example.com/a  ", "http://example.com/a"),
+        ("http://user:pw@Example.com:80/", "http://user:pw@example.com/"),
+        ("http://[::1]:80/a", "http://[::1]/a"),
+    ],
+)
+def test_canonical_form(raw: str, canonical: str) -> None:
+    assert canonicalize(raw) == canonical
+
+
+def test_spellings_of_one_page_share_a_fingerprint() -> None:
+    spellings = ["HTTP://EXAMPLE.com:80/p?b=2&a=1#top", "http://example.com/p?a=1&b=2", "http://example.com/p?a=1&b=2#x"]
+    fps = {fingerprint(canonicalize(u)) for u in spellings}
+    assert len(fps) == 1
+    assert fingerprint(canonicalize("http://example.com/P?a=1&b=2")) not in fps
+    fp = fps.pop()
+    assert len(fp) == 32 and all(c in "0123456789abcdef" for c in fp)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("ftp://example.com/file", "scheme 'ftp'"),
+        ("javascript:alert(1)", "scheme 'javascript'"),
+        ("mailto:someone@example.com", "scheme 'mailto'"),
+        ("data:text/html,hi", "scheme 'data'"),
+        ("/relative/path", "scheme '(none)'"),
+        ("", "scheme '(none)'"),
+        ("http://", "no host"),
+        ("http:///path", "no host"),
+        ("http://example.com:99999/", "Port out of range"),
+        ("http://example.com:abc/", "Port could not be cast"),
+    ],
+)
+def test_invalid_urls_raise_invalid_url_with_a_reason(raw: str, reason: str) -> None:
+    with pytest.raises(InvalidURL, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        canonicalize(raw)
+
+
+def test_too_long_url_is_invalid() -> None:
+    limit = crawl_settings.MAX_URL_LENGTH
+    base = "http://example.com/"
+    ok = base + "a" * (limit - len(base))
+    assert canonicalize(ok) == ok
+    with pytest.raises(InvalidURL, match=f"longer than {limit}"):
+        canonicalize(ok + "a")
+
+
+def test_invalid_url_is_a_value_error() -> None:
+    assert issubclass(InvalidURL, ValueError)
+
+
+def test_host_origin_and_robots_url() -> None:
+    url = "https://user:pw@Example.com:8443/a/b?c=d"
+    assert host_of(url) == "example.com"
+    assert origin_of(url) == "https://Example.com:8443"
+    assert robots_url("http://example.com/a/b") == "http://example.com/robots.txt"
+    assert origin_of("http://example.com/x") == "http://example.com"
+
+
+def test_is_ip_literal() -> None:
+    assert is_ip_literal("127.0.0.2")
+    assert is_ip_literal("[::1]")
+    assert not is_ip_literal("example.com")
+
+
+@pytest.mark.parametrize(
+    ("base", "href", "expected"),
+    [
+        ("http://example.com/a/b.html", "c.html", "http://example.com/a/c.html"),
+        ("http://example.com/a/b.html", "../c.html?y=1&x=2", "http://example.com/c.html?x=2&y=1"),
+        ("http://example.com/a/b.html", "//other.org/x", "http://other.org/x"),
+        ("http://example.com/a/b.html", "  #frag  ", "http://example.com/a/b.html"),
+        ("http://example.com/a/b.html", "HTTPS://Other.org:443/", "https://other.org/"),
+    ],
+)
+def test_resolve_link(base: str, href: str, expected: str) -> None:
+    assert resolve_link(base, href) == expected
+
+
+@pytest.mark.parametrize("href", ["", "   ", "javascript:void(0)", "mailto:a@b.c", "data:,x", "http://[bad"])
+def test_resolve_link_refuses_uncrawlable_hrefs(href: str) -> None:
+    with pytest.raises(InvalidURL):
+        resolve_link("http://example.com/", href)
+
+
+_hosts = st.from_regex(r"[a-zA-Z0-9]([a-zA-Z0-9-]{0,10}[a-zA-Z0-9])?(\.[a-zA-Z]{2,5}){1,2}", fullmatch=True)
+_urlish = st.builds(
+    lambda scheme, host, port, path, query, frag: f"{scheme}://{host}{port}{path}{query}{frag}",
+    st.sampled_from(["http", "https", "HTTP", "Https"]),
+    _hosts,
+    st.sampled_from(["", ":80", ":443", ":8080", ":0", ":65535", ":65536", ":x"]),
+    st.text(alphabet="/abcXYZ%20~-._é?&=", max_size=30).map(lambda s: "/" + s),
+    st.text(alphabet="abc=&%+é ", max_size=20).map(lambda s: "?" + s if s else ""),
+    st.text(max_size=10).map(lambda s: "#" + s if s else ""),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=200), _urlish))
+def test_canonicalize_is_idempotent_and_raises_only_invalid_url(text: str) -> None:
+    try:
+        once = canonicalize(text)
+    except InvalidURL:
+        return
+    assert canonicalize(once) == once
+    assert once.startswith(("http://", "https://"))
+    assert "#" not in once
+    assert host_of(once)
