@@ -120,7 +120,7 @@ class FetchTask:
             data = json.loads(body)
             data["want"] = tuple(data.get("want") or ())
             return cls(**data)
-        except (json.JSONDecodeError, TypeError, KeyError) as exc:
+        except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
             raise InvalidMessage(f"bad fetch task: {exc}") from exc
 
     def metadata(self) -> dict[str, Any]:
