@@ -28,8 +28,8 @@ class Page:
         """The lxml root element, or None for a body that is not markup or is empty."""
         if not self.is_markup or not self.body.strip():
             return None
-        parser = lxml.html.HTMLParser(encoding=self._charset, no_network=True, remove_comments=False)
         try:
+            parser = lxml.html.HTMLParser(encoding=self._charset, no_network=True, remove_comments=False)
             root = lxml.html.fromstring(self.body, parser=parser, base_url=self.url)
         except (etree.ParserError, ValueError, LookupError):
             # An unknown charset label: let lxml sniff instead.
