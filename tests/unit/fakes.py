@@ -1,0 +1,282 @@
+"""In-memory fakes of the stores the domain services use, with the semantics of crawlstack.aws.
+
+Each conditional write here checks the same condition as its DynamoDB
+counterpart in ``crawlstack/aws.py`` and, like DynamoDB, either applies the
+whole update or none of it.  A lock makes every call atomic, as DynamoDB makes
+every request atomic, so the fakes can be shared by threads (the fetcher runs
+a batch on a thread pool).
+
+``journal`` (optional, shared) records writes in order, for tests that care
+what happened before what.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from crawlstack.config import CrawlConfig
+from crawlstack.politeness import Blocked, HostSlot
+from crawlstack.robots import RobotsRecord
+
+
+@dataclass
+class FakeClock:
+    """A clock that only moves when told; ``sleep`` advances it and records the wait."""
+
+    now: float = 1_700_000_000.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class FakeHosts:
+    """The hosts table: politeness slots (HostSlots) and the robots.txt cache (RobotsCache)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        # host -> attributes of its "slot" item; an attribute absent is a key absent,
+        # and an empty window is no "window" key (DynamoDB drops empty sets).
+        self.slots: dict[str, dict[str, Any]] = {}
+        self.robots: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, ...]] = []
+        self._lock = threading.RLock()
+
+    # -- HostSlots -------------------------------------------------------------
+    def read_slot(self, host: str) -> HostSlot:
+        with self._lock:
+            return self._slot(host)
+
+    def _slot(self, host: str) -> HostSlot:
+        item = self.slots.get(host)
+        if item is None:
+            return HostSlot(host=host)
+        return HostSlot(
+            host=host,
+            exists="next_slot" in item,
+            next_slot=item.get("next_slot", 0.0),
+            free_at=item.get("free_at", 0.0),
+            window=frozenset(item.get("window", ())),
+            parked=item.get("parked", 0),
+        )
+
+    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
+        with self._lock:
+            self.calls.append(("reserve", host, fp))
+            item = self.slots.get(host, {})
+            if expected.exists:
+                ok = "next_slot" in item and item["next_slot"] == expected.next_slot
+            else:
+                ok = "next_slot" not in item
+            current = item.get("window")
+            ok = ok and (current is None or (len(current) < window and fp not in current))
+            if not ok:
+                return self._slot(host)
+            item = self.slots.setdefault(host, {})
+            item["next_slot"] = new_next
+            item["window"] = set(current or ()) | {fp}
+            return None
+
+    def mark_parked(self, host: str, window: int) -> bool:
+        with self._lock:
+            item = self.slots.get(host)
+            if item is None or "window" not in item or len(item["window"]) < window:
+                return False
+            item["parked"] = item.get("parked", 0) + 1
+            return True
+
+    def unparked(self, host: str, count: int) -> None:
+        with self._lock:
+            item = self.slots.setdefault(host, {})
+            item["parked"] = item.get("parked", 0) - count
+
+    def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
+        with self._lock:
+            self.calls.append(("claim", host))
+            item = self.slots.get(host, {})
+            if "free_at" in item and item["free_at"] > now:
+                return Blocked(free_at=item["free_at"], in_flight=item.get("busy", 0) == 1)
+            item = self.slots.setdefault(host, {})
+            item["free_at"] = lease_until
+            item["busy"] = 1
+            return None
+
+    def release(self, host: str, fp: str, free_at: float | None) -> HostSlot:
+        with self._lock:
+            self.calls.append(("release", host, fp))
+            item = self.slots.setdefault(host, {})
+            if free_at is not None:
+                item["free_at"] = free_at
+                item["busy"] = 0
+            if "window" in item:
+                item["window"] = set(item["window"]) - {fp}
+                if not item["window"]:
+                    del item["window"]
+            return self._slot(host)
+
+    # -- RobotsCache -----------------------------------------------------------
+    def push_back(self, host: str, free_at: float) -> None:
+        with self._lock:
+            self.calls.append(("push_back", host))
+            item = self.slots.get(host, {})
+            if item.get("free_at", float("-inf")) < free_at and item.get("next_slot", float("-inf")) < free_at:
+                item = self.slots.setdefault(host, {})
+                item["free_at"] = free_at
+                item["next_slot"] = free_at
+
+    def get_robots(self, origin: str) -> RobotsRecord | None:
+        with self._lock:
+            item = self.robots.get(origin)
+            if not item or "record" not in item:
+                return None
+            record: RobotsRecord = item["record"]
+            return None if record.expired(self.clock()) else record
+
+    def lock_robots(self, origin: str, until: float) -> bool:
+        with self._lock:
+            item = self.robots.get(origin, {})
+            if "lock" in item and item["lock"] >= self.clock():
+                return False
+            self.robots.setdefault(origin, {})["lock"] = until
+            return True
+
+    def put_robots(self, record: RobotsRecord) -> None:
+        with self._lock:
+            self.calls.append(("put_robots", record.origin))
+            # put_item replaces the whole item, the lock included.
+            self.robots[record.origin] = {"record": record}
+
+
+class FakeParking:
+    """The parked table: (host, order) -> body, read in order."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, host: str, order: str, body: str) -> None:
+        with self._lock:
+            self.items.setdefault(host, {})[order] = body
+
+    def peek(self, host: str, limit: int) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(self.items.get(host, {}).items())[:limit]
+
+    def delete(self, host: str, order: str) -> None:
+        with self._lock:
+            self.items.get(host, {}).pop(order, None)
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self.items.values())
+
+
+class FakeCrawls:
+    """The crawls table: config per crawl (defaults when absent), seed hosts, page budget."""
+
+    def __init__(self, *configs: CrawlConfig, defaults: CrawlConfig | None = None) -> None:
+        self.configs = {c.crawl_id: c for c in configs}
+        self.defaults = defaults or CrawlConfig()
+        self.pages: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
+        with self._lock:
+            return self.configs.get(crawl_id) or replace(self.defaults, crawl_id=crawl_id)
+
+    def put(self, config: CrawlConfig) -> None:
+        with self._lock:
+            self.configs[config.crawl_id] = config
+
+    def add_seed_host(self, crawl_id: str, host: str) -> None:
+        with self._lock:
+            config = self.configs.get(crawl_id) or replace(self.defaults, crawl_id=crawl_id)
+            self.configs[crawl_id] = replace(config, seed_hosts=config.seed_hosts | {host})
+
+    def count_page(self, crawl_id: str, max_pages: int) -> bool:
+        with self._lock:
+            if self.pages.get(crawl_id, 0) >= max_pages:
+                return False
+            self.pages[crawl_id] = self.pages.get(crawl_id, 0) + 1
+            return True
+
+
+class FakeUrls:
+    """The urls table: written once per crawl and URL (dedupe), then its outcome."""
+
+    def __init__(self, journal: list[tuple[str, ...]] | None = None) -> None:
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        self.journal = journal if journal is not None else []
+        self._lock = threading.Lock()
+
+    def claim(self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "") -> bool:
+        with self._lock:
+            old = self.items.get((crawl_id, fp))
+            if old is not None and not (claimer and old.get("claimed_by") == claimer):
+                return False
+            # put_item: the whole item is replaced.
+            item: dict[str, Any] = {"url": url, "depth": depth, "state": "queued"}
+            if claimer:
+                item["claimed_by"] = claimer
+            self.items[(crawl_id, fp)] = item
+            self.journal.append(("claim", crawl_id, fp))
+            return True
+
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None:
+        with self._lock:
+            item = self.items.setdefault((crawl_id, fp), {})
+            item.update({"state": outcome, **{k: v for k, v in fields.items() if v is not None}})
+            self.journal.append(("outcome", crawl_id, fp, outcome))
+
+    def state(self, crawl_id: str, fp: str) -> str | None:
+        with self._lock:
+            item = self.items.get((crawl_id, fp))
+            return item.get("state") if item else None
+
+    def item(self, crawl_id: str, fp: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self.items[(crawl_id, fp)])
+
+
+class FakeBlobs:
+    """The pages bucket."""
+
+    def __init__(self, bucket: str = "crawlstack-pages", journal: list[tuple[str, ...]] | None = None) -> None:
+        self.bucket = bucket
+        self.objects: dict[tuple[str, str], tuple[bytes, str]] = {}
+        self.journal = journal if journal is not None else []
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes, content_type: str) -> None:
+        with self._lock:
+            self.objects[(self.bucket, key)] = (data, content_type)
+            self.journal.append(("put", key))
+
+    def get(self, key: str, bucket: str | None = None) -> bytes:
+        with self._lock:
+            return self.objects[(bucket or self.bucket, key)][0]
+
+    def keys(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(k for _, k in self.objects if k.startswith(prefix))
+
+
+class FakeResults:
+    """The results table: one record per crawl and fingerprint (put_item overwrites)."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+
+    def put(self, record: dict[str, Any]) -> None:
+        self.items[f"{record['crawl_id']}#{record['fp']}"] = dict(record)

@@ -1,0 +1,300 @@
+"""Per-host politeness on the in-memory stores: slots, windows, parking, claims, releases."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from fakes import FakeClock, FakeHosts, FakeParking
+
+from crawlstack import settings
+from crawlstack.messages import FetchTask
+from crawlstack.politeness import (
+    CLAIM_LEASE_SECONDS,
+    IN_FLIGHT_POLL_SECONDS,
+    Contention,
+    HostSlot,
+    Politeness,
+    park_order,
+    sqs_delay,
+    window_size,
+)
+from crawlstack.urls import fingerprint
+
+HOST = "example.com"
+
+
+def task(path: str, delay: float = 2.0, depth: int = 1, host: str = HOST) -> FetchTask:
+    url = f"http://{host}/{path}"
+    return FetchTask(
+        url=url,
+        fp=fingerprint(url),
+        host=host,
+        depth=depth,
+        crawl_id="c",
+        not_before=0.0,
+        delay=delay,
+        window=window_size(delay, 3),
+    )
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def hosts(clock: FakeClock) -> FakeHosts:
+    return FakeHosts(clock)
+
+
+@pytest.fixture
+def parking() -> FakeParking:
+    return FakeParking()
+
+
+@pytest.fixture
+def pol(hosts: FakeHosts, parking: FakeParking, clock: FakeClock) -> Politeness:
+    return Politeness(hosts, parking, clock)
+
+
+def test_window_size() -> None:
+    assert window_size(0.5, 8) == settings.DELAYED_HOST_WINDOW == 2
+    assert window_size(0, 8) == 8
+    assert window_size(0, 0) == 1
+
+
+def test_sqs_delay_floor_and_cap() -> None:
+    now = 1000.0
+    assert sqs_delay(now + 0.99, now) == 0
+    assert sqs_delay(now + 1.0, now) == 1
+    assert sqs_delay(now + 2.7, now) == 2
+    assert sqs_delay(now - 50, now) == 0
+    assert sqs_delay(now + 10_000, now) == settings.MAX_SQS_DELAY_SECONDS == 900
+
+
+def test_park_order_is_shallow_first_and_deterministic() -> None:
+    shallow, deep = task("a", depth=1), task("b", depth=12)
+    assert park_order(shallow) < park_order(deep)
+    assert park_order(shallow) == park_order(replace(shallow, not_before=99.0))
+    assert park_order(deep).startswith("0012#")
+
+
+def test_slots_are_spaced_by_the_delay(pol: Politeness, hosts: FakeHosts, clock: FakeClock) -> None:
+    t0 = clock.now
+    [(order_a, a)] = pol.admit(task("a"))
+    [(order_b, b)] = pol.admit(task("b"))
+    assert order_a is None and order_b is None
+    assert (a.not_before, b.not_before) == (t0, t0 + 2.0)
+    slot = hosts.read_slot(HOST)
+    assert slot.next_slot == t0 + 4.0
+    assert slot.window == {a.fp, b.fp}
+
+
+def test_slot_starts_now_when_the_host_has_been_idle(pol: Politeness, hosts: FakeHosts, clock: FakeClock) -> None:
+    pol.admit(task("a"))
+    pol.release(task("a"), clock.now)
+    clock.advance(100)
+    [(_, b)] = pol.admit(task("b"))
+    assert b.not_before == clock.now
+
+
+def test_different_hosts_do_not_share_slots(pol: Politeness, clock: FakeClock) -> None:
+    [(_, a)] = pol.admit(task("a", host="one.example"))
+    [(_, b)] = pol.admit(task("a", host="two.example"))
+    assert a.not_before == b.not_before == clock.now
+
+
+def test_full_window_parks_and_release_unparks_shallow_first(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking, clock: FakeClock
+) -> None:
+    a, b = task("a"), task("b")
+    pol.admit(a)
+    pol.admit(b)
+    deep, shallow = task("deep", depth=3), task("shallow", depth=1)
+    assert pol.admit(deep) == []
+    assert pol.admit(shallow) == []
+    assert parking.count() == 2
+    assert hosts.read_slot(HOST).parked == 2
+
+    clock.advance(1.0)
+    slot = pol.release(a, clock.now)
+    assert slot.parked == 2 and slot.window == {b.fp}
+    unparked = pol.unpark(HOST)
+    # One place in the window: the shallow URL takes it, the deep one waits.
+    assert [(o, t.url) for o, t in unparked] == [(park_order(shallow), shallow.url)]
+    assert unparked[0][1].not_before == clock.now - 1.0 + 4.0  # after a's and b's slots
+    pol.unparked(HOST, [o for o, _ in unparked])
+    assert parking.peek(HOST, 10) == [(park_order(deep), deep.to_json())]
+    assert hosts.read_slot(HOST).parked == 1
+    assert hosts.read_slot(HOST).window == {b.fp, shallow.fp}
+
+    pol.release(b, clock.now)
+    [(order, nxt)] = pol.unpark(HOST)
+    assert nxt.url == deep.url
+    pol.unparked(HOST, [order])
+    assert parking.count() == 0 and hosts.read_slot(HOST).parked == 0
+
+
+def test_unparked_ignores_orders_that_were_not_parked(pol: Politeness, hosts: FakeHosts) -> None:
+    pol.unparked(HOST, [None, None])
+    assert hosts.read_slot(HOST).parked == 0
+
+
+def test_unpark_skips_what_somebody_else_unparked(pol: Politeness, hosts: FakeHosts, parking: FakeParking) -> None:
+    a, b, c = task("a"), task("b"), task("c")
+    pol.admit(a)
+    pol.admit(b)
+    assert pol.admit(c) == []
+    pol.release(a, 0.0)
+    [(order, _)] = pol.unpark(HOST)  # reserved c, then died before deleting the parked item
+    assert pol.unpark(HOST) == []  # c is in the window already; nothing else is parked
+    assert parking.peek(HOST, 10) == [(order, c.to_json())]
+
+
+def test_delay_zero_window_is_host_concurrency(pol: Politeness, clock: FakeClock) -> None:
+    tasks = [task(str(i), delay=0.0) for i in range(4)]
+    admitted = [pol.admit(t) for t in tasks]
+    assert [len(a) for a in admitted] == [1, 1, 1, 0]
+    assert all(t.not_before == clock.now for a in admitted for _, t in a)
+
+
+def test_redelivered_admit_resends_without_reserving_again(pol: Politeness, hosts: FakeHosts, clock: FakeClock) -> None:
+    a = task("a")
+    [(_, first)] = pol.admit(a)
+    before = hosts.read_slot(HOST)
+    reserves = sum(1 for c in hosts.calls if c[0] == "reserve")
+    [(order, again)] = pol.admit(a)
+    assert order is None and again.fp == a.fp
+    assert again.not_before >= first.not_before
+    assert hosts.read_slot(HOST) == before
+    assert sum(1 for c in hosts.calls if c[0] == "reserve") == reserves
+    # And the next URL still gets the next slot, not a third.
+    [(_, b)] = pol.admit(task("b"))
+    assert b.not_before == first.not_before + 2.0
+
+
+def test_redelivered_admit_waits_for_a_busy_host(pol: Politeness, clock: FakeClock) -> None:
+    a = task("a")
+    pol.admit(a)
+    assert pol.claim(a) == 0.0
+    pol.release(a, clock.now + 0.5)  # a finished; host free at +2.5
+    b = task("b")
+    pol.admit(b)
+    [(_, again)] = pol.admit(b)
+    assert again.not_before == clock.now + 2.5
+
+
+def test_admit_retries_when_next_slot_moves_under_it(
+    hosts: FakeHosts, parking: FakeParking, clock: FakeClock
+) -> None:
+    class Racing(FakeHosts):
+        raced = False
+
+        def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
+            if not self.raced:  # another dispatcher takes a slot between our read and our write
+                self.raced = True
+                other = task("other")
+                assert super().reserve(host, other.fp, expected, clock.now + 7.0, window) is None
+            return super().reserve(host, fp, expected, new_next, window)
+
+    racing = Racing(clock)
+    pol = Politeness(racing, parking, clock)
+    [(_, a)] = pol.admit(task("a"))
+    assert a.not_before == clock.now + 7.0
+    assert racing.read_slot(HOST).window == {task("other").fp, a.fp}
+
+
+def test_admit_gives_up_after_endless_contention(parking: FakeParking, clock: FakeClock) -> None:
+    class Hostile(FakeHosts):
+        def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
+            return replace(expected, exists=True, next_slot=expected.next_slot + 1)
+
+    with pytest.raises(Contention):
+        Politeness(Hostile(clock), parking, clock).admit(task("a"))
+
+
+def test_parking_when_the_window_empties_meanwhile_unparks_at_once(parking: FakeParking, clock: FakeClock) -> None:
+    class Emptying(FakeHosts):
+        def mark_parked(self, host: str, window: int) -> bool:
+            # The fetches in the window finished between our read and our write.
+            for fp in list(self.slots[host].get("window", ())):
+                self.release(host, fp, clock.now)
+            return super().mark_parked(host, window)
+
+    hosts = Emptying(clock)
+    pol = Politeness(hosts, parking, clock)
+    pol.admit(task("a"))
+    pol.admit(task("b"))
+    c = task("c")
+    out = pol.admit(c)
+    assert [(o, t.url) for o, t in out] == [(park_order(c), c.url)]
+    pol.unparked(HOST, [o for o, _ in out])
+    assert parking.count() == 0
+    assert hosts.read_slot(HOST).window == {c.fp}
+
+
+def test_mark_parked_only_counts_while_the_window_is_full(hosts: FakeHosts) -> None:
+    assert not hosts.mark_parked(HOST, 2)
+    hosts.reserve(HOST, "f1", HostSlot(HOST), 1.0, 2)
+    assert not hosts.mark_parked(HOST, 2)
+    hosts.reserve(HOST, "f2", hosts.read_slot(HOST), 2.0, 2)
+    assert hosts.mark_parked(HOST, 2)
+    assert hosts.read_slot(HOST).parked == 1
+
+
+def test_reserve_refuses_a_stale_expectation_a_full_window_and_a_duplicate(hosts: FakeHosts) -> None:
+    assert hosts.reserve(HOST, "f1", HostSlot(HOST), 5.0, 2) is None
+    stale = HostSlot(HOST)
+    assert hosts.reserve(HOST, "f2", stale, 6.0, 2) == hosts.read_slot(HOST)
+    cur = hosts.read_slot(HOST)
+    assert hosts.reserve(HOST, "f1", cur, 6.0, 2) == cur  # already in the window
+    assert hosts.reserve(HOST, "f2", cur, 6.0, 2) is None
+    cur = hosts.read_slot(HOST)
+    assert hosts.reserve(HOST, "f3", cur, 7.0, 2) == cur  # window full
+    assert cur.next_slot == 6.0
+
+
+def test_claim_waits_while_a_request_is_in_flight(pol: Politeness, hosts: FakeHosts, clock: FakeClock) -> None:
+    a, b = task("a"), task("b")
+    assert pol.claim(a) == 0.0
+    assert hosts.read_slot(HOST).free_at == clock.now + CLAIM_LEASE_SECONDS
+    # a is in flight: its end is unknown, so b waits one delay, not the lease.
+    assert pol.claim(b) == a.delay
+    clock.advance(1.5)
+    assert pol.claim(b) == a.delay
+    slot = pol.release(a, clock.now)
+    assert slot.free_at == clock.now + a.delay
+    clock.advance(0.5)
+    assert pol.claim(b) == pytest.approx(1.5)
+    clock.advance(1.5)
+    assert pol.claim(b) == 0.0
+
+
+def test_claim_in_flight_wait_is_at_least_a_poll_and_at_most_the_lease(
+    pol: Politeness, hosts: FakeHosts, clock: FakeClock
+) -> None:
+    hosts.slots[HOST] = {"free_at": clock.now + 0.01, "busy": 1}
+    assert pol.claim(task("a", delay=5.0)) == IN_FLIGHT_POLL_SECONDS
+    hosts.slots[HOST] = {"free_at": clock.now + 0.3, "busy": 1}
+    assert pol.claim(task("a", delay=5.0)) == pytest.approx(0.3)
+
+
+def test_claim_without_delay_never_touches_the_host(pol: Politeness, hosts: FakeHosts) -> None:
+    assert pol.claim(task("a", delay=0.0)) == 0.0
+    assert pol.claim(task("b", delay=0.0)) == 0.0
+    assert not any(c[0] == "claim" for c in hosts.calls)
+
+
+def test_release_without_delay_leaves_free_at_alone(pol: Politeness, hosts: FakeHosts) -> None:
+    a = task("a", delay=0.0)
+    pol.admit(a)
+    slot = pol.release(a, 123.0)
+    assert slot.window == frozenset() and slot.free_at == 0.0
+
+
+def test_push_back_only_moves_the_host_later(hosts: FakeHosts) -> None:
+    hosts.push_back(HOST, 10.0)
+    assert (hosts.read_slot(HOST).free_at, hosts.read_slot(HOST).next_slot) == (10.0, 10.0)
+    hosts.push_back(HOST, 5.0)
+    assert hosts.read_slot(HOST).next_slot == 10.0
