@@ -185,9 +185,7 @@ def test_redelivered_admit_waits_for_a_busy_host(pol: Politeness, clock: FakeClo
     assert again.not_before == clock.now + 2.5
 
 
-def test_admit_retries_when_next_slot_moves_under_it(
-    hosts: FakeHosts, parking: FakeParking, clock: FakeClock
-) -> None:
+def test_admit_retries_when_next_slot_moves_under_it(hosts: FakeHosts, parking: FakeParking, clock: FakeClock) -> None:
     class Racing(FakeHosts):
         raced = False
 

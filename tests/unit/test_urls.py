@@ -44,7 +44,11 @@ def test_canonical_form(raw: str, canonical: str) -> None:
 
 
 def test_spellings_of_one_page_share_a_fingerprint() -> None:
-    spellings = ["HTTP://EXAMPLE.com:80/p?b=2&a=1#top", "http://example.com/p?a=1&b=2", "http://example.com/p?a=1&b=2#x"]
+    spellings = [
+        "HTTP://EXAMPLE.com:80/p?b=2&a=1#top",
+        "http://example.com/p?a=1&b=2",
+        "http://example.com/p?a=1&b=2#x",
+    ]
     fps = {fingerprint(canonicalize(u)) for u in spellings}
     assert len(fps) == 1
     assert fingerprint(canonicalize("http://example.com/P?a=1&b=2")) not in fps
