@@ -1,0 +1,329 @@
+"""Fetch on the in-memory stores with a fake HTTP layer: one WARC per batch, outcomes after it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeUrls
+
+from crawlstack import http, settings
+from crawlstack.config import CrawlConfig
+from crawlstack.dispatcher import Outbox
+from crawlstack.fetcher import MAX_REDIRECT_HOPS, Fetcher, warc_key
+from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.politeness import SUB_SECOND, Politeness, window_size
+from crawlstack.urls import fingerprint
+from crawlstack.warc import read_warc
+
+UA = "crawlstack/test"
+HTML = [("Content-Type", "text/html; charset=utf-8")]
+
+
+class Web:
+    """Stands in for crawlstack.http.fetch: canned results per URL, and a log of calls."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.pages: dict[str, Callable[[], http.FetchResult]] = {}
+        self.calls: list[tuple[str, str, float]] = []
+        self._lock = threading.Lock()
+
+    def page(
+        self, url: str, status: int | None = 200, body: bytes = b"<p>hi</p>", headers: list | None = None, **kw: object
+    ) -> None:
+        def result() -> http.FetchResult:
+            return http.FetchResult(
+                url=url,
+                status=status,
+                reason="OK" if status == 200 else "Other",
+                headers=list(HTML if headers is None else headers),
+                request_headers=[("User-Agent", UA)],
+                body=body,
+                ip_address="203.0.113.5",
+                started_at=self.clock.now,
+                finished_at=self.clock.now,
+                **kw,  # type: ignore[arg-type]
+            )
+
+        self.pages[url] = result
+
+    def fetch(self, url: str, user_agent: str, guard: http.AddressGuard, **kw: object) -> http.FetchResult:
+        with self._lock:
+            self.calls.append((url, user_agent, self.clock.now))
+        return self.pages[url]()
+
+
+class Env:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> None:
+        self.clock = FakeClock()
+        self.journal: list[tuple[str, ...]] = []
+        self.urls = FakeUrls(self.journal)
+        self.blobs = FakeBlobs(journal=self.journal)
+        self.crawls = FakeCrawls(CrawlConfig(crawl_id="c", delay=delay, user_agent=UA))
+        self.hosts = FakeHosts(self.clock)
+        self.parking = FakeParking()
+        self.politeness = Politeness(self.hosts, self.parking, self.clock)
+        self.fetcher = Fetcher(
+            self.urls, self.crawls, self.politeness, self.blobs, clock=self.clock, sleep=self.clock.sleep
+        )
+        self.web = Web(self.clock)
+        monkeypatch.setattr(http, "fetch", self.web.fetch)
+
+    def task(
+        self, path: str, delay: float = 0.0, depth: int = 1, hops: int = 0, host: str = "example.com"
+    ) -> FetchTask:
+        url = f"http://{host}/{path}"
+        self.urls.claim("c", fingerprint(url), url, depth)
+        return FetchTask(
+            url=url,
+            fp=fingerprint(url),
+            host=host,
+            depth=depth,
+            crawl_id="c",
+            not_before=self.clock.now,
+            delay=delay,
+            window=window_size(delay, 8),
+            hops=hops,
+            referrer="http://example.com/",
+            record_id="r1",
+            want=("title",),
+        )
+
+    def admitted(self, path: str, delay: float = 0.0, **kw: object) -> FetchTask:
+        [(_, task)] = self.politeness.admit(self.task(path, delay, **kw))  # type: ignore[arg-type]
+        return task
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> Env:
+    return Env(monkeypatch)
+
+
+def test_a_batch_becomes_one_warc_and_outcomes_are_written_after_it(env: Env) -> None:
+    tasks = [env.admitted(f"p{i}") for i in range(4)]
+    for i, t in enumerate(tasks):
+        env.web.page(t.url, body=f"<h1>page {i}</h1>".encode())
+    result = env.fetcher.fetch_batch(tasks, Outbox())
+
+    assert result.errors == {}
+    assert sorted(f.outcome for f in result.fetched) == ["fetched"] * 4
+    assert env.blobs.keys() == [result.warc_key]
+    assert result.warc_key == warc_key(tasks, env.clock.now)
+    assert result.warc_key.startswith(settings.PAGES_PREFIX + "dt=") and result.warc_key.endswith(".warc.gz")
+    data, ctype = env.blobs.objects[(env.blobs.bucket, result.warc_key)]
+    assert ctype == "application/warc"
+    pages = {p.url: p for p in read_warc(data)}
+    assert set(pages) == {t.url for t in tasks}
+    for i, t in enumerate(tasks):
+        assert pages[t.url].body == f"<h1>page {i}</h1>".encode()
+        meta = pages[t.url].metadata
+        assert (meta["crawl_id"], meta["fp"], meta["depth"], meta["record_id"]) == ("c", t.fp, 1, "r1")
+        assert meta["truncated"] is False and meta["want"] == ["title"]
+        item = env.urls.item("c", t.fp)
+        assert (item["state"], item["status"], item["warc"]) == ("fetched", 200, result.warc_key)
+
+    writes = [e for e in env.journal if e[0] in ("put", "outcome")]
+    assert writes[0] == ("put", result.warc_key)
+    assert [e[0] for e in writes[1:]] == ["outcome"] * 4
+    # Every task left the host's window.
+    assert env.hosts.read_slot("example.com").window == frozenset()
+
+
+def test_the_warc_key_is_the_same_for_a_redelivered_batch(env: Env) -> None:
+    a, b = env.task("a"), env.task("b")
+    assert warc_key([a, b], env.clock.now) == warc_key([b, a], env.clock.now)
+    assert "example" not in warc_key([a], env.clock.now)
+
+
+def test_user_agent_comes_from_the_crawl(env: Env) -> None:
+    t = env.admitted("a")
+    env.web.page(t.url)
+    env.fetcher.fetch_batch([t], Outbox())
+    assert env.web.calls[0][1] == UA
+
+
+def test_redirect_goes_back_to_the_frontier_one_hop_more(env: Env) -> None:
+    t = env.admitted("old", hops=1)
+    env.web.page(t.url, status=301, body=b"", headers=[("Location", "/new?b=2&a=1")])
+    outbox = Outbox()
+    result = env.fetcher.fetch_batch([t], outbox)
+    [fetched] = result.fetched
+    assert (fetched.outcome, fetched.status) == ("fetched", 301)
+    assert fetched.reason == "redirect to http://example.com/new?b=2&a=1"
+    [(body, delay)] = outbox.frontier
+    msg = FrontierMessage.from_json(body)
+    assert delay == 0
+    assert (msg.url, msg.hops, msg.depth, msg.referrer, msg.record_id, msg.want) == (
+        "http://example.com/new?b=2&a=1",
+        2,
+        1,
+        t.url,
+        "r1",
+        ("title",),
+    )
+    # The 3xx itself is archived.
+    [page] = read_warc(env.blobs.get(result.warc_key))
+    assert page.status == 301
+
+
+def test_too_many_redirects_fail(env: Env) -> None:
+    t = env.admitted("loop", hops=MAX_REDIRECT_HOPS)
+    env.web.page(t.url, status=302, body=b"", headers=[("Location", "/loop")])
+    outbox = Outbox()
+    [fetched] = env.fetcher.fetch_batch([t], outbox).fetched
+    assert (fetched.outcome, fetched.reason) == ("failed", f"more than {MAX_REDIRECT_HOPS} redirects")
+    assert outbox.frontier == []
+    assert env.urls.state("c", t.fp) == "failed"
+
+
+def test_redirect_without_location_is_a_page(env: Env) -> None:
+    t = env.admitted("r")
+    env.web.page(t.url, status=302, body=b"<p>moved</p>")
+    outbox = Outbox()
+    [fetched] = env.fetcher.fetch_batch([t], outbox).fetched
+    assert fetched.outcome == "fetched" and outbox.frontier == []
+
+
+def test_non_text_content_is_skipped_and_not_archived(env: Env) -> None:
+    img, page = env.admitted("logo.png"), env.admitted("page")
+    env.web.page(img.url, body=b"", headers=[("Content-Type", "image/png")])
+    env.web.page(page.url)
+    result = env.fetcher.fetch_batch([img, page], Outbox())
+    item = env.urls.item("c", img.fp)
+    assert (item["state"], item["reason"], item["status"]) == ("skipped", "content-type image/png is not text", 200)
+    assert "warc" not in item
+    assert [p.url for p in read_warc(env.blobs.get(result.warc_key))] == [page.url]
+
+
+def test_a_batch_with_nothing_to_store_writes_no_warc(env: Env) -> None:
+    img, down = env.admitted("x.pdf"), env.admitted("down")
+    env.web.page(img.url, headers=[("Content-Type", "application/pdf")])
+    env.web.page(down.url, status=None, error="connection failed")
+    result = env.fetcher.fetch_batch([img, down], Outbox())
+    assert result.warc_key is None and env.blobs.objects == {}
+    item = env.urls.item("c", down.fp)
+    assert (item["state"], item["reason"]) == ("failed", "connection failed")
+    assert "status" not in item
+
+
+def test_xml_and_missing_content_types_are_kept(env: Env) -> None:
+    feed, bare = env.admitted("feed"), env.admitted("bare")
+    env.web.page(feed.url, headers=[("Content-Type", "application/atom+xml")])
+    env.web.page(bare.url, headers=[])
+    result = env.fetcher.fetch_batch([feed, bare], Outbox())
+    assert {f.outcome for f in result.fetched} == {"fetched"}
+
+
+def test_truncated_body_is_kept_and_says_so(env: Env) -> None:
+    t = env.admitted("big")
+    env.web.page(t.url, truncated=True)
+    env.fetcher.fetch_batch([t], Outbox())
+    item = env.urls.item("c", t.fp)
+    assert item["truncated"] is True
+    assert item["reason"] == f"body truncated at {settings.MAX_BODY_BYTES} bytes"
+
+
+def test_an_error_in_one_task_does_not_lose_the_batch(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    good, bad = env.admitted("good"), env.admitted("bad")
+    env.web.page(good.url)
+
+    def boom() -> http.FetchResult:
+        raise RuntimeError("boom")
+
+    env.web.pages[bad.url] = boom
+    result = env.fetcher.fetch_batch([good, bad], Outbox())
+    assert list(result.errors) == [1] and str(result.errors[1]) == "boom"
+    assert [f.task.url for f in result.fetched] == [good.url]
+    assert env.urls.state("c", good.fp) == "fetched"
+    assert env.urls.state("c", bad.fp) == "queued"
+
+
+def test_a_task_already_done_is_not_fetched_again(env: Env) -> None:
+    t = env.admitted("done")
+    env.urls.set_outcome("c", t.fp, "fetched", status=200)
+    result = env.fetcher.fetch_batch([t], Outbox())
+    assert result.fetched == [] and result.warc_key is None and env.web.calls == []
+    assert env.hosts.read_slot("example.com").window == frozenset()
+
+
+# --- waiting for the host -------------------------------------------------------
+@pytest.fixture
+def slow(monkeypatch: pytest.MonkeyPatch) -> Env:
+    return Env(monkeypatch, delay=2.0)
+
+
+def test_sub_second_slot_wait_is_slept(slow: Env) -> None:
+    t = slow.admitted("a", delay=2.0)
+    slow.web.page(t.url)
+    late = replace(t, not_before=slow.clock.now + 0.4)
+    slow.fetcher.fetch_batch([late], Outbox())
+    assert slow.clock.sleeps == [pytest.approx(0.4)]
+    assert slow.web.calls[0][2] == pytest.approx(late.not_before)
+
+
+def test_a_long_slot_wait_goes_back_to_the_queue(slow: Env) -> None:
+    t = slow.admitted("a", delay=2.0)
+    far = replace(t, not_before=slow.clock.now + 3.5)
+    outbox = Outbox()
+    result = slow.fetcher.fetch_batch([far], outbox)
+    assert result.fetched == [] and slow.web.calls == [] and slow.clock.sleeps == []
+    [(body, delay)] = outbox.fetch
+    again = FetchTask.from_json(body)
+    assert again.url == t.url and again.not_before == pytest.approx(slow.clock.now + 3.5) and delay == 3
+    assert slow.urls.state("c", t.fp) == "queued"
+
+
+def test_claim_waits_for_the_host_to_be_free(slow: Env) -> None:
+    first = slow.admitted("a", delay=2.0)
+    second = slow.admitted("b", delay=2.0)
+    for t in (first, second):
+        slow.web.page(t.url)
+    slow.fetcher.fetch_batch([first], Outbox())
+    assert slow.hosts.read_slot("example.com").free_at == slow.clock.now + 2.0
+    # The second slot is 2 s after the first; it arrives 1.7 s in and sleeps the rest.
+    slow.clock.advance(1.7)
+    slow.fetcher.fetch_batch([second], Outbox())
+    assert slow.clock.sleeps == [pytest.approx(0.3)]
+    a_at, b_at = slow.web.calls[0][2], slow.web.calls[1][2]
+    assert b_at - a_at == pytest.approx(2.0)
+
+
+def test_claim_blocked_by_an_earlier_late_request_sleeps_until_free(slow: Env) -> None:
+    t = slow.admitted("a", delay=2.0)
+    slow.web.page(t.url)
+    # Another fetcher's request ended just now: the host is free in 0.6 s although the slot is due.
+    slow.hosts.slots["example.com"]["free_at"] = slow.clock.now + 0.6
+    slow.hosts.slots["example.com"]["busy"] = 0
+    slow.fetcher.fetch_batch([t], Outbox())
+    assert slow.clock.sleeps == [pytest.approx(0.6)]
+    assert slow.web.calls[0][2] == pytest.approx(slow.hosts.read_slot("example.com").free_at - 2.0)
+
+
+def test_host_in_flight_longer_than_a_second_sends_the_task_back(slow: Env) -> None:
+    t = slow.admitted("a", delay=2.0)
+    slow.web.page(t.url)
+    slow.hosts.claim("example.com", slow.clock.now, slow.clock.now + 999)  # in flight elsewhere
+    outbox = Outbox()
+    result = slow.fetcher.fetch_batch([t], outbox)
+    assert result.fetched == [] and slow.web.calls == []
+    [(body, delay)] = outbox.fetch
+    assert FetchTask.from_json(body).not_before >= slow.clock.now + SUB_SECOND and delay >= 1
+    assert sum(slow.clock.sleeps) <= SUB_SECOND
+
+
+def test_release_unparks_the_next_url_of_the_host(slow: Env) -> None:
+    a, b = slow.admitted("a", delay=2.0), slow.admitted("b", delay=2.0)
+    parked = slow.task("c", delay=2.0, depth=2)
+    assert slow.politeness.admit(parked) == []
+    slow.web.page(a.url)
+    outbox = Outbox()
+    slow.fetcher.fetch_batch([a], outbox)
+    [(body, _)] = outbox.fetch
+    nxt = FetchTask.from_json(body)
+    assert nxt.url == parked.url
+    assert nxt.not_before == pytest.approx(b.not_before + 2.0)
+    assert list(outbox.unparked) == ["example.com"] and outbox.unparked["example.com"][0].startswith("0002#")
+    assert slow.hosts.read_slot("example.com").window == {b.fp, parked.fp}
