@@ -1,0 +1,192 @@
+"""Extract on the in-memory stores: records from mapped pages, outlinks to the frontier."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import pytest
+from fakes import FakeBlobs, FakeCrawls, FakeResults
+
+from crawlstack import settings
+from crawlstack.config import CrawlConfig
+from crawlstack.extractor import Extractor, records_key
+from crawlstack.rules import RuleSet
+from crawlstack.rules.mapping import compile_mapping
+from crawlstack.urls import fingerprint
+from crawlstack.warc import Exchange, write_warc
+
+KEY = "pages/dt=2024-01-02/abc.warc.gz"
+BOOK = compile_mapping(
+    "book.json",
+    {
+        "name": "book",
+        "url_patterns": [{"type": "regex", "pattern": r"^http://shop\.example/books/"}],
+        "fields": [
+            {
+                "name": "title",
+                "processors": [{"type": "xpath", "parameters": {"expression": "//h1/text()"}}, {"type": "trim"}],
+            },
+        ],
+    },
+)
+AUTHOR = compile_mapping(
+    "author.json",
+    {
+        "name": "author",
+        "url_patterns": [{"type": "regex", "pattern": r"^http://shop\.example/authors/"}],
+        "url_parsers": [{"processors": [{"type": "xpath", "parameters": {"expression": "//a[@class='book']/@href"}}]}],
+        "fields": [{"name": "name", "processors": [{"type": "xpath", "parameters": {"expression": "//h1/text()"}}]}],
+    },
+)
+
+
+def html(title: str, *links: str, head: str = "") -> bytes:
+    anchors = "".join(f'<a href="{href}">{href}</a>' for href in links)
+    return f"<html><head>{head}</head><body><h1> {title} </h1>{anchors}</body></html>".encode()
+
+
+def exchange(url: str, body: bytes, status: int = 200, ctype: str = "text/html", **meta: Any) -> Exchange:
+    metadata = {"crawl_id": "c", "depth": 0, "fp": fingerprint(url), "record_id": None, "want": [], **meta}
+    metadata.setdefault("fetched_at", 1_700_000_000.5)
+    return Exchange(url, "GET", [], status, "OK", [("Content-Type", ctype)], body, metadata=metadata)
+
+
+class Env:
+    def __init__(self, config: CrawlConfig | None = None, rules: RuleSet | None = None) -> None:
+        self.crawls = FakeCrawls(
+            config or CrawlConfig(crawl_id="c", max_depth=2, seed_hosts=frozenset({"shop.example"}))
+        )
+        self.results = FakeResults()
+        self.blobs = FakeBlobs()
+        self.extractor = Extractor(self.crawls, self.results, self.blobs, rules or RuleSet((BOOK, AUTHOR)))
+
+    def run(self, *exchanges: Exchange, key: str = KEY) -> Any:
+        self.blobs.put(key, write_warc(list(exchanges)), "application/warc")
+        return self.extractor.extract_object(self.blobs.bucket, key)
+
+    def records_file(self, key: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in gzip.decompress(self.blobs.get(key)).decode().splitlines()]
+
+
+@pytest.fixture
+def env() -> Env:
+    return Env()
+
+
+def test_records_key() -> None:
+    assert records_key(KEY) == "records/dt=2024-01-02/abc.jsonl.gz"
+    assert records_key("other/x.warc.gz") == settings.RECORDS_PREFIX + "other/x.jsonl.gz"
+
+
+def test_mapped_pages_become_records_in_the_table_and_one_records_object(env: Env) -> None:
+    out = env.run(
+        exchange("http://shop.example/books/emma", html("Emma"), record_id="r-9", depth=1),
+        exchange("http://shop.example/books/middlemarch", html("Middlemarch")),
+        exchange("http://shop.example/about", html("About")),
+    )
+    assert out.records_key == "records/dt=2024-01-02/abc.jsonl.gz"
+    emma = {
+        "mapping": "book",
+        "url": "http://shop.example/books/emma",
+        "fields": {"title": "Emma"},
+        "crawl_id": "c",
+        "fp": fingerprint("http://shop.example/books/emma"),
+        "depth": 1,
+        "fetched_at": 1_700_000_000.5,
+        "record_id": "r-9",
+    }
+    assert out.records[0] == emma
+    assert [r["fields"]["title"] for r in out.records] == ["Emma", "Middlemarch"]
+    assert "record_id" not in out.records[1]
+    assert env.records_file(out.records_key) == out.records
+    assert env.blobs.objects[(env.blobs.bucket, out.records_key)][1] == "application/x-ndjson"
+    assert set(env.results.items) == {f"c#{r['fp']}" for r in out.records}
+    assert env.results.items[f"c#{emma['fp']}"] == emma
+
+
+def test_no_records_means_no_records_object(env: Env) -> None:
+    out = env.run(exchange("http://shop.example/about", html("About")))
+    assert out.records == [] and out.records_key is None
+    assert env.blobs.keys(settings.RECORDS_PREFIX) == []
+
+
+def test_outlinks_are_in_scope_one_level_deeper(env: Env) -> None:
+    body = html("Home", "/a", "b?y=1&x=2", "http://elsewhere.example/", "/a#dup", "mailto:x@y.z")
+    out = env.run(exchange("http://shop.example/", body, depth=0, record_id="r1", want=["title"]))
+    assert [m.url for m in out.outlinks] == ["http://shop.example/a", "http://shop.example/b?x=2&y=1"]
+    first = out.outlinks[0]
+    assert (first.depth, first.crawl_id, first.referrer, first.record_id, first.want, first.via) == (
+        1,
+        "c",
+        "http://shop.example/",
+        "r1",
+        ("title",),
+        None,
+    )
+
+
+def test_url_parsers_choose_outlinks_even_off_site(env: Env) -> None:
+    body = b'<h1>Jane</h1><a class="book" href="http://other.example/books/emma">e</a><a href="/ignored">not chosen</a>'
+    out = env.run(exchange("http://shop.example/authors/jane", body))
+    assert [(m.url, m.via) for m in out.outlinks] == [("http://other.example/books/emma", "author")]
+    assert out.records[0]["fields"] == {"name": "Jane"}
+
+
+def test_no_outlinks_beyond_max_depth(env: Env) -> None:
+    out = env.run(exchange("http://shop.example/deep", html("Deep", "/next"), depth=2))
+    assert out.outlinks == []
+
+
+def test_meta_robots_nofollow_gives_no_outlinks_but_still_a_record(env: Env) -> None:
+    head = '<meta name="robots" content="nofollow">'
+    out = env.run(exchange("http://shop.example/books/emma", html("Emma", "/a", head=head)))
+    assert out.outlinks == [] and len(out.records) == 1
+
+
+def test_non_2xx_pages_are_ignored(env: Env) -> None:
+    out = env.run(
+        exchange("http://shop.example/books/gone", html("Gone", "/a"), status=404),
+        exchange("http://shop.example/books/moved", b"", status=301),
+    )
+    assert out.records == [] and out.outlinks == []
+
+
+def test_non_html_pages_give_no_links(env: Env) -> None:
+    out = env.run(exchange("http://shop.example/data", b'{"href": "/a"}', ctype="application/json"))
+    assert out.outlinks == []
+
+
+def test_the_crawl_config_of_the_page_is_used() -> None:
+    env = Env(CrawlConfig(crawl_id="other", max_depth=5, deny=(r"/private",), seed_hosts=frozenset({"shop.example"})))
+    out = env.run(exchange("http://shop.example/", html("x", "/ok", "/private/x"), crawl_id="other", depth=3))
+    assert [(m.url, m.crawl_id, m.depth) for m in out.outlinks] == [("http://shop.example/ok", "other", 4)]
+
+
+def test_missing_metadata_falls_back_to_the_default_crawl() -> None:
+    env = Env(CrawlConfig(crawl_id=settings.DEFAULT_CRAWL_ID, max_depth=1, seed_hosts=frozenset({"shop.example"})))
+    ex = Exchange("http://shop.example/", "GET", [], 200, "OK", [("Content-Type", "text/html")], html("x", "/y"))
+    out = env.run(ex)
+    assert [(m.url, m.crawl_id, m.depth) for m in out.outlinks] == [
+        ("http://shop.example/y", settings.DEFAULT_CRAWL_ID, 1)
+    ]
+
+
+def test_a_redelivered_object_rewrites_the_same_records(env: Env) -> None:
+    ex = exchange("http://shop.example/books/emma", html("Emma"))
+    first = env.run(ex)
+    second = env.run(ex)
+    assert first.records_key == second.records_key
+    assert len(env.results.items) == 1
+    assert env.blobs.keys(settings.RECORDS_PREFIX) == [first.records_key]
+
+
+def test_objects_from_another_bucket_are_read_from_it(env: Env) -> None:
+    other = FakeBlobs(bucket="elsewhere")
+    other.put(KEY, write_warc([exchange("http://shop.example/books/emma", html("Emma"))]), "application/warc")
+    env.blobs.objects.update(other.objects)
+    out = env.extractor.extract_object("elsewhere", KEY)
+    assert out.records[0]["fields"] == {"title": "Emma"}
+    # The records object goes to the crawl's own bucket.
+    assert (env.blobs.bucket, out.records_key) in env.blobs.objects
