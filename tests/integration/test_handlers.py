@@ -1,0 +1,352 @@
+"""The three Lambda handlers on the embedded emulator (moto), with Lambda-shaped SQS events.
+
+Each test gets fresh queues, tables and bucket, and a fresh container
+(``wiring.reset()``), the way ``crawlstack.local.runner`` sets them up.
+Pages are served by a tiny HTTP server on 127.0.0.2, which the crawl's
+config lets through the address guard.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawlstack import aws, settings, wiring
+from crawlstack.config import CrawlConfig
+from crawlstack.local import resources
+from crawlstack.local.emulator import EmbeddedAws
+from crawlstack.local.pump import LambdaContext
+from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.urls import canonicalize, fingerprint
+from crawlstack.warc import read_warc
+from functions.dispatch import handler as dispatch
+from functions.extract import handler as extract
+from functions.fetch import handler as fetch
+
+CRAWL = "itest"
+ADDRESS = "127.0.0.2"
+UA = "crawlstack/itest (+https://example.invalid/bot)"
+BOOK_RULE = {
+    "name": "book",
+    "url_patterns": [{"type": "regex", "pattern": r"/books/[\w-]+\.html$"}],
+    "fields": [
+        {
+            "name": "title",
+            "processors": [
+                {"type": "xpath", "parameters": {"expression": "//h1/text()"}},
+                {"type": "trim", "parameters": {}},
+            ],
+        }
+    ],
+}
+
+
+# --- a tiny web server -------------------------------------------------------
+class Site:
+    def __init__(self) -> None:
+        self.routes: dict[str, tuple[int, str, bytes]] = {}
+        self.redirects: dict[str, str] = {}
+        self.requests: list[tuple[str, str]] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                site.requests.append((self.path, self.headers.get("User-Agent", "")))
+                status, ctype, body = site.routes.get(self.path, (404, "text/plain", b"not found"))
+                self.send_response(status)
+                if self.path in site.redirects:
+                    self.send_header("Location", site.redirects[self.path])
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((ADDRESS, 0), Handler)
+        self.server.daemon_threads = True
+        self.base = f"http://{ADDRESS}:{self.server.server_address[1]}"
+
+    def page(self, path: str, title: str, *links: str, ctype: str = "text/html; charset=utf-8") -> str:
+        anchors = "".join(f'<a href="{href}">{href}</a>' for href in links)
+        body = f"<html><body><h1> {title} </h1>{anchors}</body></html>".encode()
+        self.routes[path] = (200, ctype, body)
+        return self.base + path
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    s = Site()
+    thread = threading.Thread(target=s.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield s
+    finally:
+        s.server.shutdown()
+        s.server.server_close()
+
+
+# --- the emulated stack ------------------------------------------------------
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "book.json").write_text(json.dumps(BOOK_RULE), encoding="utf-8")
+    monkeypatch.setenv(settings.ENV_RULES_DIR, str(rules))
+    monkeypatch.setenv(settings.ENV_DEFAULT_CRAWL_ID, CRAWL)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    with EmbeddedAws():
+        wiring.reset()
+        names = resources.create_all(visibility_timeout=30)
+        for key, value in names.items():
+            monkeypatch.setenv(key, value)
+        aws.CrawlStore().put(
+            CrawlConfig(crawl_id=CRAWL, delay=0.0, user_agent=UA, max_depth=2, allow_private=("127.0.0.0/8",))
+        )
+        try:
+            yield names
+        finally:
+            wiring.reset()
+
+
+def queue_arn(names: dict[str, str], key: str) -> str:
+    url = names[settings.ENV_QUEUE_URL[key]]
+    attrs = aws.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+    return str(attrs["Attributes"]["QueueArn"])
+
+
+def sqs_event(names: dict[str, str], key: str, *bodies: str, ids: list[str] | None = None) -> dict[str, Any]:
+    arn = queue_arn(names, key)
+    return {
+        "Records": [
+            {
+                "messageId": ids[i] if ids else str(uuid.uuid4()),
+                "receiptHandle": f"rh-{i}",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": "us-east-1",
+            }
+            for i, body in enumerate(bodies)
+        ]
+    }
+
+
+def drain(names: dict[str, str], key: str) -> list[dict[str, Any]]:
+    """Every message in a queue (delayed ones are not visible: the tests use delay 0)."""
+    sqs = aws.client("sqs")
+    url = names[settings.ENV_QUEUE_URL[key]]
+    out: list[dict[str, Any]] = []
+    while True:
+        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+        if not batch:
+            return out
+        out.extend(batch)
+        sqs.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
+        )
+
+
+def context(name: str) -> LambdaContext:
+    spec = settings.FUNCTIONS[name]
+    return LambdaContext(f"crawlstack-{name}", spec.memory_mb, spec.timeout_seconds)
+
+
+def seed(url: str, depth: int = 0) -> str:
+    return FrontierMessage(url=url, depth=depth, crawl_id=CRAWL).to_json()
+
+
+def dispatch_and_collect(names: dict[str, str], *urls: str) -> list[dict[str, Any]]:
+    response = dispatch.handler(sqs_event(names, "frontier", *(seed(u) for u in urls)), context("dispatch"))
+    assert response == {"batchItemFailures": []}
+    return drain(names, "fetch")
+
+
+def s3_event(bucket: str, key: str, name: str = "ObjectCreated:Put") -> str:
+    return json.dumps(
+        {
+            "Records": [
+                {
+                    "eventVersion": "2.1",
+                    "eventSource": "aws:s3",
+                    "eventName": name,
+                    "s3": {"bucket": {"name": bucket}, "object": {"key": key.replace("=", "%3D"), "size": 1}},
+                }
+            ]
+        }
+    )
+
+
+# --- dispatch ----------------------------------------------------------------
+def test_dispatch_partial_batch_response_queues_valid_seeds_only(
+    stack: dict[str, str], site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = site.page("/", "home")
+    svc = wiring.services()
+    real = svc.dispatcher.dispatch
+
+    def flaky(msg: FrontierMessage, outbox: Any, message_id: str = "") -> Any:
+        if msg.url.endswith("/explode"):
+            raise RuntimeError("table unavailable")
+        return real(msg, outbox, message_id=message_id)
+
+    monkeypatch.setattr(svc.dispatcher, "dispatch", flaky)
+    event = sqs_event(
+        stack,
+        "frontier",
+        seed(url),
+        "{not json",
+        seed("http://off-site.invalid/page", depth=1),
+        seed(site.base + "/explode"),
+        ids=["m-seed", "m-bad-json", "m-off-site", "m-explode"],
+    )
+    response = dispatch.handler(event, context("dispatch"))
+    # Only the message that may succeed later is reported; invalid and off-site ones are done with.
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-explode"}]}
+
+    [message] = drain(stack, "fetch")
+    task = FetchTask.from_json(message["Body"])
+    assert (task.url, task.crawl_id, task.depth, task.host) == (canonicalize(url), CRAWL, 0, ADDRESS)
+    urls = aws.UrlStore()
+    assert urls.state(CRAWL, fingerprint(canonicalize(url))) == "queued"
+    assert urls.state(CRAWL, fingerprint("http://off-site.invalid/page")) is None
+    [item] = list(urls.scan_crawl(CRAWL))
+    assert item["url"] == canonicalize(url) and item["claimed_by"] == "m-seed"
+    # robots.txt was fetched once (404: allow all) with the crawl's user agent.
+    assert site.requests == [("/robots.txt", UA)]
+    assert ADDRESS in aws.CrawlStore().get(CRAWL, max_age=0).seed_hosts
+
+
+def test_dispatch_queues_a_url_once_for_two_messages(stack: dict[str, str], site: Site) -> None:
+    url = site.page("/a.html", "a")
+    for message_id in ("m-1", "m-2"):
+        event = sqs_event(stack, "frontier", seed(url), ids=[message_id])
+        assert dispatch.handler(event, context("dispatch")) == {"batchItemFailures": []}
+    wiring.reset()  # a second container sees the same table
+    event = sqs_event(stack, "frontier", seed(url.replace(ADDRESS, ADDRESS.upper()) + "#x"), ids=["m-3"])
+    dispatch.handler(event, context("dispatch"))
+    assert len(drain(stack, "fetch")) == 1
+
+
+# --- fetch -------------------------------------------------------------------
+def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(stack: dict[str, str], site: Site) -> None:
+    pages = [site.page(f"/books/b{i}.html", f"Book {i}") for i in range(4)]
+    site.routes["/logo.png"] = (200, "image/png", b"\x89PNG")
+    urls = [*pages, site.base + "/logo.png", site.base + "/missing.html"]
+    messages = dispatch_and_collect(stack, *urls)
+    assert len(messages) == len(urls)
+
+    event = sqs_event(stack, "fetch", *(m["Body"] for m in messages))
+    response = fetch.handler(event, context("fetch"))
+    assert response == {"batchItemFailures": []}
+
+    blobs = aws.BlobStore()
+    [key] = list(blobs.keys(settings.PAGES_PREFIX))
+    archived = {p.url: p for p in read_warc(blobs.get(key))}
+    expected = {canonicalize(u) for u in [*pages, site.base + "/missing.html"]}
+    assert set(archived) == expected
+    assert archived[canonicalize(pages[0])].body.startswith(b"<html><body><h1> Book 0 </h1>")
+    assert archived[canonicalize(pages[0])].metadata["crawl_id"] == CRAWL
+
+    store = aws.UrlStore()
+    items = {i["url"]: i for i in store.scan_crawl(CRAWL)}
+    for url in pages:
+        item = items[canonicalize(url)]
+        assert (item["state"], item["status"], item["warc"]) == ("fetched", 200, key)
+    assert items[canonicalize(site.base + "/missing.html")]["status"] == 404
+    logo = items[canonicalize(site.base + "/logo.png")]
+    assert (logo["state"], logo["reason"]) == ("skipped", "content-type image/png is not text")
+    assert "warc" not in logo
+    # Every fetch left the host's window.
+    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
+    assert all(ua == UA for _, ua in site.requests)
+
+
+def test_fetch_sends_a_redirect_back_to_the_frontier(stack: dict[str, str], site: Site) -> None:
+    site.routes["/old"] = (301, "text/html", b"")
+    site.redirects["/old"] = "/new.html"
+    [message] = dispatch_and_collect(stack, site.base + "/old")
+    assert fetch.handler(sqs_event(stack, "fetch", message["Body"]), context("fetch")) == {"batchItemFailures": []}
+    [frontier] = drain(stack, "frontier")
+    nxt = FrontierMessage.from_json(frontier["Body"])
+    assert (nxt.url, nxt.hops, nxt.referrer) == (site.base + "/new.html", 1, canonicalize(site.base + "/old"))
+
+
+# --- extract -----------------------------------------------------------------
+def test_extract_writes_records_and_sends_outlinks(stack: dict[str, str], site: Site) -> None:
+    book = site.page("/books/emma.html", "Emma", "/books/persuasion.html", "/about.html", "http://elsewhere.invalid/")
+    home = site.page("/", "Home", "/books/emma.html", "/authors/")
+    bodies = [m["Body"] for m in dispatch_and_collect(stack, book, home)]
+    assert fetch.handler(sqs_event(stack, "fetch", *bodies), context("fetch")) == {"batchItemFailures": []}
+    [key] = list(aws.BlobStore().keys(settings.PAGES_PREFIX))
+    # The bucket notified the extract queue, as the stack configures it: an s3:TestEvent when the
+    # notification was set up, then ObjectCreated for the WARC (key URL-encoded).  Deliver both.
+    notifications = [m["Body"] for m in drain(stack, "extract")]
+    assert len(notifications) == 2
+    assert any("s3:TestEvent" in body for body in notifications)
+    assert extract.created_objects(notifications[-1]) == [(settings.BUCKET_NAME, key)]
+
+    event = sqs_event(stack, "extract", *notifications)
+    assert extract.handler(event, context("extract")) == {"batchItemFailures": []}
+
+    results = aws.client("dynamodb").scan(TableName=stack[settings.ENV_TABLE["results"]])["Items"]
+    assert len(results) == 1
+    result = results[0]
+    assert result["url"]["S"] == canonicalize(book)
+    assert result["mapping"]["S"] == "book"
+    assert result["fields"]["M"]["title"]["S"] == "Emma"
+    assert result["pk"]["S"] == f"{CRAWL}#{fingerprint(canonicalize(book))}"
+
+    blobs = aws.BlobStore()
+    [records_key] = list(blobs.keys(settings.RECORDS_PREFIX))
+    assert records_key == settings.RECORDS_PREFIX + key[len(settings.PAGES_PREFIX) :].replace(".warc.gz", ".jsonl.gz")
+    lines = [json.loads(x) for x in gzip.decompress(blobs.get(records_key)).decode().splitlines()]
+    assert [(r["url"], r["fields"]) for r in lines] == [(canonicalize(book), {"title": "Emma"})]
+
+    sent = [FrontierMessage.from_json(m["Body"]) for m in drain(stack, "frontier")]
+    outlinks = {m.url: m for m in sent}
+    assert len(sent) == len(outlinks)
+    assert set(outlinks) == {
+        site.base + "/books/persuasion.html",
+        site.base + "/about.html",
+        site.base + "/books/emma.html",
+        site.base + "/authors/",
+    }
+    assert all(m.depth == 1 and m.crawl_id == CRAWL for m in outlinks.values())
+    assert outlinks[site.base + "/about.html"].referrer == canonicalize(book)
+
+
+def test_extract_ignores_s3_test_events_and_other_objects(stack: dict[str, str]) -> None:
+    test_event = json.dumps(
+        {"Service": "Amazon S3", "Event": "s3:TestEvent", "Time": "2024-01-01T00:00:00Z", "Bucket": "b"}
+    )
+    other_prefix = s3_event(settings.BUCKET_NAME, "records/x.jsonl.gz")
+    removed = s3_event(settings.BUCKET_NAME, "pages/x.warc.gz", name="ObjectRemoved:Delete")
+    event = sqs_event(stack, "extract", test_event, other_prefix, removed)
+    assert extract.handler(event, context("extract")) == {"batchItemFailures": []}
+    assert list(aws.BlobStore().keys(settings.RECORDS_PREFIX)) == []
+    assert drain(stack, "frontier") == []
+
+
+def test_extract_reports_a_missing_object_as_a_failed_item(stack: dict[str, str]) -> None:
+    event = sqs_event(
+        stack,
+        "extract",
+        s3_event(settings.BUCKET_NAME, "pages/gone.warc.gz"),
+        json.dumps({"Event": "s3:TestEvent"}),
+        ids=["m-gone", "m-test"],
+    )
+    assert extract.handler(event, context("extract")) == {"batchItemFailures": [{"itemIdentifier": "m-gone"}]}
