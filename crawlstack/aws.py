@@ -291,16 +291,20 @@ class HostStore:
             return _slot_from(host, item) if item is not None else self.read_slot(host)
         return None
 
-    def mark_parked(self, host: str, window: int) -> bool:
-        """Count one more parked URL, only while the window is full (so a release will see it)."""
+    def mark_parked(self, host: str, window: int, stamp: float) -> bool:
+        """Flag the host as having parked URLs, only while its window is full.
+
+        The window being full at this moment means some request of the host
+        is still to finish, and its release will look in the parked table.
+        """
         try:
             client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self._key(host, "slot"),
-                UpdateExpression="ADD parked :one",
+                UpdateExpression="SET parked_at = :stamp",
                 ConditionExpression="size(#w) >= :cap",
                 ExpressionAttributeNames={"#w": "window"},
-                ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(window)}},
+                ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":cap": {"N": str(window)}},
             )
         except ClientError as exc:
             if _is_conditional_failure(exc):
@@ -308,13 +312,19 @@ class HostStore:
             raise
         return True
 
-    def unparked(self, host: str, count: int) -> None:
-        client("dynamodb").update_item(
-            TableName=self.name,
-            Key=self._key(host, "slot"),
-            UpdateExpression="ADD parked :n",
-            ExpressionAttributeValues={":n": {"N": str(-count)}},
-        )
+    def clear_parked(self, host: str, stamp: float) -> None:
+        """Drop the flag, unless somebody parked again since ``stamp`` was read."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self._key(host, "slot"),
+                UpdateExpression="REMOVE parked_at",
+                ConditionExpression="parked_at = :stamp",
+                ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}},
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
 
     def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
         """Take the host for one request; None on success, else what holds it."""
@@ -560,5 +570,5 @@ def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:
         next_slot=float(item["next_slot"]["N"]) if "next_slot" in item else 0.0,
         free_at=float(item["free_at"]["N"]) if "free_at" in item else 0.0,
         window=frozenset(item.get("window", {}).get("SS", [])),
-        parked=int(item["parked"]["N"]) if "parked" in item else 0,
+        parked_at=float(item["parked_at"]["N"]) if "parked_at" in item else None,
     )

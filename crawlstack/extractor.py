@@ -5,7 +5,8 @@ match runs its fields; the record goes to the results table and, with the
 rest of the WARC's records, into one gzipped JSON-lines object under
 ``records/`` (for Athena).  Outlinks go to the frontier at depth + 1: from a
 mapped page whose mapping has ``url_parsers``, the links those return; from
-any other page, every link on it that is in scope.  Pages with
+any other page, every link on it that is in scope, unless this container
+sent it already (``SentLinks``; dispatch's dedupe stays the final word).  Pages with
 ``<meta name="robots" content="nofollow">`` give no links.
 
 The records object is named after the WARC it came from, so a redelivered
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -68,12 +71,35 @@ def page_links(page: Page, mapping: Mapping | None) -> list[str]:
     return list(seen)
 
 
+class SentLinks:
+    """A bounded, least-recently-used memory of outlinks already sent."""
+
+    def __init__(self, size: int = settings.OUTLINK_CACHE_SIZE) -> None:
+        self.size = size
+        self._keys: OrderedDict[tuple[str, str | None, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def first_time(self, crawl_id: str, record_id: str | None, url: str) -> bool:
+        key = (crawl_id, record_id, url)
+        with self._lock:
+            if key in self._keys:
+                self._keys.move_to_end(key)
+                return False
+            self._keys[key] = None
+            if len(self._keys) > self.size:
+                self._keys.popitem(last=False)
+            return True
+
+
 class Extractor:
-    def __init__(self, crawls: Crawls, results: Results, blobs: Blobs, rules: RuleSet) -> None:
+    def __init__(
+        self, crawls: Crawls, results: Results, blobs: Blobs, rules: RuleSet, sent: SentLinks | None = None
+    ) -> None:
         self.crawls = crawls
         self.results = results
         self.blobs = blobs
         self.rules = rules
+        self.sent = sent if sent is not None else SentLinks()
 
     def extract_object(self, bucket: str, key: str) -> Extracted:
         out = Extracted()
@@ -119,6 +145,8 @@ class Extractor:
         via = mapping.name if mapping is not None and mapping.url_parsers else None
         for link in page_links(page, mapping):
             if out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None):
+                continue
+            if not self.sent.first_time(config.crawl_id, meta.get("record_id"), link):
                 continue
             yield FrontierMessage(
                 url=link,

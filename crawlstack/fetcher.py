@@ -143,7 +143,7 @@ class Fetcher:
         config = self.crawls.get(task.crawl_id)
         result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
         slot = self.politeness.release(task, result.finished_at or self.clock())
-        if slot.parked > 0:
+        if slot.parked_at is not None:
             unparked = self.politeness.unpark(task.host)
             now = self.clock()
             for order, ready in unparked:

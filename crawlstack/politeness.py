@@ -18,8 +18,10 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
   request and sets free_at = end + delay after it, so requests to a host
   with a delay never overlap and never start closer than the delay, even
   when a slot was reached late.
-* ``parked``: how many URLs are parked; only counted while the window is
-  full, so the release that empties the window always sees it.
+* ``parked_at``: set when a URL is parked, and only while the window is
+  full, so a release still to come will see it and look in the parked
+  table; removed (conditionally on its value) when that finds nothing.
+  A flag rather than a count: nothing to drift under redelivery.
 
 Settings: ``settings.DELAYED_HOST_WINDOW``, ``DEFAULT_HOST_CONCURRENCY``,
 ``MAX_SQS_DELAY_SECONDS``, ``TOTAL_DEADLINE_SECONDS``.
@@ -49,7 +51,7 @@ class HostSlot:
     next_slot: float = 0.0
     free_at: float = 0.0
     window: frozenset[str] = field(default_factory=frozenset)
-    parked: int = 0
+    parked_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,8 @@ class Blocked:
 class HostSlots(Protocol):
     def read_slot(self, host: str) -> HostSlot: ...
     def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None: ...
-    def mark_parked(self, host: str, window: int) -> bool: ...
-    def unparked(self, host: str, count: int) -> None: ...
+    def mark_parked(self, host: str, window: int, stamp: float) -> bool: ...
+    def clear_parked(self, host: str, stamp: float) -> None: ...
     def claim(self, host: str, now: float, lease_until: float) -> Blocked | None: ...
     def release(self, host: str, fp: str, free_at: float | None) -> HostSlot: ...
 
@@ -117,7 +119,7 @@ class Politeness:
                 return [(None, replace(task, not_before=max(self.clock(), state.free_at)))]
             if len(state.window) >= task.window:
                 self.parking.put(task.host, park_order(task), task.to_json())
-                if self.hosts.mark_parked(task.host, task.window):
+                if self.hosts.mark_parked(task.host, task.window, self.clock()):
                     return []
                 return list(self.unpark(task.host))
             start = max(self.clock(), state.next_slot)
@@ -135,7 +137,10 @@ class Politeness:
         """
         state = self.hosts.read_slot(host)
         out: list[tuple[str | None, FetchTask]] = []
-        for order, body in self.parking.peek(host, limit=settings.DEFAULT_HOST_CONCURRENCY):
+        parked = self.parking.peek(host, limit=settings.DEFAULT_HOST_CONCURRENCY)
+        if not parked and state.parked_at is not None:
+            self.hosts.clear_parked(host, state.parked_at)
+        for order, body in parked:
             task = FetchTask.from_json(body)
             while True:
                 if task.fp in state.window:
@@ -154,11 +159,10 @@ class Politeness:
         return out
 
     def unparked(self, host: str, orders: list[str | None]) -> None:
-        orders = [o for o in orders if o is not None]
+        """Delete parked items once their tasks are in the fetch queue."""
         for order in orders:
-            self.parking.delete(host, order)  # type: ignore[arg-type]
-        if orders:
-            self.hosts.unparked(host, len(orders))
+            if order is not None:
+                self.parking.delete(host, order)
 
     def claim(self, task: FetchTask) -> float:
         """Claim the host for this request: 0 when claimed, else seconds to wait.

@@ -32,6 +32,11 @@ DELAYED_HOST_WINDOW = 2
 # SQS's 15-minute delay limit.
 MAX_CRAWL_DELAY_SECONDS = 300.0
 
+# Outlinks each extract container remembers having sent to the frontier, so
+# the 30 links a page repeats from its neighbours are not sent again.  The
+# frontier's conditional write stays the final word on dedupe.
+OUTLINK_CACHE_SIZE = 200_000
+
 # --- fetching -------------------------------------------------------------
 MAX_BODY_BYTES = 10 * 1024 * 1024
 CONNECT_TIMEOUT_SECONDS = 10.0

@@ -68,7 +68,7 @@ class FakeHosts:
             next_slot=item.get("next_slot", 0.0),
             free_at=item.get("free_at", 0.0),
             window=frozenset(item.get("window", ())),
-            parked=item.get("parked", 0),
+            parked_at=item.get("parked_at"),
         )
 
     def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
@@ -88,18 +88,19 @@ class FakeHosts:
             item["window"] = set(current or ()) | {fp}
             return None
 
-    def mark_parked(self, host: str, window: int) -> bool:
+    def mark_parked(self, host: str, window: int, stamp: float) -> bool:
         with self._lock:
             item = self.slots.get(host)
             if item is None or "window" not in item or len(item["window"]) < window:
                 return False
-            item["parked"] = item.get("parked", 0) + 1
+            item["parked_at"] = stamp
             return True
 
-    def unparked(self, host: str, count: int) -> None:
+    def clear_parked(self, host: str, stamp: float) -> None:
         with self._lock:
-            item = self.slots.setdefault(host, {})
-            item["parked"] = item.get("parked", 0) - count
+            item = self.slots.get(host, {})
+            if item.get("parked_at") == stamp:
+                del item["parked_at"]
 
     def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
         with self._lock:

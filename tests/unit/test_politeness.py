@@ -115,30 +115,42 @@ def test_full_window_parks_and_release_unparks_shallow_first(
     assert pol.admit(deep) == []
     assert pol.admit(shallow) == []
     assert parking.count() == 2
-    assert hosts.read_slot(HOST).parked == 2
+    assert hosts.read_slot(HOST).parked_at is not None
 
     clock.advance(1.0)
     slot = pol.release(a, clock.now)
-    assert slot.parked == 2 and slot.window == {b.fp}
+    assert slot.parked_at is not None and slot.window == {b.fp}
     unparked = pol.unpark(HOST)
     # One place in the window: the shallow URL takes it, the deep one waits.
     assert [(o, t.url) for o, t in unparked] == [(park_order(shallow), shallow.url)]
     assert unparked[0][1].not_before == clock.now - 1.0 + 4.0  # after a's and b's slots
     pol.unparked(HOST, [o for o, _ in unparked])
     assert parking.peek(HOST, 10) == [(park_order(deep), deep.to_json())]
-    assert hosts.read_slot(HOST).parked == 1
+    assert hosts.read_slot(HOST).parked_at is not None
     assert hosts.read_slot(HOST).window == {b.fp, shallow.fp}
 
     pol.release(b, clock.now)
     [(order, nxt)] = pol.unpark(HOST)
     assert nxt.url == deep.url
     pol.unparked(HOST, [order])
-    assert parking.count() == 0 and hosts.read_slot(HOST).parked == 0
+    assert parking.count() == 0
+    # The next release finds nothing parked and clears the flag.
+    pol.release(deep, clock.now)
+    assert pol.unpark(HOST) == []
+    assert hosts.read_slot(HOST).parked_at is None
 
 
-def test_unparked_ignores_orders_that_were_not_parked(pol: Politeness, hosts: FakeHosts) -> None:
+def test_unparked_ignores_orders_that_were_not_parked(pol: Politeness, hosts: FakeHosts, parking: FakeParking) -> None:
     pol.unparked(HOST, [None, None])
-    assert hosts.read_slot(HOST).parked == 0
+    assert parking.count() == 0
+
+
+def test_clear_parked_keeps_a_newer_flag(hosts: FakeHosts) -> None:
+    hosts.reserve(HOST, "f1", HostSlot(HOST), 1.0, 1)
+    assert hosts.mark_parked(HOST, 1, 10.0)
+    assert hosts.mark_parked(HOST, 1, 11.0)  # parked again after an unparker read 10.0
+    hosts.clear_parked(HOST, 10.0)
+    assert hosts.read_slot(HOST).parked_at == 11.0
 
 
 def test_unpark_skips_what_somebody_else_unparked(pol: Politeness, hosts: FakeHosts, parking: FakeParking) -> None:
@@ -214,11 +226,11 @@ def test_admit_gives_up_after_endless_contention(parking: FakeParking, clock: Fa
 
 def test_parking_when_the_window_empties_meanwhile_unparks_at_once(parking: FakeParking, clock: FakeClock) -> None:
     class Emptying(FakeHosts):
-        def mark_parked(self, host: str, window: int) -> bool:
+        def mark_parked(self, host: str, window: int, stamp: float) -> bool:
             # The fetches in the window finished between our read and our write.
             for fp in list(self.slots[host].get("window", ())):
                 self.release(host, fp, clock.now)
-            return super().mark_parked(host, window)
+            return super().mark_parked(host, window, stamp)
 
     hosts = Emptying(clock)
     pol = Politeness(hosts, parking, clock)
@@ -230,15 +242,16 @@ def test_parking_when_the_window_empties_meanwhile_unparks_at_once(parking: Fake
     pol.unparked(HOST, [o for o, _ in out])
     assert parking.count() == 0
     assert hosts.read_slot(HOST).window == {c.fp}
+    assert hosts.read_slot(HOST).parked_at is None  # never flagged: nothing left to strand
 
 
-def test_mark_parked_only_counts_while_the_window_is_full(hosts: FakeHosts) -> None:
-    assert not hosts.mark_parked(HOST, 2)
+def test_mark_parked_only_flags_while_the_window_is_full(hosts: FakeHosts) -> None:
+    assert not hosts.mark_parked(HOST, 2, 1.0)
     hosts.reserve(HOST, "f1", HostSlot(HOST), 1.0, 2)
-    assert not hosts.mark_parked(HOST, 2)
+    assert not hosts.mark_parked(HOST, 2, 1.0)
     hosts.reserve(HOST, "f2", hosts.read_slot(HOST), 2.0, 2)
-    assert hosts.mark_parked(HOST, 2)
-    assert hosts.read_slot(HOST).parked == 1
+    assert hosts.mark_parked(HOST, 2, 1.0)
+    assert hosts.read_slot(HOST).parked_at == 1.0
 
 
 def test_reserve_refuses_a_stale_expectation_a_full_window_and_a_duplicate(hosts: FakeHosts) -> None:
