@@ -6,11 +6,11 @@ Steps, in order, for each message:
    is dropped with its reason;
 2. scope (``crawlstack.scope``): seed hosts, mapping patterns, allow/deny,
    depth; a depth-0 message registers its host as a seed host;
-3. dedupe: a conditional put on the urls table, so a URL goes to fetch once
-   per crawl however many dispatchers race (a redelivered message may claim
-   its own URL again);
-4. robots.txt (``crawlstack.robots``), cached per origin in the hosts table
+3. robots.txt (``crawlstack.robots``), cached per origin in the hosts table
    and in the container;
+4. dedupe: a conditional put on the urls table, so a URL goes to fetch once
+   per crawl however many dispatchers race (a redelivered message may claim
+   its own URL again); a robots.txt disallow is recorded as its outcome;
 5. the page budget (``max_pages``);
 6. politeness (``crawlstack.politeness``): a slot in the host's window, or
    parked behind it.
@@ -114,14 +114,16 @@ class Dispatcher:
         if msg.crawl_id in self._budget_spent:
             return Decision(url, "dropped", "page budget spent")
 
-        fp = fingerprint(url)
-        if not self.urls.claim(msg.crawl_id, fp, url, msg.depth, claimer=message_id):
-            return Decision(url, "deduped")
-
+        # robots.txt before the dedupe claim: a message put back to wait for
+        # another dispatcher's robots.txt fetch comes back with a new message
+        # id, and must find its URL unclaimed.
         policy = self._robots(url, config)
         if policy is None:
             outbox.frontier.append((msg.to_json(), ROBOTS_WAIT_SECONDS))
             return Decision(url, "retry", "robots.txt being fetched by another dispatcher")
+        fp = fingerprint(url)
+        if not self.urls.claim(msg.crawl_id, fp, url, msg.depth, claimer=message_id):
+            return Decision(url, "deduped")
         if not policy.allows(url, config.user_agent):
             self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=policy.disallow_reason())
             return Decision(url, "skipped", "robots")

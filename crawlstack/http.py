@@ -24,6 +24,9 @@ import requests
 
 from crawlstack import settings
 
+ROBOTS_TIMEOUTS = (5.0, 10.0)
+ROBOTS_DEADLINE_SECONDS = 15.0
+
 
 class AddressRefused(Exception):
     """The host resolves to an address the crawl may not reach."""
@@ -114,6 +117,8 @@ def fetch(
     *,
     max_bytes: int = settings.MAX_BODY_BYTES,
     text_only: bool = True,
+    timeouts: tuple[float, float] = (settings.CONNECT_TIMEOUT_SECONDS, settings.READ_TIMEOUT_SECONDS),
+    deadline_seconds: float = settings.TOTAL_DEADLINE_SECONDS,
 ) -> FetchResult:
     """GET ``url`` once.  Never raises for network trouble: see ``error``."""
     result = FetchResult(url=url, started_at=time.time())
@@ -126,14 +131,14 @@ def fetch(
         return result
     headers = {"User-Agent": user_agent, "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
     result.request_headers = list(headers.items())
-    deadline = result.started_at + settings.TOTAL_DEADLINE_SECONDS
+    deadline = result.started_at + deadline_seconds
     try:
         with _session().get(
             url,
             headers=headers,
             stream=True,
             allow_redirects=False,
-            timeout=(settings.CONNECT_TIMEOUT_SECONDS, settings.READ_TIMEOUT_SECONDS),
+            timeout=timeouts,
         ) as resp:
             result.status = resp.status_code
             result.reason = resp.reason or ""
@@ -151,7 +156,7 @@ def fetch(
                     result.truncated = True
                     break
                 if time.time() > deadline:
-                    result.error = f"deadline of {settings.TOTAL_DEADLINE_SECONDS:.0f}s exceeded"
+                    result.error = f"deadline of {deadline_seconds:.0f}s exceeded"
                     break
             result.body = b"".join(chunks)[:max_bytes]
     except requests.RequestException as exc:
@@ -164,7 +169,16 @@ def fetch_robots(origin: str, user_agent: str, guard: AddressGuard) -> FetchResu
     """GET origin/robots.txt, following up to ROBOTS_MAX_REDIRECTS redirects."""
     url = origin + "/robots.txt"
     for _ in range(settings.ROBOTS_MAX_REDIRECTS + 1):
-        result = fetch(url, user_agent, guard, max_bytes=settings.ROBOTS_MAX_BYTES, text_only=False)
+        # Short timeouts: dispatch waits for this, inside its own Lambda timeout.
+        result = fetch(
+            url,
+            user_agent,
+            guard,
+            max_bytes=settings.ROBOTS_MAX_BYTES,
+            text_only=False,
+            timeouts=ROBOTS_TIMEOUTS,
+            deadline_seconds=ROBOTS_DEADLINE_SECONDS,
+        )
         location = result.header("location")
         if result.status in (301, 302, 303, 307, 308) and location:
             url = urljoin(url, location)

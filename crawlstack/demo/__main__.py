@@ -1,6 +1,6 @@
 """``make demo``: serve the bundled demo site on loopback, crawl it locally, print the records.
 
-    python -m crawlstack.demo [--out DIR] [--delay SECONDS]
+python -m crawlstack.demo [--out DIR] [--delay SECONDS]
 """
 
 from __future__ import annotations

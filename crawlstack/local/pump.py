@@ -17,6 +17,7 @@ scale"), so moto's per-call cost, linear in queue length, stays flat.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -163,9 +164,11 @@ class EventPump:
         try:
             response = source.handler(event, context) or {}
         except Exception as exc:  # the whole batch failed: all of it comes back
+            line = f"{source.key}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             with self._lock:
                 source.stats.errors += 1
-                self.handler_errors.append(f"{source.key}: {type(exc).__name__}: {exc}")
+                self.handler_errors.append(line)
+            print(f"crawlstack: warning: {line} (the batch will be retried)", file=sys.stderr)
             return
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]

@@ -188,9 +188,11 @@ def test_robots_being_fetched_elsewhere_sends_the_message_back(env: Env) -> None
     assert decision.action == "retry"
     assert outbox.frontier == [(msg.to_json(), ROBOTS_WAIT_SECONDS)]
     assert outbox.fetch == []
-    # The retry claims its own URL again (same message id), so it is not deduped away.
+    # The message put back is a new SQS message with a new id; it must find
+    # its URL unclaimed, not deduped away.
+    assert ("c", fingerprint("http://busy.example/")) not in env.urls.items
     env.robots("http://busy.example")
-    assert env.dispatcher.dispatch(msg, Outbox(), message_id="m9").action == "queued"
+    assert env.dispatcher.dispatch(msg, Outbox(), message_id="m10").action == "queued"
 
 
 def test_page_budget(env: Env) -> None:
