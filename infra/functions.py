@@ -22,13 +22,13 @@ TRIGGERS = {spec.consumer: key for key, spec in settings.QUEUES.items()}
 # Least privilege, per function.
 SENDS = {
     "dispatch": ("frontier", "fetch"),  # re-queues to the frontier, hands URLs to fetch
-    "fetch": ("fetch",),  # re-queues to itself (delayed politeness slots)
+    "fetch": ("fetch", "frontier"),  # re-queues to itself (politeness waits); redirect targets to the frontier
     "extract": ("frontier",),  # discovered links
 }
 TABLE_ACCESS = {
     "dispatch": ("crawls", "urls", "hosts", "frontier"),
     "fetch": ("crawls", "urls", "hosts", "frontier"),
-    "extract": ("crawls", "results", "urls"),
+    "extract": ("crawls", "results"),
 }
 # (read prefixes, write prefixes) in the bucket.
 BUCKET_ACCESS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
