@@ -33,7 +33,7 @@ _clients_lock = threading.Lock()
 def client(service: str) -> Any:
     with _clients_lock:
         if service not in _clients:
-            _clients[service] = boto3.session.Session().client(service, config=_CONFIG)
+            _clients[service] = boto3.session.Session().client(service, config=_CONFIG)  # type: ignore[call-overload]
         return _clients[service]
 
 
@@ -52,6 +52,12 @@ def _env(name: str) -> str:
 
 def _is_conditional_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _failed_item(exc: ClientError) -> dict[str, Any] | None:
+    """The item a conditional write found (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    item = exc.response.get("Item")  # type: ignore[typeddict-item]
+    return item if isinstance(item, dict) else None
 
 
 def _num(value: float) -> Decimal:
@@ -287,7 +293,7 @@ class HostStore:
         except ClientError as exc:
             if not _is_conditional_failure(exc):
                 raise
-            item = exc.response.get("Item")
+            item = _failed_item(exc)
             return _slot_from(host, item) if item is not None else self.read_slot(host)
         return None
 
@@ -344,7 +350,7 @@ class HostStore:
         except ClientError as exc:
             if not _is_conditional_failure(exc):
                 raise
-            item = exc.response.get("Item") or self._raw_slot(host)
+            item = _failed_item(exc) or self._raw_slot(host)
             return Blocked(
                 free_at=float(item.get("free_at", {}).get("N", now)),
                 in_flight=item.get("busy", {}).get("N", "0") == "1",
