@@ -42,6 +42,8 @@ SUB_SECOND = 1.0
 # How long a claim holds a host if its fetcher dies before releasing it.
 CLAIM_LEASE_SECONDS = settings.TOTAL_DEADLINE_SECONDS + 30
 IN_FLIGHT_POLL_SECONDS = 0.05
+# Hosts whose last written state a container remembers.
+KNOWN_HOSTS_LIMIT = 50_000
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class Politeness:
     hosts: HostSlots
     parking: Parking
     clock: Callable[[], float] = time.time
+    _known: dict[str, HostSlot] = field(default_factory=dict, repr=False)
 
     def admit(self, task: FetchTask) -> list[tuple[str | None, FetchTask]]:
         """Give the task a slot in the host's window, or park it.
@@ -110,14 +113,26 @@ class Politeness:
         parked, or (rarely) tasks unparked because the window emptied while
         parking.  Send them, then call ``unparked`` with the orders.
         """
-        state = self.hosts.read_slot(task.host)
+        # The state this container last wrote is a good guess at the current
+        # one: the conditional write checks it, and a stale guess costs only
+        # the retry that a fresh read would have cost up front.
+        known = self._known.get(task.host)
+        state = known if known is not None else self.hosts.read_slot(task.host)
+        fresh = known is None
         for _ in range(16):
+            if task.fp in state.window and not fresh:
+                state, fresh = self.hosts.read_slot(task.host), True
+                continue
             if task.fp in state.window:
                 # Admitted by an earlier delivery of this message that may have
                 # died before sending it: send it again.  The fetcher's claim
                 # keeps the spacing and its outcome check drops a duplicate.
                 return [(None, replace(task, not_before=max(self.clock(), state.free_at)))]
             if len(state.window) >= task.window:
+                if not fresh:
+                    state, fresh = self.hosts.read_slot(task.host), True
+                    continue
+                self._known.pop(task.host, None)
                 self.parking.put(task.host, park_order(task), task.to_json())
                 if self.hosts.mark_parked(task.host, task.window, self.clock()):
                     return []
@@ -125,9 +140,17 @@ class Politeness:
             start = max(self.clock(), state.next_slot)
             conflict = self.hosts.reserve(task.host, task.fp, state, start + task.delay, task.window)
             if conflict is None:
+                self._remember(
+                    replace(state, exists=True, next_slot=start + task.delay, window=state.window | {task.fp})
+                )
                 return [(None, replace(task, not_before=start))]
-            state = conflict
+            state, fresh = conflict, True
         raise Contention(f"host {task.host}: politeness state kept changing")
+
+    def _remember(self, state: HostSlot) -> None:
+        if len(self._known) >= KNOWN_HOSTS_LIMIT:
+            self._known.clear()
+        self._known[state.host] = state
 
     def unpark(self, host: str) -> list[tuple[str | None, FetchTask]]:
         """Move parked URLs of ``host`` into its window, oldest first.

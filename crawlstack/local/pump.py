@@ -12,7 +12,11 @@ The crawl is done when no handler is running and every queue reports
 nothing visible, in flight or delayed.
 
 Every queue stays short by design (see ARCHITECTURE.md, "Local mode at
-scale"), so moto's per-call cost, linear in queue length, stays flat.
+scale"), so moto's per-call cost, linear in queue length, stays flat.  One
+part of that is backpressure: a source with ``backpressure_from`` is not
+served while that queue is deep.  Extract turns one message into hundreds
+of outlinks, so it waits while the frontier is deep, and the backlog stays
+where it is compact: one message per WARC.
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ class Source:
     handler: Handler
     concurrency: int
     batch_size: int = settings.SQS_BATCH_SIZE
+    # Deliver only while this queue holds fewer messages than ``high_water``
+    # (backpressure: see ``EventPump``).
+    backpressure_from: str | None = None
+    high_water: int = 0
     stats: QueueStats = field(default_factory=QueueStats)
     running: int = 0
 
@@ -89,6 +97,8 @@ class EventPump:
             while True:
                 delivered = False
                 for source in self.sources:
+                    if source.backpressure_from and self._depth(source.backpressure_from) >= source.high_water:
+                        continue
                     while self._free(source):
                         batch = sqs.receive_message(
                             QueueUrl=source.queue_url,
@@ -129,6 +139,14 @@ class EventPump:
             )["Attributes"]
             out[source.key] = sum(int(v) for v in attrs.values())
         return out
+
+    def _depth(self, key: str) -> int:
+        source = next(s for s in self.sources if s.key == key)
+        attrs = aws.client("sqs").get_queue_attributes(
+            QueueUrl=source.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return sum(int(v) for v in attrs.values())
 
     def _free(self, source: Source) -> bool:
         with self._lock:

@@ -41,6 +41,8 @@ from crawlstack.urls import canonicalize, host_of
 
 # A failed batch comes back after this long (Lambda's would take minutes).
 LOCAL_VISIBILITY_TIMEOUT = 30
+# Extract waits while the frontier holds this many messages or more.
+FRONTIER_HIGH_WATER = 300
 
 
 @dataclass(frozen=True)
@@ -174,16 +176,16 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
 
     sqs = aws.client("sqs")
 
-    def source(key: str, handler: Callable[..., Any], concurrency: int) -> Source:
+    def source(key: str, handler: Callable[..., Any], concurrency: int, **extra: Any) -> Source:
         url = names[settings.ENV_QUEUE_URL[key]]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        return Source(key, url, arn, handler, concurrency)
+        return Source(key, url, arn, handler, concurrency, **extra)
 
     # Dispatch first, so outlinks never pile up in the frontier queue.
     return EventPump(
         [
             source("frontier", dispatch.handler, 1),
-            source("extract", extract.handler, 1),
+            source("extract", extract.handler, 1, backpressure_from="frontier", high_water=FRONTIER_HIGH_WATER),
             source("fetch", fetch.handler, max(1, fetch_concurrency)),
         ],
         visibility_timeout=LOCAL_VISIBILITY_TIMEOUT,

@@ -56,6 +56,7 @@ class FakeHosts:
     # -- HostSlots -------------------------------------------------------------
     def read_slot(self, host: str) -> HostSlot:
         with self._lock:
+            self.calls.append(("read_slot", host))
             return self._slot(host)
 
     def _slot(self, host: str) -> HostSlot:

@@ -309,3 +309,22 @@ def test_push_back_only_moves_the_host_later(hosts: FakeHosts) -> None:
     assert (hosts.read_slot(HOST).free_at, hosts.read_slot(HOST).next_slot) == (10.0, 10.0)
     hosts.push_back(HOST, 5.0)
     assert hosts.read_slot(HOST).next_slot == 10.0
+
+
+def test_admit_reuses_the_state_it_wrote_instead_of_reading(pol: Politeness, hosts: FakeHosts) -> None:
+    pol.admit(task("a", delay=0.0))
+    pol.admit(task("b", delay=0.0))
+    pol.admit(task("c", delay=0.0))
+    assert [c for c in hosts.calls if c[0] == "read_slot"] == [("read_slot", HOST)]
+
+
+def test_a_stale_remembered_state_is_corrected_by_the_conditional_write(
+    pol: Politeness, hosts: FakeHosts, clock: FakeClock
+) -> None:
+    a = task("a")
+    pol.admit(a)
+    other = Politeness(hosts, FakeParking(), clock)  # another dispatcher takes the next slot
+    [(_, b)] = other.admit(task("b"))
+    pol.release(a, clock.now)  # a is done: one place in the window again
+    [(_, c)] = pol.admit(task("c"))
+    assert c.not_before == b.not_before + 2.0  # after b's slot, not on top of it
