@@ -16,6 +16,7 @@ import platform
 import random
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from crawlstack.cli import main as crawlstack
@@ -40,7 +41,8 @@ def site(host: int, hosts: int, pages: int) -> Any:
             if rnd.random() < SAME_HOST_SHARE:
                 links.append(f"/{rnd.randrange(pages)}.html")
             else:
-                links.append("{{url:%s}}/%d.html" % (address(rnd.randrange(hosts)), rnd.randrange(pages)))
+                other = address(rnd.randrange(hosts))
+                links.append(f"{{{{url:{other}}}}}/{rnd.randrange(pages)}.html")
         return "<html><body>" + "".join(f'<a href="{link}">p</a>' for link in links) + "</body></html>"
 
     return respond
@@ -71,7 +73,7 @@ def main() -> int:
              "--max-pages", str(args.max_pages), "--allow-private", "127.0.0.0/8", "--no-progress"]
         )  # fmt: skip
         elapsed = time.monotonic() - started
-        summary = json.load(open(f"{out}/summary.json"))
+        summary = json.loads(Path(out, "summary.json").read_text())
         times = sorted(r.arrived for r in web.log if not r.path.endswith("robots.txt"))
 
     n, w = len(times), args.window

@@ -102,7 +102,11 @@ FUNCTIONS = {
 QUEUES = {
     "frontier": QueueSpec("frontier", "crawlstack-frontier", "dispatch", 6 * FUNCTIONS["dispatch"].timeout_seconds),
     "fetch": QueueSpec("fetch", "crawlstack-fetch", "fetch", 6 * FUNCTIONS["fetch"].timeout_seconds),
-    "extract": QueueSpec("extract", "crawlstack-extract", "extract", 6 * FUNCTIONS["extract"].timeout_seconds),
+    # One WARC (a fetch batch of up to 10 pages) per extract invocation: it is
+    # CPU-bound work, and its outlinks reach the frontier in smaller waves.
+    "extract": QueueSpec(
+        "extract", "crawlstack-extract", "extract", 6 * FUNCTIONS["extract"].timeout_seconds, batch_size=1
+    ),
 }
 
 

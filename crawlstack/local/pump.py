@@ -15,8 +15,9 @@ Every queue stays short by design (see ARCHITECTURE.md, "Local mode at
 scale"), so moto's per-call cost, linear in queue length, stays flat.  One
 part of that is backpressure: a source with ``backpressure_from`` is not
 served while that queue is deep.  Extract turns one message into hundreds
-of outlinks, so it waits while the frontier is deep, and the backlog stays
-where it is compact: one message per WARC.
+of outlinks, so it waits while the frontier is deep; fetch waits while the
+extract queue is deep.  The pipeline then runs at the pace of its slowest
+stage with every queue bounded, and the backlog waits in the parked table.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from crawlstack import aws, settings
 Handler = Callable[[dict[str, Any], Any], Any]
 
 IDLE_SLEEP_SECONDS = 0.01
+DEPTH_CACHE_SECONDS = 0.05
 
 
 @dataclass
@@ -89,6 +91,7 @@ class EventPump:
         self._lock = threading.Lock()
         self._pools = {s.key: ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix=s.key) for s in sources}
         self.handler_errors: list[str] = []
+        self._depths: dict[str, tuple[float, int]] = {}
 
     def run(self, on_tick: Callable[[EventPump], None] | None = None, tick_seconds: float = 0.25) -> None:
         sqs = aws.client("sqs")
@@ -141,12 +144,19 @@ class EventPump:
         return out
 
     def _depth(self, key: str) -> int:
+        """Messages visible or in flight on a queue, read at most every DEPTH_CACHE_SECONDS."""
+        now = time.monotonic()
+        cached = self._depths.get(key)
+        if cached is not None and now - cached[0] < DEPTH_CACHE_SECONDS:
+            return cached[1]
         source = next(s for s in self.sources if s.key == key)
         attrs = aws.client("sqs").get_queue_attributes(
             QueueUrl=source.queue_url,
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         )["Attributes"]
-        return sum(int(v) for v in attrs.values())
+        depth = sum(int(v) for v in attrs.values())
+        self._depths[key] = (now, depth)
+        return depth
 
     def _free(self, source: Source) -> bool:
         with self._lock:

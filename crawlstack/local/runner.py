@@ -42,7 +42,9 @@ from crawlstack.urls import canonicalize, host_of
 # A failed batch comes back after this long (Lambda's would take minutes).
 LOCAL_VISIBILITY_TIMEOUT = 30
 # Extract waits while the frontier holds this many messages or more.
-FRONTIER_HIGH_WATER = 300
+FRONTIER_HIGH_WATER = 200
+# Fetch waits while the extract queue holds this many WARCs or more.
+EXTRACT_HIGH_WATER = 20
 
 
 @dataclass(frozen=True)
@@ -179,14 +181,20 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
     def source(key: str, handler: Callable[..., Any], concurrency: int, **extra: Any) -> Source:
         url = names[settings.ENV_QUEUE_URL[key]]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        return Source(key, url, arn, handler, concurrency, **extra)
+        return Source(key, url, arn, handler, concurrency, batch_size=settings.QUEUES[key].batch_size, **extra)
 
     # Dispatch first, so outlinks never pile up in the frontier queue.
     return EventPump(
         [
             source("frontier", dispatch.handler, 1),
             source("extract", extract.handler, 1, backpressure_from="frontier", high_water=FRONTIER_HIGH_WATER),
-            source("fetch", fetch.handler, max(1, fetch_concurrency)),
+            source(
+                "fetch",
+                fetch.handler,
+                max(1, fetch_concurrency),
+                backpressure_from="extract",
+                high_water=EXTRACT_HIGH_WATER,
+            ),
         ],
         visibility_timeout=LOCAL_VISIBILITY_TIMEOUT,
     )
