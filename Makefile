@@ -32,7 +32,7 @@ integration: setup
 	$(PY) -m pytest -q tests/integration
 
 lint: setup
-	$(VENV)/bin/ruff check crawlstack functions infra tests app.py scripts
+	$(VENV)/bin/ruff check crawlstack functions infra tests app.py scripts bench
 
 typecheck: setup
 	$(VENV)/bin/mypy crawlstack functions

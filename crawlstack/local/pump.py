@@ -36,7 +36,7 @@ from crawlstack import aws, settings
 Handler = Callable[[dict[str, Any], Any], Any]
 
 IDLE_SLEEP_SECONDS = 0.01
-DEPTH_CACHE_SECONDS = 0.05
+DEPTH_CACHE_SECONDS = 0.2
 
 
 @dataclass
