@@ -350,20 +350,10 @@ class HostStore:
         except ClientError as exc:
             if not _is_conditional_failure(exc):
                 raise
-            item = _failed_item(exc) or self._raw_slot(host)
-            return Blocked(
-                free_at=float(item.get("free_at", {}).get("N", now)),
-                in_flight=item.get("busy", {}).get("N", "0") == "1",
-            )
+            item = _failed_item(exc)
+            slot = _slot_from(host, item) if item is not None else self.read_slot(host)
+            return Blocked(free_at=slot.free_at, in_flight=slot.busy)
         return None
-
-    def _raw_slot(self, host: str) -> dict[str, Any]:
-        item: dict[str, Any] = (
-            client("dynamodb")
-            .get_item(TableName=self.name, Key=self._key(host, "slot"), ConsistentRead=True)
-            .get("Item", {})
-        )
-        return item
 
     def release(self, host: str, fp: str, free_at: float | None) -> HostSlot:
         """Leave the window (and the host, from ``free_at``); returns the new state."""
@@ -575,6 +565,7 @@ def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:
         exists="next_slot" in item,
         next_slot=float(item["next_slot"]["N"]) if "next_slot" in item else 0.0,
         free_at=float(item["free_at"]["N"]) if "free_at" in item else 0.0,
+        busy=item.get("busy", {}).get("N") == "1",
         window=frozenset(item.get("window", {}).get("SS", [])),
         parked_at=float(item["parked_at"]["N"]) if "parked_at" in item else None,
     )

@@ -52,6 +52,7 @@ class HostSlot:
     exists: bool = False
     next_slot: float = 0.0
     free_at: float = 0.0
+    busy: bool = False
     window: frozenset[str] = field(default_factory=frozenset)
     parked_at: float | None = None
 

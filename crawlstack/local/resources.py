@@ -7,7 +7,6 @@ names in the same environment variables the stack sets.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -91,7 +90,3 @@ def create_all(visibility_timeout: int | None = None, exist_ok: bool = False) ->
                 raise
         env[settings.ENV_TABLE[table.key]] = table.name
     return env
-
-
-def export(env: dict[str, str]) -> None:
-    os.environ.update(env)
