@@ -135,21 +135,29 @@ class Fetcher:
     def _fetch_one(self, task: FetchTask, outbox: Outbox) -> Fetched | None:
         if not self._wait_for_host(task, outbox):
             return None
-        if self.urls.state(task.crawl_id, task.fp) in FINAL_STATES:
-            # A redelivered or duplicated task whose page is stored already;
-            # checked after the claim so two copies cannot both pass.
-            self.politeness.release(task, self.clock())
-            return None
-        config = self.crawls.get(task.crawl_id)
-        result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
-        slot = self.politeness.release(task, result.finished_at or self.clock())
-        if slot.parked_at is not None:
-            unparked = self.politeness.unpark(task.host)
-            now = self.clock()
-            for order, ready in unparked:
-                outbox.fetch.append((ready.to_json(), sqs_delay(ready.not_before, now)))
-                outbox.unparked.setdefault(ready.host, []).append(order)
+        finished_at: float | None = None
+        try:
+            if self.urls.state(task.crawl_id, task.fp) in FINAL_STATES:
+                # A redelivered or duplicated task whose page is stored already;
+                # checked after the claim so two copies cannot both pass.
+                return None
+            config = self.crawls.get(task.crawl_id)
+            result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
+            finished_at = result.finished_at
+        finally:
+            # Whatever happened, the host and the window are given back, and
+            # the next parked URL of the host moves up.
+            self._release(task, finished_at or self.clock(), outbox)
         return self._classify(task, result, outbox)
+
+    def _release(self, task: FetchTask, finished_at: float, outbox: Outbox) -> None:
+        slot = self.politeness.release(task, finished_at)
+        if slot.parked_at is None:
+            return
+        now = self.clock()
+        for order, ready in self.politeness.unpark(task.host):
+            outbox.fetch.append((ready.to_json(), sqs_delay(ready.not_before, now)))
+            outbox.unparked.setdefault(ready.host, []).append(order)
 
     def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:
         """Wait for the slot and claim the host; sleeps at most SUB_SECOND in all.

@@ -68,6 +68,7 @@ class FakeHosts:
             exists="next_slot" in item,
             next_slot=item.get("next_slot", 0.0),
             free_at=item.get("free_at", 0.0),
+            busy=item.get("busy", 0) == 1,
             window=frozenset(item.get("window", ())),
             parked_at=item.get("parked_at"),
         )

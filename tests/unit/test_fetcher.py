@@ -327,3 +327,29 @@ def test_release_unparks_the_next_url_of_the_host(slow: Env) -> None:
     assert nxt.not_before == pytest.approx(b.not_before + 2.0)
     assert list(outbox.unparked) == ["example.com"] and outbox.unparked["example.com"][0].startswith("0002#")
     assert slow.hosts.read_slot("example.com").window == {b.fp, parked.fp}
+
+
+def test_a_task_already_done_still_unparks_the_next_url(slow: Env) -> None:
+    a, _b = slow.admitted("a", delay=2.0), slow.admitted("b", delay=2.0)
+    parked = slow.task("c", delay=2.0, depth=2)
+    assert slow.politeness.admit(parked) == []
+    slow.urls.set_outcome("c", a.fp, "fetched", status=200)  # a redelivery of a stored page
+    outbox = Outbox()
+    slow.fetcher.fetch_batch([a], outbox)
+    assert slow.web.calls == []
+    assert [FetchTask.from_json(body).url for body, _ in outbox.fetch] == [parked.url]
+
+
+def test_a_failure_after_the_claim_gives_the_host_back(slow: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = slow.admitted("a", delay=2.0)
+
+    def broken(crawl_id: str, fp: str) -> str | None:
+        raise RuntimeError("DynamoDB unavailable")
+
+    monkeypatch.setattr(slow.urls, "state", broken)
+    result = slow.fetcher.fetch_batch([a], Outbox())
+    assert isinstance(result.errors[0], RuntimeError)
+    slot = slow.hosts.read_slot("example.com")
+    assert not slot.busy and a.fp not in slot.window
+    # Not held by the 90-second crash lease: free again one delay later.
+    assert slot.free_at == pytest.approx(slow.clock.now + 2.0)
