@@ -218,10 +218,10 @@ def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | No
             stats = {s.key: s.stats for s in pump.sources}
             depths = pump.depths()
             live.update(
-                f"[bold]crawling[/] {time.monotonic() - started:5.1f}s  "
-                f"dispatched {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
-                f"pages stored {stats['extract'].deleted}  queued: frontier {depths['frontier']} "
-                f"fetch {depths['fetch']} extract {depths['extract']}"
+                f"[bold]crawling[/] {time.monotonic() - started:.0f}s  "
+                f"urls {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
+                f"extracted {stats['extract'].deleted}  "
+                f"[dim]queued {depths['frontier']}/{depths['fetch']}/{depths['extract']}[/]"
             )
 
         yield tick
