@@ -48,8 +48,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         elif decision.action in _METRIC:
             metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
 
-    response = process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
-    svc.flush(outbox)
-    return response
+    try:
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    finally:
+        # What finished records produced goes out even if the batch as a whole
+        # fails: unparked tasks already hold places in their hosts' windows.
+        svc.flush(outbox)

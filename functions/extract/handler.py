@@ -52,8 +52,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))
             metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))
 
-    response = process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
-    svc.flush(outbox)
-    return response
+    try:
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    finally:
+        # What finished records produced goes out even if the batch as a whole
+        # fails: unparked tasks already hold places in their hosts' windows.
+        svc.flush(outbox)
