@@ -193,13 +193,17 @@ class UrlStore:
             "seen_at": {"N": str(_num(time.time()))},
         }
         condition = "attribute_not_exists(pk)"
-        values = None
+        kwargs: dict[str, Any] = {}
         if claimer:
+            # Only while nothing has happened to the URL yet: a redelivery must
+            # not wipe an outcome, or fetch the page a second time.
             item["claimed_by"] = {"S": claimer}
-            condition += " OR claimed_by = :me"
-            values = {":me": {"S": claimer}}
+            condition += " OR (claimed_by = :me AND #s = :queued)"
+            kwargs = {
+                "ExpressionAttributeValues": {":me": {"S": claimer}, ":queued": {"S": "queued"}},
+                "ExpressionAttributeNames": {"#s": "state"},
+            }
         try:
-            kwargs: dict[str, Any] = {"ExpressionAttributeValues": values} if values else {}
             client("dynamodb").put_item(TableName=self.name, Item=item, ConditionExpression=condition, **kwargs)
         except ClientError as exc:
             if _is_conditional_failure(exc):

@@ -79,16 +79,21 @@ class SentLinks:
         self._keys: OrderedDict[tuple[str, str | None, str], None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def first_time(self, crawl_id: str, record_id: str | None, url: str) -> bool:
+    def known(self, crawl_id: str, record_id: str | None, url: str) -> bool:
         key = (crawl_id, record_id, url)
         with self._lock:
             if key in self._keys:
                 self._keys.move_to_end(key)
-                return False
-            self._keys[key] = None
-            if len(self._keys) > self.size:
+                return True
+            return False
+
+    def remember(self, links: Iterable[FrontierMessage]) -> None:
+        """Call once the links are in the frontier queue, not before: a failed send must be retried in full."""
+        with self._lock:
+            for link in links:
+                self._keys[(link.crawl_id, link.record_id, link.url)] = None
+            while len(self._keys) > self.size:
                 self._keys.popitem(last=False)
-            return True
 
 
 class Extractor:
@@ -105,6 +110,10 @@ class Extractor:
         out = Extracted()
         for archived in read_warc(self.blobs.get(key, bucket=bucket)):
             self._extract_page(archived, out)
+        unique: dict[tuple[str, str | None, str], FrontierMessage] = {}
+        for link in out.outlinks:
+            unique.setdefault((link.crawl_id, link.record_id, link.url), link)
+        out.outlinks = list(unique.values())
         if out.records:
             out.records_key = records_key(key)
             body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in out.records)
@@ -146,7 +155,7 @@ class Extractor:
         for link in page_links(page, mapping):
             if out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None):
                 continue
-            if not self.sent.first_time(config.crawl_id, meta.get("record_id"), link):
+            if self.sent.known(config.crawl_id, meta.get("record_id"), link):
                 continue
             yield FrontierMessage(
                 url=link,

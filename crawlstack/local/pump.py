@@ -76,6 +76,8 @@ class Source:
     handler: Handler
     concurrency: int
     batch_size: int = settings.SQS_BATCH_SIZE
+    # Longer than one invocation can take, or a batch is handed out twice.
+    visibility_timeout: int = 30
     # Deliver only while this queue holds fewer messages than ``high_water``
     # (backpressure: see ``EventPump``).
     backpressure_from: str | None = None
@@ -85,9 +87,8 @@ class Source:
 
 
 class EventPump:
-    def __init__(self, sources: list[Source], visibility_timeout: int) -> None:
+    def __init__(self, sources: list[Source]) -> None:
         self.sources = sources
-        self.visibility_timeout = visibility_timeout
         self._lock = threading.Lock()
         self._pools = {s.key: ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix=s.key) for s in sources}
         self.handler_errors: list[str] = []
@@ -106,7 +107,7 @@ class EventPump:
                         batch = sqs.receive_message(
                             QueueUrl=source.queue_url,
                             MaxNumberOfMessages=source.batch_size,
-                            VisibilityTimeout=self.visibility_timeout,
+                            VisibilityTimeout=source.visibility_timeout,
                             WaitTimeSeconds=0,
                             AttributeNames=["All"],
                         ).get("Messages", [])

@@ -39,8 +39,15 @@ from crawlstack.messages import FrontierMessage
 from crawlstack.rules import load_rules
 from crawlstack.urls import canonicalize, host_of
 
-# A failed batch comes back after this long (Lambda's would take minutes).
-LOCAL_VISIBILITY_TIMEOUT = 30
+# A failed batch comes back after this long (the deployed queues wait 6x the
+# function timeout).  Each must exceed what one invocation can take: a fetch
+# batch runs its requests in parallel, each within the HTTP deadline, plus
+# at most a second of slot waiting and the S3 write.
+LOCAL_VISIBILITY_TIMEOUT = {
+    "frontier": 60,
+    "fetch": int(settings.TOTAL_DEADLINE_SECONDS) + 60,
+    "extract": 60,
+}
 # Extract waits while the frontier holds this many messages or more.
 FRONTIER_HIGH_WATER = 200
 # Fetch waits while the extract queue holds this many WARCs or more.
@@ -168,7 +175,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
 
 def _create_resources(external: bool) -> dict[str, str]:
     # An external endpoint may hold them from an earlier run already.
-    return resources.create_all(visibility_timeout=LOCAL_VISIBILITY_TIMEOUT, exist_ok=external)
+    return resources.create_all(visibility_timeout=min(LOCAL_VISIBILITY_TIMEOUT.values()), exist_ok=external)
 
 
 def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
@@ -181,7 +188,16 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
     def source(key: str, handler: Callable[..., Any], concurrency: int, **extra: Any) -> Source:
         url = names[settings.ENV_QUEUE_URL[key]]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        return Source(key, url, arn, handler, concurrency, batch_size=settings.QUEUES[key].batch_size, **extra)
+        return Source(
+            key,
+            url,
+            arn,
+            handler,
+            concurrency,
+            batch_size=settings.QUEUES[key].batch_size,
+            visibility_timeout=LOCAL_VISIBILITY_TIMEOUT[key],
+            **extra,
+        )
 
     # Dispatch first, so outlinks never pile up in the frontier queue.
     return EventPump(
@@ -196,7 +212,6 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
                 high_water=EXTRACT_HIGH_WATER,
             ),
         ],
-        visibility_timeout=LOCAL_VISIBILITY_TIMEOUT,
     )
 
 

@@ -18,7 +18,6 @@ from crawlstack.wiring import services
 logger = Logger(service="dispatch")
 tracer = Tracer(service="dispatch")
 metrics = Metrics(namespace="crawlstack", service="dispatch")
-processor = BatchProcessor(event_type=EventType.SQS)
 
 _METRIC = {"queued": "UrlsQueued", "parked": "UrlsParked", "deduped": "DedupeHits", "dropped": "UrlsOutOfScope"}
 
@@ -50,7 +49,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
 
     try:
         return process_partial_response(
-            event=event, record_handler=record_handler, processor=processor, context=context
+            # A processor per invocation: it holds the batch's state, and local
+            # mode runs several invocations of one function at once.
+            event=event,
+            record_handler=record_handler,
+            processor=BatchProcessor(event_type=EventType.SQS),
+            context=context,
         )
     finally:
         # What finished records produced goes out even if the batch as a whole

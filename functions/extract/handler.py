@@ -15,12 +15,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack import settings
 from crawlstack.dispatcher import Outbox
+from crawlstack.messages import FrontierMessage
 from crawlstack.wiring import services
 
 logger = Logger(service="extract")
 tracer = Tracer(service="extract")
 metrics = Metrics(namespace="crawlstack", service="extract")
-processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def created_objects(body: str) -> list[tuple[str, str]]:
@@ -44,19 +44,28 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     outbox = Outbox()
     metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
 
+    sent: list[FrontierMessage] = []
+
     def record_handler(record: SQSRecord) -> None:
         for bucket, key in created_objects(record.body):
             logger.append_keys(warc=key)
             extracted = svc.extractor.extract_object(bucket, key)
             outbox.frontier.extend((link.to_json(), 0) for link in extracted.outlinks)
+            sent.extend(extracted.outlinks)
             metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))
             metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))
 
     try:
         return process_partial_response(
-            event=event, record_handler=record_handler, processor=processor, context=context
+            # A processor per invocation: it holds the batch's state, and local
+            # mode runs several invocations of one function at once.
+            event=event,
+            record_handler=record_handler,
+            processor=BatchProcessor(event_type=EventType.SQS),
+            context=context,
         )
     finally:
         # What finished records produced goes out even if the batch as a whole
         # fails: unparked tasks already hold places in their hosts' windows.
         svc.flush(outbox)
+        svc.extractor.sent.remember(sent)

@@ -226,7 +226,7 @@ class FakeUrls:
     def claim(self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "") -> bool:
         with self._lock:
             old = self.items.get((crawl_id, fp))
-            if old is not None and not (claimer and old.get("claimed_by") == claimer):
+            if old is not None and not (claimer and old.get("claimed_by") == claimer and old["state"] == "queued"):
                 return False
             # put_item: the whole item is replaced.
             item: dict[str, Any] = {"url": url, "depth": depth, "state": "queued"}

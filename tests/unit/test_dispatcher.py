@@ -224,3 +224,14 @@ def test_message_fields_are_carried_into_the_task(env: Env) -> None:
     _, _, outbox = env.send("http://example.com/a", depth=1, referrer=SEED, record_id="r1", want=("title",), hops=2)
     [(task, _)] = tasks(outbox)
     assert (task.referrer, task.record_id, task.want, task.hops) == (SEED, "r1", ("title",), 2)
+
+
+def test_a_redelivered_message_does_not_undo_an_outcome(env: Env) -> None:
+    env.crawls.put(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, seed_hosts=frozenset({"example.com"})))
+    assert env.send("http://example.com/a", depth=1, message_id="m1")[0] == "queued"
+    fp = fingerprint("http://example.com/a")
+    env.urls.set_outcome("c", fp, "fetched", status=200)
+    # SQS delivers the same message again (same id): the page is not queued a second time.
+    action, _, outbox = env.send("http://example.com/a", depth=1, message_id="m1")
+    assert action == "deduped" and outbox.fetch == []
+    assert env.urls.item("c", fp)["state"] == "fetched"

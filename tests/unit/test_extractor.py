@@ -190,3 +190,15 @@ def test_objects_from_another_bucket_are_read_from_it(env: Env) -> None:
     assert out.records[0]["fields"] == {"title": "Emma"}
     # The records object goes to the crawl's own bucket.
     assert (env.blobs.bucket, out.records_key) in env.blobs.objects
+
+
+def test_outlinks_already_sent_are_not_sent_again_but_unsent_ones_are(env: Env) -> None:
+    body = html("Home", "/a", "/b")
+    first = env.run(exchange("http://shop.example/", body, depth=0))
+    assert [m.url for m in first.outlinks] == ["http://shop.example/a", "http://shop.example/b"]
+    # Until the links are known to be in the frontier, a retry sends them all again.
+    again = env.run(exchange("http://shop.example/", body, depth=0))
+    assert [m.url for m in again.outlinks] == ["http://shop.example/a", "http://shop.example/b"]
+    env.extractor.sent.remember(again.outlinks)
+    later = env.run(exchange("http://shop.example/other", html("Other", "/a", "/c"), depth=0))
+    assert [m.url for m in later.outlinks] == ["http://shop.example/c"]
