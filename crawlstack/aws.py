@@ -468,7 +468,36 @@ class ParkStore:
             ConsistentRead=True,
             Limit=limit,
         )
-        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", [])]
+        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", []) if "body" in i]
+
+    def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
+        """Become the one unparker of a row (unless another took it after ``stale_before``)."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key={"host": {"S": host}, "order": {"S": order}},
+                UpdateExpression="SET taken_at = :stamp",
+                ConditionExpression="attribute_exists(body) AND (attribute_not_exists(taken_at) OR taken_at < :stale)",
+                ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":stale": {"N": str(_num(stale_before))}},
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def untake(self, host: str, order: str, stamp: float) -> None:
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key={"host": {"S": host}, "order": {"S": order}},
+                UpdateExpression="REMOVE taken_at",
+                ConditionExpression="taken_at = :stamp",
+                ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}},
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
 
     def delete(self, host: str, order: str) -> None:
         client("dynamodb").delete_item(TableName=self.name, Key={"host": {"S": host}, "order": {"S": order}})

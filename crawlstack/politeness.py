@@ -42,6 +42,10 @@ SUB_SECOND = 1.0
 # How long a claim holds a host if its fetcher dies before releasing it.
 CLAIM_LEASE_SECONDS = settings.TOTAL_DEADLINE_SECONDS + 30
 IN_FLIGHT_POLL_SECONDS = 0.05
+# A parked row taken this long ago by an unparker that never deleted it
+# (it died before sending) may be taken again.
+UNPARK_STALE_SECONDS = 120.0
+UNPARK_ROUNDS = 4
 # Hosts whose last written state a container remembers.
 KNOWN_HOSTS_LIMIT = 50_000
 
@@ -77,6 +81,8 @@ class HostSlots(Protocol):
 class Parking(Protocol):
     def put(self, host: str, order: str, body: str) -> None: ...
     def peek(self, host: str, limit: int) -> list[tuple[str, str]]: ...
+    def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool: ...
+    def untake(self, host: str, order: str, stamp: float) -> None: ...
     def delete(self, host: str, order: str) -> None: ...
 
 
@@ -158,29 +164,64 @@ class Politeness:
 
         Returns (order, task) pairs.  The caller sends the tasks, then calls
         ``unparked`` so a crash in between leaves them parked, never lost.
+        Each row is taken with a conditional write first, so concurrent
+        unparkers never send one URL twice; a row taken by an unparker that
+        died is taken again once the take is ``UNPARK_STALE_SECONDS`` old, and
+        sent again even though its URL already holds a place in the window.
+        Whenever URLs stay parked behind a full window, the ``parked_at`` flag
+        is left set, so a later release comes back for them.
         """
-        state = self.hosts.read_slot(host)
         out: list[tuple[str | None, FetchTask]] = []
-        parked = self.parking.peek(host, limit=settings.DEFAULT_HOST_CONCURRENCY)
-        if not parked and state.parked_at is not None:
-            self.hosts.clear_parked(host, state.parked_at)
-        for order, body in parked:
-            task = FetchTask.from_json(body)
-            while True:
+        limit = settings.DEFAULT_HOST_CONCURRENCY
+        for _ in range(UNPARK_ROUNDS):
+            state = self.hosts.read_slot(host)
+            rows = self.parking.peek(host, limit=limit)
+            if not rows:
+                if state.parked_at is not None:
+                    self.hosts.clear_parked(host, state.parked_at)
+                return out
+            left_behind: FetchTask | None = None
+            for order, body in rows:
+                task = FetchTask.from_json(body)
+                now = self.clock()
+                if task.fp not in state.window and len(state.window) >= task.window:
+                    left_behind = task
+                    break
+                if not self.parking.take(host, order, now, now - UNPARK_STALE_SECONDS):
+                    left_behind = left_behind or task  # another unparker is on it right now
+                    continue
                 if task.fp in state.window:
-                    break  # somebody else unparked it
-                if len(state.window) >= task.window:
+                    out.append((order, replace(task, not_before=max(now, state.free_at))))
+                    continue
+                reserved, state = self._reserve_parked(host, task, state)
+                if reserved is None:
+                    self.parking.untake(host, order, now)
+                    left_behind = task
                     break
-                start = max(self.clock(), state.next_slot)
-                conflict = self.hosts.reserve(host, task.fp, state, start + task.delay, task.window)
-                if conflict is None:
-                    out.append((order, replace(task, not_before=start)))
-                    state = replace(state, exists=True, next_slot=start + task.delay, window=state.window | {task.fp})
-                    break
-                state = conflict
-            if len(state.window) >= task.window:
-                break
+                out.append((order, reserved))
+            if left_behind is None and len(rows) < limit:
+                return out
+            # URLs remain parked: flag it while the window is full, so that
+            # some release still to come looks again; if the window has room
+            # after all, go round once more.
+            cap = (left_behind or FetchTask.from_json(rows[-1][1])).window
+            if self.hosts.mark_parked(host, cap, self.clock()):
+                return out
         return out
+
+    def _reserve_parked(self, host: str, task: FetchTask, state: HostSlot) -> tuple[FetchTask | None, HostSlot]:
+        """Reserve a slot for a parked task; (None, state) when the window is full."""
+        for _ in range(16):
+            if len(state.window) >= task.window:
+                return None, state
+            start = max(self.clock(), state.next_slot)
+            conflict = self.hosts.reserve(host, task.fp, state, start + task.delay, task.window)
+            if conflict is None:
+                return replace(task, not_before=start), replace(
+                    state, exists=True, next_slot=start + task.delay, window=state.window | {task.fp}
+                )
+            state = conflict
+        raise Contention(f"host {host}: politeness state kept changing")
 
     def unparked(self, host: str, orders: list[str | None]) -> None:
         """Delete parked items once their tasks are in the fetch queue."""

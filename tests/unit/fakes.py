@@ -166,11 +166,27 @@ class FakeParking:
 
     def __init__(self) -> None:
         self.items: dict[str, dict[str, str]] = {}
+        self.taken: dict[tuple[str, str], float] = {}
         self._lock = threading.Lock()
 
     def put(self, host: str, order: str, body: str) -> None:
         with self._lock:
             self.items.setdefault(host, {})[order] = body
+
+    def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
+        with self._lock:
+            if order not in self.items.get(host, {}):
+                return False
+            taken = self.taken.get((host, order))
+            if taken is not None and taken >= stale_before:
+                return False
+            self.taken[(host, order)] = stamp
+            return True
+
+    def untake(self, host: str, order: str, stamp: float) -> None:
+        with self._lock:
+            if self.taken.get((host, order)) == stamp:
+                del self.taken[(host, order)]
 
     def peek(self, host: str, limit: int) -> list[tuple[str, str]]:
         with self._lock:
@@ -179,6 +195,7 @@ class FakeParking:
     def delete(self, host: str, order: str) -> None:
         with self._lock:
             self.items.get(host, {}).pop(order, None)
+            self.taken.pop((host, order), None)
 
     def count(self) -> int:
         with self._lock:

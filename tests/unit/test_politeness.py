@@ -12,6 +12,7 @@ from crawlstack.messages import FetchTask
 from crawlstack.politeness import (
     CLAIM_LEASE_SECONDS,
     IN_FLIGHT_POLL_SECONDS,
+    UNPARK_STALE_SECONDS,
     Contention,
     HostSlot,
     Politeness,
@@ -328,3 +329,51 @@ def test_a_stale_remembered_state_is_corrected_by_the_conditional_write(
     pol.release(a, clock.now)  # a is done: one place in the window again
     [(_, c)] = pol.admit(task("c"))
     assert c.not_before == b.not_before + 2.0  # after b's slot, not on top of it
+
+
+def test_parallel_parkers_and_a_release_strand_nothing(
+    hosts: FakeHosts, parking: FakeParking, clock: FakeClock
+) -> None:
+    """Two dispatchers park while the window is full; a release lands before either flags it."""
+    pol = Politeness(hosts, parking, clock)
+    a, b = task("a"), task("b")
+    pol.admit(a)
+    pol.admit(b)
+    p1, p2 = task("p1"), task("p2")
+    # Both dispatchers see a full window and put their rows...
+    parking.put(HOST, park_order(p1), p1.to_json())
+    parking.put(HOST, park_order(p2), p2.to_json())
+    # ...then a's release comes, with no flag set yet, so nobody looks...
+    assert pol.release(a, clock.now).parked_at is None
+    # ...and both flags fail: the window has room.  Each dispatcher unparks.
+    assert not hosts.mark_parked(HOST, 2, clock.now)
+    first = pol.unpark(HOST)
+    second = pol.unpark(HOST)
+    pol.unparked(HOST, [o for o, _ in first + second])
+    sent = [t.url for _, t in first + second]
+    assert len(sent) == 1
+    # One went into the window; the other is still parked, and flagged for the next release.
+    assert parking.count() == 1
+    assert hosts.read_slot(HOST).parked_at is not None
+    clock.advance(5.0)
+    pol.release(b, clock.now)
+    [(_, last)] = pol.unpark(HOST)
+    assert {last.url, *sent} == {p1.url, p2.url}
+
+
+def test_a_row_reserved_by_an_unparker_that_died_is_sent_again(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking, clock: FakeClock
+) -> None:
+    a, b, c = task("a"), task("b"), task("c")
+    pol.admit(a)
+    pol.admit(b)
+    assert pol.admit(c) == []
+    pol.release(a, clock.now)
+    [(order, _)] = pol.unpark(HOST)  # reserved c, then the Lambda died: never sent, never deleted
+    assert pol.unpark(HOST) == []  # someone else's fresh take: left alone
+    clock.advance(UNPARK_STALE_SECONDS + 1)
+    pol.release(b, clock.now)
+    [(again_order, again)] = pol.unpark(HOST)
+    assert (again_order, again.url) == (order, c.url)
+    pol.unparked(HOST, [again_order])
+    assert parking.count() == 0
