@@ -224,6 +224,28 @@ class UrlStore:
             ExpressionAttributeValues=_marshal(values),
         )
 
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool:
+        """Mark the URL as being fetched; False if it is done, or being fetched since ``stale_before``."""
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, fp),
+                UpdateExpression="SET #s = :fetching, started_at = :now",
+                ConditionExpression="#s = :queued OR (#s = :fetching AND started_at < :stale)",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={
+                    ":fetching": {"S": "fetching"},
+                    ":queued": {"S": "queued"},
+                    ":now": {"N": str(_num(now))},
+                    ":stale": {"N": str(_num(stale_before))},
+                },
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
     def state(self, crawl_id: str, fp: str) -> str | None:
         item = (
             client("dynamodb")

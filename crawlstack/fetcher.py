@@ -28,16 +28,15 @@ from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import SUB_SECOND, Politeness, sqs_delay
+from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, sqs_delay
 from crawlstack.warc import Exchange, write_warc
 
 MAX_REDIRECT_HOPS = 5
-FINAL_STATES = frozenset({"fetched", "failed", "skipped"})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 class Urls(Protocol):
-    def state(self, crawl_id: str, fp: str) -> str | None: ...
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
 
 
@@ -137,9 +136,11 @@ class Fetcher:
             return None
         finished_at: float | None = None
         try:
-            if self.urls.state(task.crawl_id, task.fp) in FINAL_STATES:
-                # A redelivered or duplicated task whose page is stored already;
-                # checked after the claim so two copies cannot both pass.
+            now = self.clock()
+            if not self.urls.start_fetch(task.crawl_id, task.fp, now, now - CLAIM_LEASE_SECONDS):
+                # A redelivered or duplicated task whose page is stored, or
+                # being fetched by another copy: a conditional write, under
+                # the host claim, so two copies never both fetch.
                 return None
             config = self.crawls.get(task.crawl_id)
             result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))

@@ -259,6 +259,18 @@ class FakeUrls:
             item.update({"state": outcome, **{k: v for k, v in fields.items() if v is not None}})
             self.journal.append(("outcome", crawl_id, fp, outcome))
 
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool:
+        with self._lock:
+            item = self.items.get((crawl_id, fp))
+            if item is None:
+                return False
+            state = item.get("state")
+            if state == "queued" or (state == "fetching" and item.get("started_at", 0.0) < stale_before):
+                item["state"] = "fetching"
+                item["started_at"] = now
+                return True
+            return False
+
     def state(self, crawl_id: str, fp: str) -> str | None:
         with self._lock:
             item = self.items.get((crawl_id, fp))

@@ -14,7 +14,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
 from crawlstack.fetcher import MAX_REDIRECT_HOPS, Fetcher, warc_key
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import SUB_SECOND, Politeness, window_size
+from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, window_size
 from crawlstack.urls import fingerprint
 from crawlstack.warc import read_warc
 
@@ -238,7 +238,18 @@ def test_an_error_in_one_task_does_not_lose_the_batch(env: Env, monkeypatch: pyt
     assert list(result.errors) == [1] and str(result.errors[1]) == "boom"
     assert [f.task.url for f in result.fetched] == [good.url]
     assert env.urls.state("c", good.fp) == "fetched"
-    assert env.urls.state("c", bad.fp) == "queued"
+    # Left marked as being fetched; the retry may take it over once the mark is stale.
+    assert env.urls.state("c", bad.fp) == "fetching"
+    env.clock.advance(CLAIM_LEASE_SECONDS + 1)
+    env.web.page(bad.url)
+    assert [f.task.url for f in env.fetcher.fetch_batch([bad], Outbox()).fetched] == [bad.url]
+
+
+def test_two_copies_of_a_task_fetch_once(env: Env) -> None:
+    t = env.admitted("twice")
+    env.web.page(t.url)
+    result = env.fetcher.fetch_batch([t, t], Outbox())
+    assert len(result.fetched) == 1 and len(env.web.calls) == 1
 
 
 def test_a_task_already_done_is_not_fetched_again(env: Env) -> None:
@@ -343,10 +354,10 @@ def test_a_task_already_done_still_unparks_the_next_url(slow: Env) -> None:
 def test_a_failure_after_the_claim_gives_the_host_back(slow: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     a = slow.admitted("a", delay=2.0)
 
-    def broken(crawl_id: str, fp: str) -> str | None:
+    def broken(crawl_id: str, fp: str, now: float, stale_before: float) -> bool:
         raise RuntimeError("DynamoDB unavailable")
 
-    monkeypatch.setattr(slow.urls, "state", broken)
+    monkeypatch.setattr(slow.urls, "start_fetch", broken)
     result = slow.fetcher.fetch_batch([a], Outbox())
     assert isinstance(result.errors[0], RuntimeError)
     slot = slow.hosts.read_slot("example.com")
