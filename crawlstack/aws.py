@@ -400,14 +400,23 @@ class HostStore:
         return _slot_from(host, resp.get("Attributes"))
 
     def push_back(self, host: str, free_at: float) -> None:
-        """Make the host wait until ``free_at`` at least (after a robots.txt fetch)."""
+        """Give back a claim taken for a robots.txt fetch: the host is free from ``free_at``.
+
+        Two independent "at least" updates: no slot may start before
+        ``free_at`` either, whatever the other attribute holds.
+        """
+        client("dynamodb").update_item(
+            TableName=self.name,
+            Key=self._key(host, "slot"),
+            UpdateExpression="SET free_at = :f, busy = :zero",
+            ExpressionAttributeValues={":f": {"N": str(_num(free_at))}, ":zero": {"N": "0"}},
+        )
         try:
             client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self._key(host, "slot"),
-                UpdateExpression="SET free_at = :f, next_slot = :f",
-                ConditionExpression="(attribute_not_exists(free_at) OR free_at < :f)"
-                " AND (attribute_not_exists(next_slot) OR next_slot < :f)",
+                UpdateExpression="SET next_slot = :f",
+                ConditionExpression="attribute_not_exists(next_slot) OR next_slot < :f",
                 ExpressionAttributeValues={":f": {"N": str(_num(free_at))}},
             )
         except ClientError as exc:
@@ -451,6 +460,11 @@ class HostStore:
                 return False
             raise
         return True
+
+    def unlock_robots(self, origin: str) -> None:
+        client("dynamodb").update_item(
+            TableName=self.name, Key=self._key(origin, "robots"), UpdateExpression="REMOVE robots_lock"
+        )
 
     def put_robots(self, record: RobotsRecord) -> None:
         item: dict[str, Any] = {

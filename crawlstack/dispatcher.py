@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from crawlstack import http
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import Politeness, sqs_delay, window_size
+from crawlstack.politeness import Blocked, Politeness, sqs_delay, window_size
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.scope import out_of_scope
@@ -51,7 +51,9 @@ class Urls(Protocol):
 class RobotsCache(Protocol):
     def get_robots(self, origin: str) -> RobotsRecord | None: ...
     def lock_robots(self, origin: str, until: float) -> bool: ...
+    def unlock_robots(self, origin: str) -> None: ...
     def put_robots(self, record: RobotsRecord) -> None: ...
+    def claim(self, host: str, now: float, lease_until: float) -> Blocked | None: ...
     def push_back(self, host: str, free_at: float) -> None: ...
 
 
@@ -161,16 +163,35 @@ class Dispatcher:
             return policy
         record = self.robots.get_robots(origin)
         if record is None:
-            if not self.robots.lock_robots(origin, self.clock() + ROBOTS_LOCK_SECONDS):
+            record = self._fetch_robots(origin, host_of(url), config)
+            if record is None:
                 return None
-            guard = http.AddressGuard(config.allow_private)
-            result = http.fetch_robots(origin, config.user_agent, guard)
+        policy = RobotsPolicy(record)
+        self._robots_cache[origin] = policy
+        return policy
+
+    def _fetch_robots(self, origin: str, host: str, config: CrawlConfig) -> RobotsRecord | None:
+        """Fetch and cache robots.txt as the one dispatcher doing so, holding the host like a fetch.
+
+        None when another dispatcher is fetching it or the host is busy:
+        the caller puts its message back for a moment.
+        """
+        now = self.clock()
+        if not self.robots.lock_robots(origin, now + ROBOTS_LOCK_SECONDS):
+            return None
+        if self.robots.claim(host, now, now + ROBOTS_LOCK_SECONDS) is not None:
+            self.robots.unlock_robots(origin)
+            return None
+        finished = now
+        delay = 0.0
+        try:
+            result = http.fetch_robots(origin, config.user_agent, http.AddressGuard(config.allow_private))
+            finished = result.finished_at or self.clock()
             record = RobotsRecord.from_fetch(origin, result.status, result.body, result.error)
             self.robots.put_robots(record)
             if result.status is not None:
                 # The robots.txt request counts against the host's delay too.
                 delay = config.host_delay(RobotsPolicy(record).crawl_delay(config.user_agent))
-                self.robots.push_back(host_of(url), result.finished_at + delay)
-        policy = RobotsPolicy(record)
-        self._robots_cache[origin] = policy
-        return policy
+        finally:
+            self.robots.push_back(host, finished + delay)
+        return record

@@ -132,11 +132,14 @@ class FakeHosts:
     def push_back(self, host: str, free_at: float) -> None:
         with self._lock:
             self.calls.append(("push_back", host))
-            item = self.slots.get(host, {})
-            if item.get("free_at", float("-inf")) < free_at and item.get("next_slot", float("-inf")) < free_at:
-                item = self.slots.setdefault(host, {})
-                item["free_at"] = free_at
-                item["next_slot"] = free_at
+            item = self.slots.setdefault(host, {})
+            item["free_at"] = free_at
+            item["busy"] = 0
+            item["next_slot"] = max(item.get("next_slot", float("-inf")), free_at)
+
+    def unlock_robots(self, origin: str) -> None:
+        with self._lock:
+            self.robots.get(origin, {}).pop("lock", None)
 
     def get_robots(self, origin: str) -> RobotsRecord | None:
         with self._lock:

@@ -168,7 +168,7 @@ def test_robots_is_fetched_once_cached_and_pushes_the_host_back(env: Env, monkey
     assert len(calls) == 1
 
 
-def test_unreachable_robots_does_not_push_back(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_robots_frees_the_host_without_a_delay(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         http, "fetch_robots", lambda o, u, g: http.FetchResult(url=o, error="connection failed", finished_at=1.0)
     )
@@ -177,7 +177,17 @@ def test_unreachable_robots_does_not_push_back(env: Env, monkeypatch: pytest.Mon
     assert (
         "robots.txt unreachable: connection failed" in env.urls.item("c", fingerprint("http://down.example/"))["reason"]
     )
-    assert not any(c[0] == "push_back" for c in env.hosts.calls)
+    slot = env.hosts.read_slot("down.example")
+    assert slot.free_at == 1.0 and not slot.busy  # no request reached it: no delay added
+
+
+def test_robots_waits_for_a_host_busy_with_another_crawls_request(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "fetch_robots", lambda o, u, g: pytest.fail("fetched robots.txt of a busy host"))
+    assert env.hosts.claim("busy.example", env.clock.now, env.clock.now + 60) is None  # a fetch in flight
+    action, _, outbox = env.send("http://busy.example/")
+    assert action == "retry" and len(outbox.frontier) == 1
+    # The robots.txt lock is given back, so the retry can take it.
+    assert env.hosts.lock_robots("http://busy.example", env.clock.now + 30)
 
 
 def test_robots_being_fetched_elsewhere_sends_the_message_back(env: Env) -> None:

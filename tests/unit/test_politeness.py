@@ -305,7 +305,7 @@ def test_release_without_delay_leaves_free_at_alone(pol: Politeness, hosts: Fake
     assert slot.window == frozenset() and slot.free_at == 0.0
 
 
-def test_push_back_only_moves_the_host_later(hosts: FakeHosts) -> None:
+def test_push_back_frees_the_host_and_never_moves_next_slot_earlier(hosts: FakeHosts) -> None:
     hosts.push_back(HOST, 10.0)
     assert (hosts.read_slot(HOST).free_at, hosts.read_slot(HOST).next_slot) == (10.0, 10.0)
     hosts.push_back(HOST, 5.0)
