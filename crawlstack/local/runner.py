@@ -302,6 +302,11 @@ def _write_outputs(
             attrs = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
             dlq[key] = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
 
+    # Every URL ends fetched, skipped or failed; a row still parked would be
+    # a URL the crawl never reached, and the summary says so.
+    parked_left = aws.ParkStore().count()
+    if parked_left:
+        print(f"crawlstack: warning: {parked_left} URLs were left parked, never fetched", file=sys.stderr)
     finished = time.time()
     return {
         "crawl_id": crawl_id,
@@ -316,6 +321,7 @@ def _write_outputs(
         "warc_files": warcs,
         "hosts": {h: dict(c) for h, c in sorted(per_host.items())},
         "dead_letter": dlq,
+        "parked_left": parked_left,
         "handler_errors": pump.handler_errors[:20],
         "invocations": {s.key: s.stats.invocations for s in pump.sources},
         "settings": {

@@ -140,6 +140,13 @@ def crawl(tmp_path: Path, web: LoopbackWeb) -> Crawl:
             assert code == expect_exit, (
                 f"crawlstack {' '.join(argv)} exited {code}\n{output}\nserver log:\n{describe(served.log)}"
             )
+        if code == 0 and result.summary is not None:
+            # Every crawl ends with all its work done: nothing parked, nothing
+            # in a dead-letter queue, no URL left unfinished.
+            assert result.summary["parked_left"] == 0, result.summary
+            assert not any(result.summary["dead_letter"].values()), result.summary
+            unfinished = [e for e in result.log if "unfinished" in str(e.get("reason", ""))]
+            assert not unfinished, unfinished
         return result
 
     return run
