@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from crawlstack import http
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import Blocked, Politeness, sqs_delay, window_size
+from crawlstack.politeness import SUB_SECOND, Blocked, Politeness, sqs_delay, window_size
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.scope import out_of_scope
@@ -84,6 +84,7 @@ class Dispatcher:
         politeness: Politeness,
         rules: RuleSet,
         clock: Any = time.time,
+        sleep: Any = time.sleep,
     ) -> None:
         self.crawls = crawls
         self.urls = urls
@@ -91,6 +92,7 @@ class Dispatcher:
         self.politeness = politeness
         self.rules = rules
         self.clock = clock
+        self.sleep = sleep
         self._robots_cache: dict[str, RobotsPolicy] = {}
         self._budget_spent: set[str] = set()
 
@@ -179,7 +181,7 @@ class Dispatcher:
         now = self.clock()
         if not self.robots.lock_robots(origin, now + ROBOTS_LOCK_SECONDS):
             return None
-        if self.robots.claim(host, now, now + ROBOTS_LOCK_SECONDS) is not None:
+        if not self._claim_for_robots(host):
             self.robots.unlock_robots(origin)
             return None
         finished = now
@@ -195,3 +197,20 @@ class Dispatcher:
         finally:
             self.robots.push_back(host, finished + delay)
         return record
+
+    def _claim_for_robots(self, host: str) -> bool:
+        """Claim the host; a gap of under a second after the last request is slept out.
+
+        Slots are back to back on a busy host, so a refresh that only ever
+        tried at random moments could wait a long time for a free one.
+        """
+        for _ in range(3):
+            now = self.clock()
+            blocked = self.robots.claim(host, now, now + ROBOTS_LOCK_SECONDS)
+            if blocked is None:
+                return True
+            wait = blocked.free_at - now
+            if blocked.in_flight or wait > SUB_SECOND:
+                return False
+            self.sleep(max(wait, 0.0))
+        return False

@@ -245,3 +245,19 @@ def test_a_redelivered_message_does_not_undo_an_outcome(env: Env) -> None:
     action, _, outbox = env.send("http://example.com/a", depth=1, message_id="m1")
     assert action == "deduped" and outbox.fetch == []
     assert env.urls.item("c", fp)["state"] == "fetched"
+
+
+def test_robots_refresh_sleeps_out_a_short_gap_after_the_last_request(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        http,
+        "fetch_robots",
+        lambda o, u, g: http.FetchResult(url=o, status=404, finished_at=env.clock.now),
+    )
+    env.dispatcher.sleep = env.clock.sleep
+    env.hosts.push_back("gap.example", env.clock.now + 0.4)  # the last request's delay ends in 0.4 s
+    action, _, _ = env.send("http://gap.example/")
+    assert action == "queued"
+    assert env.clock.sleeps == [pytest.approx(0.4)]
+    assert env.hosts.get_robots("http://gap.example") is not None
