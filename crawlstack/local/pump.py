@@ -184,11 +184,16 @@ class EventPump:
 
     def _call(self, source: Source, messages: list[dict[str, Any]]) -> None:
         event = {"Records": [self._record(source, m) for m in messages]}
-        spec = settings.FUNCTIONS[settings.QUEUES[source.key].consumer]
-        context = LambdaContext(
-            function_name=f"crawlstack-{spec.key}",
-            memory_limit_in_mb=spec.memory_mb,
-            timeout_seconds=spec.timeout_seconds,
+        queue = settings.QUEUES.get(source.key)
+        spec = settings.FUNCTIONS.get(queue.consumer) if queue else None
+        context = (
+            LambdaContext(
+                function_name=f"crawlstack-{spec.key}",
+                memory_limit_in_mb=spec.memory_mb,
+                timeout_seconds=spec.timeout_seconds,
+            )
+            if spec
+            else LambdaContext(function_name=f"local-{source.key}")
         )
         try:
             response = source.handler(event, context) or {}
