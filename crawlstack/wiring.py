@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 from crawlstack import aws, settings
 from crawlstack.dispatcher import Dispatcher, Outbox
@@ -60,6 +65,34 @@ class Services:
     @cached_property
     def frontier_queue(self) -> aws.Queue:
         return aws.Queue("frontier")
+
+    def process_batch(
+        self,
+        event: dict[str, Any],
+        context: Any,
+        record_handler: Callable[[Any], None],
+        outbox: Outbox,
+        after_send: Callable[[], None] | None = None,
+    ) -> PartialItemFailureResponse:
+        """Run ``record_handler`` over an SQS batch (Powertools, partial failures), then send ``outbox``.
+
+        What finished records produced goes out even if the batch as a whole
+        fails: unparked tasks already hold places in their hosts' windows.
+        ``after_send`` runs only once the sends succeeded.
+        """
+        try:
+            return process_partial_response(
+                event=event,
+                record_handler=record_handler,
+                # One processor per invocation: it holds the batch's state, and
+                # local mode runs several invocations of one function at once.
+                processor=BatchProcessor(event_type=EventType.SQS),
+                context=context,
+            )
+        finally:
+            self.flush(outbox)
+            if after_send is not None:
+                after_send()
 
     def flush(self, outbox: Outbox) -> None:
         """Send what a batch produced; parked URLs are deleted only once sent."""

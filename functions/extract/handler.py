@@ -8,7 +8,6 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -55,17 +54,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))
             metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))
 
-    try:
-        return process_partial_response(
-            # A processor per invocation: it holds the batch's state, and local
-            # mode runs several invocations of one function at once.
-            event=event,
-            record_handler=record_handler,
-            processor=BatchProcessor(event_type=EventType.SQS),
-            context=context,
-        )
-    finally:
-        # What finished records produced goes out even if the batch as a whole
-        # fails: unparked tasks already hold places in their hosts' windows.
-        svc.flush(outbox)
-        svc.extractor.sent.remember(sent)
+    return svc.process_batch(
+        event, context, record_handler, outbox, after_send=lambda: svc.extractor.sent.remember(sent)
+    )

@@ -6,7 +6,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -47,16 +46,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         if record.message_id in failures:
             raise failures[record.message_id]
 
-    try:
-        return process_partial_response(
-            # A processor per invocation: it holds the batch's state, and local
-            # mode runs several invocations of one function at once.
-            event=event,
-            record_handler=record_handler,
-            processor=BatchProcessor(event_type=EventType.SQS),
-            context=context,
-        )
-    finally:
-        # What finished records produced goes out even if the batch as a whole
-        # fails: unparked tasks already hold places in their hosts' windows.
-        svc.flush(outbox)
+    return svc.process_batch(event, context, record_handler, outbox)
