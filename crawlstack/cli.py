@@ -13,7 +13,7 @@ import argparse
 import ipaddress
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crawlstack import settings
@@ -42,24 +42,21 @@ def _non_negative_float(value: str) -> float:
     return number
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return number
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more")
+        return number
+
+    return parse
 
 
-def _non_negative_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
-    if number < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return number
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
