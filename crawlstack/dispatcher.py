@@ -65,6 +65,16 @@ class Outbox:
     frontier: list[tuple[str, int]] = field(default_factory=list)
     unparked: dict[str, list[str | None]] = field(default_factory=dict)
 
+    def add_fetch(self, task: FetchTask, now: float, parked_order: str | None = None, *, admitted: bool = True) -> None:
+        """Queue ``task`` to wait in SQS for its slot.
+
+        ``admitted``: it comes from an admission or an unpark, so its parked
+        row (None if it never parked) is deleted once it is sent.
+        """
+        self.fetch.append((task.to_json(), sqs_delay(task.not_before, now)))
+        if admitted:
+            self.unparked.setdefault(task.host, []).append(parked_order)
+
 
 @dataclass
 class Decision:
@@ -154,8 +164,7 @@ class Dispatcher:
         admitted = self.politeness.admit(task)
         now = self.clock()
         for order, ready in admitted:
-            outbox.fetch.append((ready.to_json(), sqs_delay(ready.not_before, now)))
-            outbox.unparked.setdefault(ready.host, []).append(order)
+            outbox.add_fetch(ready, now, order)
         return Decision(url, "queued" if any(t.fp == fp for _, t in admitted) else "parked")
 
     def _robots(self, url: str, config: CrawlConfig) -> RobotsPolicy | None:

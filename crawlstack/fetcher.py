@@ -28,7 +28,7 @@ from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, sqs_delay
+from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness
 from crawlstack.warc import Exchange, write_warc
 
 MAX_REDIRECT_HOPS = 5
@@ -157,8 +157,7 @@ class Fetcher:
             return
         now = self.clock()
         for order, ready in self.politeness.unpark(task.host):
-            outbox.fetch.append((ready.to_json(), sqs_delay(ready.not_before, now)))
-            outbox.unparked.setdefault(ready.host, []).append(order)
+            outbox.add_fetch(ready, now, order)
 
     def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:
         """Wait for the slot and claim the host; sleeps at most SUB_SECOND in all.
@@ -171,7 +170,7 @@ class Fetcher:
         while True:
             if wait > 0 and slept + wait > SUB_SECOND:
                 later = replace(task, not_before=self.clock() + max(wait, SUB_SECOND))
-                outbox.fetch.append((later.to_json(), sqs_delay(later.not_before, self.clock())))
+                outbox.add_fetch(later, self.clock(), admitted=False)
                 return False
             if wait > 0:
                 self.sleep(wait)
