@@ -172,6 +172,10 @@ LAMBDA_REQUIREMENTS = (
     "protego>=0.3",
     "w3lib>=2.1",
     "warcio>=1.7",
+    "cssselect>=1.2",
+    "jsonpath-ng>=1.6",
+    "charset-normalizer>=3.0",
+    "python-dateutil>=2.8",
 )
 # Directory of the rules JSON files inside the Lambda code asset.
 LAMBDA_RULES_DIR = "rules"
