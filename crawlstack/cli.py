@@ -2,6 +2,7 @@
 
     crawlstack crawl --local SEED_URL... --rules DIR --out DIR [options]
     crawlstack rules validate PATH
+    crawlstack rules test RULES_FILE_OR_DIR --url URL [--file SAVED_PAGE]
 
 Every user mistake (a bad URL, a broken rules file, a bad flag) ends in a
 one-line message on stderr and exit status 2, never a traceback.
@@ -99,6 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
     validate = rules_sub.add_parser("validate", help="check rules files; exits non-zero on any error")
     validate.add_argument("path", metavar="PATH")
+    test = rules_sub.add_parser(
+        "test",
+        help="run the matching mapping on one page and print its fields and links as JSON",
+        description="Run the mapping that matches --url on a saved page (--file), or on the page fetched once, "
+        "politely (robots.txt first, then --delay seconds before the page). Prints JSON "
+        '{"mapping", "fields", "links", "url", "status", "content_type"}; exits 1 when no mapping matches.',
+    )
+    test.add_argument("rules", metavar="RULES_FILE_OR_DIR")
+    test.add_argument("--url", required=True, help="the page's URL (chooses the mapping; resolves relative links)")
+    test.add_argument("--file", metavar="SAVED_PAGE", help="read the page from this file instead of fetching it")
+    test.add_argument(
+        "--content-type", metavar="TYPE", help="the saved page's Content-Type (default: guessed from the file name)"
+    )
+    test.add_argument("--user-agent", default=settings.DEFAULT_USER_AGENT, metavar="STRING")
+    test.add_argument(
+        "--delay",
+        type=_non_negative_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="seconds between robots.txt and the page (robots.txt Crawl-delay wins if longer; default 1)",
+    )
+    test.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")
     return parser
 
 
@@ -185,8 +208,42 @@ def _crawl(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    ruleset = load_rules(args.path)
+    path = Path(args.path)
+    if path.is_dir() and not any(path.glob("*.json")):
+        raise UsageError(f"{path}: no rules files (*.json) in this directory")
+    ruleset = load_rules(path, check_schema=True)
     print(f"{args.path}: {len(ruleset)} mapping(s) OK")
+    return 0
+
+
+def _test(args: argparse.Namespace) -> int:
+    from crawlstack.rules_tester import PoliteFetcher, TesterError, guess_content_type, run_rules
+
+    ruleset = load_rules(args.rules, check_schema=True)
+    try:
+        url = canonicalize(args.url)
+    except InvalidURL as exc:
+        raise UsageError(f"--url: invalid URL {args.url!r}: {exc}") from exc
+    status: int | None = None
+    if args.file:
+        try:
+            body = Path(args.file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
+        content_type = args.content_type or guess_content_type(args.file)
+    else:
+        fetcher = PoliteFetcher(args.user_agent, args.delay, tuple(args.allow_private))
+        try:
+            fetched = fetcher.get(url)
+        except TesterError as exc:
+            raise UsageError(str(exc)) from exc
+        url, status, content_type, body = fetched.url, fetched.status, fetched.content_type, fetched.body
+    result = run_rules(ruleset, url, body, content_type)
+    result.update(url=url, status=status, content_type=content_type)
+    print(json.dumps(result, ensure_ascii=False, indent=2))
+    if result["mapping"] is None:
+        print(f"crawlstack: no mapping in {args.rules} matches {url}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -198,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _crawl(args)
         if args.command == "rules" and args.rules_command == "validate":
             return _validate(args)
+        if args.command == "rules" and args.rules_command == "test":
+            return _test(args)
     except RulesInvalid as exc:
         for error in exc.errors:
             print(f"crawlstack: {error}", file=sys.stderr)

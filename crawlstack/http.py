@@ -107,7 +107,7 @@ def _session() -> requests.Session:
 
 
 def is_text_type(content_type: str) -> bool:
-    return content_type in settings.TEXT_CONTENT_TYPES or content_type.endswith("+xml")
+    return content_type in settings.TEXT_CONTENT_TYPES or content_type.endswith(("+xml", "+json"))
 
 
 def fetch(

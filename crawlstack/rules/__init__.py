@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawlstack.rules.mapping import Mapping, RuleError, compile_mapping, first_match
+from crawlstack.rules.mapping import Mapping, RuleError, compile_mapping_errors, first_match
 from crawlstack.rules.page import Page
+from crawlstack.rules.schema import schema_errors
 
 __all__ = ["Mapping", "Page", "RuleError", "RuleSet", "RulesInvalid", "load_rules"]
 
@@ -33,8 +34,9 @@ class RulesInvalid(ValueError):
 class RuleSet:
     mappings: tuple[Mapping, ...] = ()
 
-    def match(self, url: str) -> Mapping | None:
-        return first_match(self.mappings, url)
+    def match(self, url: str, content_type: str | None = None) -> Mapping | None:
+        """The first mapping whose url_patterns match ``url`` and that accepts ``content_type`` (if given)."""
+        return first_match(self.mappings, url, content_type)
 
     def __iter__(self) -> Iterator[Mapping]:
         return iter(self.mappings)
@@ -49,8 +51,12 @@ def _rule_files(path: Path) -> list[Path]:
     return sorted(p for p in path.glob("*.json") if p.is_file())
 
 
-def load_rules(path: str | Path | None) -> RuleSet:
-    """Compile every mapping under ``path`` (a directory or one file); None gives no mappings."""
+def load_rules(path: str | Path | None, check_schema: bool = False) -> RuleSet:
+    """Compile every mapping under ``path`` (a directory or one file); None gives no mappings.
+
+    ``check_schema``: check each file against the JSON Schema first (the CLI
+    and the build do; the Lambdas load rules the build already checked).
+    """
     if path is None:
         return RuleSet()
     root = Path(path)
@@ -69,10 +75,15 @@ def load_rules(path: str | Path | None) -> RuleSet:
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(RuleError(label, "", f"cannot read: {exc}"))
             continue
-        try:
-            mapping = compile_mapping(label, data)
-        except RuleError as exc:
-            errors.append(exc)
+        if check_schema:
+            problems = schema_errors(label, data)
+            if problems:
+                # Not compiled as well: the compiler would report most of them a second time.
+                errors.extend(problems)
+                continue
+        mapping, problems = compile_mapping_errors(label, data)
+        if mapping is None:
+            errors.extend(problems)
             continue
         if mapping.name in names:
             errors.append(

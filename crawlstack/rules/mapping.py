@@ -1,14 +1,29 @@
-"""Mappings: which pages a rule applies to, the fields it extracts, the links it follows."""
+"""Mappings: which pages a rule applies to, the fields it extracts, the links it follows.
+
+A mapping applies to a page when one of its ``url_patterns`` matches the URL
+(``regex``: searched in the whole URL; ``domain``: the host or any subdomain)
+and, if it lists ``content_types``, the response's media type is one of them
+(``type/*`` matches a whole family).  The first mapping that applies wins.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from crawlstack.rules.page import Page
-from crawlstack.rules.processors import ProcessorError, Step, Values, compile_processor
+from crawlstack.rules.page import Page, media_type
+from crawlstack.rules.processors import ProcessorError, Step, Values, compile_processor, finalize, is_node, text_of
+from crawlstack.urls import InvalidURL, resolve_link
+
+MAPPING_KEYS = frozenset({"$schema", "name", "description", "url_patterns", "content_types", "url_parsers", "fields"})
+FIELD_KEYS = frozenset({"name", "description", "multiple", "processors"})
+PARSER_KEYS = frozenset({"description", "processors"})
+_HOST = re.compile(r"(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*")
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*)")
 
 
 class RuleError(ValueError):
@@ -34,103 +49,239 @@ class Chain:
 class Field:
     name: str
     chain: Chain
+    multiple: bool = False
+
+    def value(self, page: Page) -> Any:
+        """The first value, or every value when ``multiple``; None when the chain gave nothing."""
+        values = [v for v in (finalize(v) for v in self.chain.run(page)) if v is not None]
+        if not values:
+            return None
+        return values if self.multiple else values[0]
+
+
+UrlTest = Callable[[str], bool]
+
+
+def _regex_test(pattern: re.Pattern[str]) -> UrlTest:
+    return lambda url: pattern.search(url) is not None
+
+
+def _domain_test(domain: str) -> UrlTest:
+    suffix = "." + domain
+
+    def test(url: str) -> bool:
+        try:
+            host = (urlsplit(url).hostname or "").rstrip(".")
+        except ValueError:
+            return False
+        return host == domain or host.endswith(suffix)
+
+    return test
 
 
 @dataclass(frozen=True)
 class Mapping:
     name: str
     file: str
-    patterns: tuple[re.Pattern[str], ...]
+    url_tests: tuple[UrlTest, ...]
     url_parsers: tuple[Chain, ...]
     fields: tuple[Field, ...]
+    content_types: tuple[str, ...] = ()
 
     def matches(self, url: str) -> bool:
-        return any(p.search(url) for p in self.patterns)
+        return any(test(url) for test in self.url_tests)
+
+    def accepts(self, content_type: str | None) -> bool:
+        """True when the mapping lists no content types, or lists this one (``type/*`` for a family)."""
+        if not self.content_types:
+            return True
+        media = media_type(content_type)
+        family = media.split("/", 1)[0] + "/*"
+        return media in self.content_types or family in self.content_types
 
     def extract(self, page: Page) -> dict[str, Any]:
-        """Each field's value: its chain's first result, or None."""
-        out: dict[str, Any] = {}
-        for f in self.fields:
-            values = f.chain.run(page)
-            out[f.name] = values[0] if values else None
-        return out
+        return {f.name: f.value(page) for f in self.fields}
 
     def links(self, page: Page) -> list[str]:
-        """Raw link values from the url_parsers (the caller resolves them)."""
-        found: list[str] = []
+        """The url_parsers' results, absolute and canonical, in order, without repeats."""
+        found: dict[str, None] = {}
         for parser in self.url_parsers:
-            found.extend(str(v) for v in parser.run(page) if isinstance(v, str))
-        return found
+            for value in parser.run(page):
+                href = _href_of(value)
+                if not href:
+                    continue
+                try:
+                    found.setdefault(resolve_link(page.base_url, href))
+                except InvalidURL:
+                    continue
+        return list(found)
 
 
-def _chain(file: str, where: str, processors: Any) -> Chain:
+def _href_of(value: Any) -> str | None:
+    # An element stands for the link it carries (<a href>, <link href>, <img src>), else its text.
+    if is_node(value) and isinstance(value.tag, str):
+        for attribute in ("href", "src"):
+            if value.get(attribute):
+                return str(value.get(attribute))
+    text = text_of(value)
+    return text.strip() if isinstance(text, str) else None
+
+
+class _Collector:
+    """Every problem in one file, so ``rules validate`` reports them all at once."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.errors: list[RuleError] = []
+
+    def add(self, location: str, reason: str) -> None:
+        self.errors.append(RuleError(self.file, location, reason))
+
+
+def _unknown_keys(errors: _Collector, where: str, data: dict[str, Any], allowed: frozenset[str]) -> None:
+    for key in sorted(set(data) - allowed):
+        errors.add(f"{where}.{key}" if where else key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def _chain(errors: _Collector, where: str, processors: Any) -> Chain | None:
     if not isinstance(processors, list) or not processors:
-        raise RuleError(file, f"{where}.processors", "must be a non-empty list")
+        errors.add(f"{where}.processors", "must be a non-empty list")
+        return None
     steps = []
     for i, definition in enumerate(processors):
         try:
             steps.append(compile_processor(definition))
         except ProcessorError as exc:
-            loc = f"{where}.processors[{i}]" + (f".{exc.location}" if exc.location else "")
-            raise RuleError(file, loc, exc.reason) from exc
-    return Chain(tuple(steps))
+            errors.add(f"{where}.processors[{i}]" + (f".{exc.location}" if exc.location else ""), exc.reason)
+    return Chain(tuple(steps)) if len(steps) == len(processors) else None
+
+
+def _url_tests(errors: _Collector, raw: Any) -> list[UrlTest]:
+    if not isinstance(raw, list) or not raw:
+        errors.add("url_patterns", "must be a non-empty list")
+        return []
+    tests = []
+    for i, pat in enumerate(raw):
+        where = f"url_patterns[{i}]"
+        if not isinstance(pat, dict):
+            errors.add(where, 'must be an object like {"type": "regex", "pattern": "..."}')
+            continue
+        _unknown_keys(errors, where, pat, frozenset({"type", "pattern"}))
+        kind, pattern = pat.get("type"), pat.get("pattern")
+        if kind not in ("regex", "domain"):
+            errors.add(f"{where}.type", "must be 'regex' or 'domain'")
+            continue
+        if not isinstance(pattern, str) or not pattern:
+            errors.add(f"{where}.pattern", "must be a non-empty string")
+            continue
+        if kind == "regex":
+            try:
+                tests.append(_regex_test(re.compile(pattern)))
+            except re.error as exc:
+                errors.add(f"{where}.pattern", f"invalid regex: {exc}")
+            continue
+        domain = pattern.strip().lower().rstrip(".")
+        with contextlib.suppress(UnicodeError):
+            domain = domain.encode("idna").decode("ascii")
+        if not _HOST.fullmatch(domain):
+            errors.add(f"{where}.pattern", f"not a domain name like example.com (no scheme, port or path): {pattern!r}")
+            continue
+        tests.append(_domain_test(domain))
+    return tests
+
+
+def _content_types(errors: _Collector, raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        errors.add("content_types", 'must be a non-empty list of media types like "text/html"')
+        return ()
+    out = []
+    for i, value in enumerate(raw):
+        if not isinstance(value, str) or not _MEDIA_TYPE.fullmatch(value.strip().lower()):
+            errors.add(f"content_types[{i}]", f'not a media type like "application/json" or "text/*": {value!r}')
+            continue
+        out.append(value.strip().lower())
+    return tuple(out)
+
+
+def _parsers(errors: _Collector, raw: Any) -> list[Chain]:
+    if not isinstance(raw, list):
+        errors.add("url_parsers", "must be a list")
+        return []
+    parsers = []
+    for i, parser in enumerate(raw):
+        where = f"url_parsers[{i}]"
+        if not isinstance(parser, dict):
+            errors.add(where, "must be an object")
+            continue
+        _unknown_keys(errors, where, parser, PARSER_KEYS)
+        chain = _chain(errors, where, parser.get("processors"))
+        if chain is not None:
+            parsers.append(chain)
+    return parsers
+
+
+def _fields(errors: _Collector, raw: Any) -> list[Field]:
+    if not isinstance(raw, list):
+        errors.add("fields", "must be a list")
+        return []
+    fields = []
+    seen: set[str] = set()
+    for i, fdef in enumerate(raw):
+        where = f"fields[{i}]"
+        if not isinstance(fdef, dict):
+            errors.add(where, "must be an object")
+            continue
+        _unknown_keys(errors, where, fdef, FIELD_KEYS)
+        fname = fdef.get("name")
+        if not isinstance(fname, str) or not fname.strip():
+            errors.add(f"{where}.name", "must be a non-empty string")
+        elif fname in seen:
+            errors.add(f"{where}.name", f"duplicate field name {fname!r}")
+        multiple = fdef.get("multiple", False)
+        if not isinstance(multiple, bool):
+            errors.add(f"{where}.multiple", "must be true or false")
+        chain = _chain(errors, where, fdef.get("processors"))
+        if isinstance(fname, str) and fname.strip() and fname not in seen and chain is not None:
+            fields.append(Field(fname, chain, multiple is True))
+        if isinstance(fname, str):
+            seen.add(fname)
+    return fields
 
 
 def compile_mapping(file: str, data: Any) -> Mapping:
+    """Compile one mapping; raises the first RuleError (``compile_mapping_errors`` gives them all)."""
+    mapping, errors = compile_mapping_errors(file, data)
+    if errors:
+        raise errors[0]
+    assert mapping is not None
+    return mapping
+
+
+def compile_mapping_errors(file: str, data: Any) -> tuple[Mapping | None, list[RuleError]]:
+    errors = _Collector(file)
     if not isinstance(data, dict):
-        raise RuleError(file, "", "a mapping must be a JSON object")
+        errors.add("", "a mapping must be a JSON object")
+        return None, errors.errors
+    _unknown_keys(errors, "", data, MAPPING_KEYS)
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise RuleError(file, "name", "must be a non-empty string")
-    unknown = set(data) - {"name", "description", "url_patterns", "url_parsers", "fields"}
-    if unknown:
-        raise RuleError(file, sorted(unknown)[0], "unknown key")
-
-    raw_patterns = data.get("url_patterns")
-    if not isinstance(raw_patterns, list) or not raw_patterns:
-        raise RuleError(file, "url_patterns", "must be a non-empty list")
-    patterns = []
-    for i, pat in enumerate(raw_patterns):
-        where = f"url_patterns[{i}]"
-        if not isinstance(pat, dict) or pat.get("type") != "regex":
-            raise RuleError(file, f"{where}.type", "must be 'regex'")
-        if not isinstance(pat.get("pattern"), str):
-            raise RuleError(file, f"{where}.pattern", "must be a string")
-        try:
-            patterns.append(re.compile(pat["pattern"]))
-        except re.error as exc:
-            raise RuleError(file, f"{where}.pattern", f"invalid regex: {exc}") from exc
-
-    raw_parsers = data.get("url_parsers", [])
-    if not isinstance(raw_parsers, list):
-        raise RuleError(file, "url_parsers", "must be a list")
-    parsers = []
-    for i, parser in enumerate(raw_parsers):
-        if not isinstance(parser, dict):
-            raise RuleError(file, f"url_parsers[{i}]", "must be an object")
-        parsers.append(_chain(file, f"url_parsers[{i}]", parser.get("processors")))
-
-    raw_fields = data.get("fields", [])
-    if not isinstance(raw_fields, list):
-        raise RuleError(file, "fields", "must be a list")
-    fields = []
-    seen: set[str] = set()
-    for i, fdef in enumerate(raw_fields):
-        where = f"fields[{i}]"
-        if not isinstance(fdef, dict):
-            raise RuleError(file, where, "must be an object")
-        fname = fdef.get("name")
-        if not isinstance(fname, str) or not fname:
-            raise RuleError(file, f"{where}.name", "must be a non-empty string")
-        if fname in seen:
-            raise RuleError(file, f"{where}.name", f"duplicate field name {fname!r}")
-        seen.add(fname)
-        fields.append(Field(fname, _chain(file, where, fdef.get("processors"))))
-    return Mapping(name.strip(), file, tuple(patterns), tuple(parsers), tuple(fields))
+        errors.add("name", "must be a non-empty string")
+    if "description" in data and not isinstance(data["description"], str):
+        errors.add("description", "must be a string")
+    tests = _url_tests(errors, data.get("url_patterns"))
+    content_types = _content_types(errors, data.get("content_types"))
+    parsers = _parsers(errors, data.get("url_parsers", []))
+    fields = _fields(errors, data.get("fields", []))
+    if errors.errors:
+        return None, errors.errors
+    assert isinstance(name, str)
+    return Mapping(name.strip(), file, tuple(tests), tuple(parsers), tuple(fields), content_types), []
 
 
-def first_match(mappings: Sequence[Mapping], url: str) -> Mapping | None:
+def first_match(mappings: Sequence[Mapping], url: str, content_type: str | None = None) -> Mapping | None:
     for m in mappings:
-        if m.matches(url):
+        if m.matches(url) and (content_type is None or m.accepts(content_type)):
             return m
     return None

@@ -1,49 +1,170 @@
-"""A fetched page as the rules engine sees it: URL, body and a lazily parsed tree."""
+"""A fetched page as the rules engine sees it: URL, body, and lazily built views of it.
+
+* ``kind``: ``html`` (HTML and XHTML), ``xml`` (XML, RSS, Atom, any ``+xml``),
+  ``json`` (``application/json`` and any ``+json``), or ``text``.
+* ``text``: the body decoded like a browser would: a BOM, then the
+  Content-Type charset, then a ``<meta>`` or XML declaration, then
+  charset-normalizer's guess, then UTF-8 (w3lib's ``html_to_unicode``, as
+  Scrapy does).
+* ``tree``: the lxml root for HTML and XML.  XML is parsed without entity
+  expansion, DTD loading or network access, and its namespaces are removed so
+  ``//item/title`` works on RSS and Atom alike.
+* ``json``: the parsed JSON body.
+
+Every view is built once, on first use, and is ``None`` when the body is not
+of that kind or does not parse.
+"""
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 from typing import Any
 from urllib.parse import urljoin
 
 import lxml.html
 from lxml import etree
+from w3lib.encoding import html_to_unicode
 
-_HTML_TYPES = ("text/html", "application/xhtml+xml")
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
+_XML_TYPES = frozenset({"text/xml", "application/xml"})
+_JSON_TYPES = frozenset({"application/json", "text/json", "application/javascript-json"})
+# charset-normalizer looks at no more than this much of a body: enough to tell
+# encodings apart, bounded on huge pages.
+_SNIFF_BYTES = 64 * 1024
+
+_html_parser = lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=False)
+# resolve_entities=False, load_dtd=False and no_network=True: no billion
+# laughs, no external entities, no DTD fetch.
+_xml_parser = etree.XMLParser(
+    encoding="utf-8",
+    resolve_entities=False,
+    load_dtd=False,
+    no_network=True,
+    huge_tree=False,
+    recover=True,
+    remove_comments=True,
+    remove_pis=True,
+)
+
+
+def media_type(content_type: str | None) -> str:
+    """``text/html; charset=utf-8`` -> ``text/html``."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def kind_of(media: str, body: bytes = b"") -> str:
+    if media in _HTML_TYPES:
+        return "html"
+    if media in _JSON_TYPES or media.endswith("+json"):
+        return "json"
+    if media in _XML_TYPES or media.endswith("+xml"):
+        return "xml"
+    if not media:
+        # No Content-Type at all: sniff the obvious cases, as browsers do.
+        head = body[:512].lstrip(b"\xef\xbb\xbf \t\r\n")
+        if head[:1] in (b"{", b"["):
+            return "json"
+        if head[:5] == b"<?xml" and b"<html" not in head.lower():
+            return "xml"
+        return "html"
+    return "text"
+
+
+def _sniff_encoding(body: bytes) -> str | None:
+    # Valid UTF-8 is almost never anything else, and checking costs little.
+    sample = body[:_SNIFF_BYTES]
+    try:
+        sample.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError as exc:
+        if len(body) > _SNIFF_BYTES and exc.start >= len(sample) - 3:  # a character cut at the sample's edge
+            return "utf-8"
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(sample).best()
+    return best.encoding if best is not None else None
 
 
 class Page:
-    def __init__(self, url: str, body: bytes, content_type: str = "text/html") -> None:
+    def __init__(self, url: str, body: bytes, content_type: str | None = "text/html") -> None:
         self.url = url
         self.body = body
-        self.content_type = (content_type or "").split(";", 1)[0].strip().lower()
-        self._charset = _charset_of(content_type)
+        self.content_type_header = content_type or ""
+        self.content_type = media_type(content_type)
+        self.kind = kind_of(self.content_type, body)
 
     @property
     def is_markup(self) -> bool:
-        return self.content_type in _HTML_TYPES or self.content_type.endswith("xml") or not self.content_type
+        return self.kind in ("html", "xml")
+
+    @cached_property
+    def _decoded(self) -> tuple[str, str]:
+        header = self.content_type_header or None
+        return html_to_unicode(header, self.body, auto_detect_fun=_sniff_encoding)
+
+    @property
+    def encoding(self) -> str:
+        return self._decoded[0]
+
+    @property
+    def text(self) -> str:
+        return self._decoded[1]
 
     @cached_property
     def tree(self) -> Any:
-        """The lxml root element, or None for a body that is not markup or is empty."""
+        """The lxml root element, or None for a body that is not markup, is empty, or does not parse."""
         if not self.is_markup or not self.body.strip():
             return None
+        # Decode once in Python (the browser-like rules above), then hand lxml
+        # clean UTF-8: NULs removed, since libxml2 stops at the first one.
+        data = self.text.strip().replace("\x00", "").encode("utf-8")
+        if not data:
+            return None
+        if self.kind == "xml":
+            root = self._parse_xml(data)
+            if root is not None:
+                return root
         try:
-            parser = lxml.html.HTMLParser(encoding=self._charset, no_network=True, remove_comments=False)
-            root = lxml.html.fromstring(self.body, parser=parser, base_url=self.url)
-        except (etree.ParserError, ValueError, LookupError):
-            # An unknown charset label: let lxml sniff instead.
-            try:
-                root = lxml.html.fromstring(self.body, base_url=self.url)
-            except (etree.ParserError, ValueError):
-                return None
+            return etree.fromstring(data, parser=_html_parser, base_url=self.url)
+        except (etree.ParserError, etree.XMLSyntaxError, ValueError):
+            return None
+
+    def _parse_xml(self, data: bytes) -> Any:
+        if data.startswith(b"<?xml"):
+            # The declaration may name the original charset; the bytes are UTF-8 now.
+            end = data.find(b"?>")
+            data = data[end + 2 :].lstrip() if end != -1 else data
+        try:
+            root = etree.fromstring(data, parser=_xml_parser, base_url=self.url)
+        except (etree.XMLSyntaxError, ValueError):
+            return None
+        if root is None:
+            return None
+        for element in root.iter():
+            if isinstance(element.tag, str) and element.tag.startswith("{"):
+                element.tag = etree.QName(element).localname
+        etree.cleanup_namespaces(root)
         return root
+
+    @cached_property
+    def json(self) -> Any:
+        """The parsed body of a JSON page, or None."""
+        if self.kind != "json" or not self.body.strip():
+            return None
+        try:
+            return json.loads(self.body)  # detects UTF-8/16/32 itself, per RFC 8259
+        except (ValueError, RecursionError):
+            try:
+                return json.loads(self.text)
+            except (ValueError, RecursionError):
+                return None
 
     @cached_property
     def base_url(self) -> str:
         """The URL relative links resolve against, honouring <base href>."""
         root = self.tree
-        if root is not None:
+        if root is not None and self.kind == "html":
             hrefs = root.xpath("//base/@href")
             if hrefs:
                 return urljoin(self.url, str(hrefs[0]).strip())
@@ -52,26 +173,18 @@ class Page:
     @cached_property
     def meta_robots(self) -> set[str]:
         root = self.tree
-        if root is None:
+        if root is None or self.kind != "html":
             return set()
         values = root.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content")
         return {token.strip().lower() for value in values for token in str(value).split(",")}
 
     def hrefs(self) -> list[str]:
-        """Every followable href on the page: <a> and <area>, minus rel=nofollow."""
+        """Every followable href on an HTML page: <a> and <area>, minus rel=nofollow."""
         root = self.tree
-        if root is None or "nofollow" in self.meta_robots or "none" in self.meta_robots:
+        if root is None or self.kind != "html" or "nofollow" in self.meta_robots or "none" in self.meta_robots:
             return []
         found = root.xpath(
             "//a[@href][not(contains(concat(' ', normalize-space(@rel), ' '), ' nofollow '))]/@href"
             " | //area[@href][not(contains(concat(' ', normalize-space(@rel), ' '), ' nofollow '))]/@href"
         )
         return [str(h) for h in found]
-
-
-def _charset_of(content_type: str) -> str | None:
-    for part in (content_type or "").split(";")[1:]:
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "charset" and value.strip():
-            return value.strip().strip("\"'")
-    return None

@@ -1,15 +1,26 @@
 """Processors: the steps of a field's or URL parser's chain.
 
-Each processor takes the values the previous step produced (the first step
-gets the page) and returns a new list.  A processor is compiled once when the
-rules load, so an invalid expression is a load-time error, not a crawl-time
-one.  Register new types in ``PROCESSORS``.
+Each processor is ``{"type", "parameters"}``.  It takes the values the
+previous step produced (the first step gets the page) and returns a new list.
+Values are lxml elements, strings, numbers, booleans, or JSON values; a
+string processor reads an element as its text.  Every processor is compiled
+once when the rules load (XPath and CSS compiled, regexes compiled and kept),
+so an invalid expression is a load-time error with its location, never a
+crawl-time one.
+
+The catalogue is ``PROCESSORS``; docs/rules.md has an example of each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urljoin
 
 from lxml import etree
 
@@ -17,6 +28,7 @@ from crawlstack.rules.page import Page
 
 Values = list[Any]
 Step = Callable[[Page, Values | None], Values]
+Compiler = Callable[[dict[str, Any]], Step]
 
 
 class ProcessorError(ValueError):
@@ -28,72 +40,441 @@ class ProcessorError(ValueError):
         self.reason = reason
 
 
-def _require_str(params: dict[str, Any], name: str) -> str:
-    value = params.get(name)
-    if not isinstance(value, str) or not value:
-        raise ProcessorError(f"parameters.{name}", "must be a non-empty string")
+# --- parameters ------------------------------------------------------------------
+def _str_param(params: dict[str, Any], name: str, *, required: bool = True, empty: bool = False) -> str | None:
+    if name not in params:
+        if required:
+            raise ProcessorError(f"parameters.{name}", "required")
+        return None
+    value = params[name]
+    if not isinstance(value, str):
+        raise ProcessorError(f"parameters.{name}", "must be a string")
+    if not value and not empty:
+        raise ProcessorError(f"parameters.{name}", "must not be empty")
     return value
 
 
-def _to_value(result: Any) -> Any:
-    # Text and attribute results become plain strings; elements stay nodes so
-    # a following xpath can run relative to them.
-    if isinstance(result, etree._ElementUnicodeResult | str | bytes):
-        return str(result)
-    return result
+def _required_str(params: dict[str, Any], name: str, *, empty: bool = False) -> str:
+    value = _str_param(params, name, empty=empty)
+    assert value is not None
+    return value
 
 
-def compile_xpath(params: dict[str, Any]) -> Step:
-    expression = _require_str(params, "expression")
+def _bool_param(params: dict[str, Any], name: str) -> bool:
+    value = params.get(name, False)
+    if not isinstance(value, bool):
+        raise ProcessorError(f"parameters.{name}", "must be true or false")
+    return value
+
+
+def _compile_regex(pattern: str, where: str) -> re.Pattern[str]:
     try:
-        compiled = etree.XPath(expression)
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ProcessorError(where, f"invalid regex: {exc}") from exc
+
+
+# --- values ----------------------------------------------------------------------
+def is_node(value: Any) -> bool:
+    return isinstance(value, etree._Element)
+
+
+def text_of(value: Any) -> str | None:
+    """A value as text: an element's text content, a string as is, a number in JSON form."""
+    if isinstance(value, str):
+        return value
+    if is_node(value):
+        if not isinstance(value.tag, str):  # comment or processing instruction
+            return value.text or ""
+        return "".join(value.itertext())
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def finalize(value: Any) -> Any:
+    """What a field holds: elements become their text; JSON values stay as they are."""
+    return text_of(value) if is_node(value) else value
+
+
+def _texts(values: Values | None) -> Iterable[str]:
+    for value in values or []:
+        text = text_of(value)
+        if text is not None:
+            yield text
+
+
+def _map_text(fn: Callable[[str], str]) -> Step:
+    def step(page: Page, values: Values | None) -> Values:
+        return [fn(text) for text in _texts(values)]
+
+    return step
+
+
+def _xpath_results(result: Any) -> Values:
+    # Text and attribute results become plain strings; elements stay nodes so
+    # a following xpath or css step runs relative to them.
+    if isinstance(result, list):
+        return [str(r) if isinstance(r, str | bytes) else r for r in result]
+    if isinstance(result, bool):
+        return [result]
+    if isinstance(result, float):
+        if result != result:  # NaN: number() of something that is not a number
+            return []
+        return [int(result) if result.is_integer() else result]
+    return [str(result)]
+
+
+def _run_on_nodes(page: Page, values: Values | None, fn: Callable[[Any], Any]) -> Values:
+    contexts: Sequence[Any] = [page.tree] if values is None else values
+    out: Values = []
+    for context in contexts:
+        if not is_node(context):
+            continue
+        try:
+            out.extend(_xpath_results(fn(context)))
+        except etree.XPathEvalError:
+            continue
+    return out
+
+
+# --- the catalogue ---------------------------------------------------------------
+def compile_xpath(params: dict[str, Any]) -> Step:
+    expression = _required_str(params, "expression")
+    try:
+        compiled = etree.XPath(expression, smart_strings=False)
     except etree.XPathSyntaxError as exc:
         raise ProcessorError("parameters.expression", f"invalid XPath: {exc}") from exc
 
     def step(page: Page, values: Values | None) -> Values:
-        contexts: Sequence[Any] = [page.tree] if values is None else values
+        return _run_on_nodes(page, values, compiled)
+
+    return step
+
+
+# Parsel's pseudo-elements, which Scrapy users write out of habit: `h1::text`
+# (the element's own text nodes) and `a::attr(href)`.
+_PSEUDO = re.compile(r"::(?:(text)|attr\(\s*([^)\s]+)\s*\))\s*$")
+
+
+def compile_css(params: dict[str, Any]) -> Step:
+    selector = _required_str(params, "selector")
+    attribute = _str_param(params, "attribute", required=False)
+    from cssselect import ExpressionError, GenericTranslator, HTMLTranslator, SelectorError
+
+    own_text = False
+    pseudo = _PSEUDO.search(selector)
+    if pseudo:
+        if pseudo.group(1):
+            own_text = True
+        elif attribute is None:
+            attribute = pseudo.group(2)
+        selector = selector[: pseudo.start()]
+    try:
+        html_path = HTMLTranslator().css_to_xpath(selector)
+        xml_path = GenericTranslator().css_to_xpath(selector)
+    except (SelectorError, ExpressionError) as exc:
+        raise ProcessorError("parameters.selector", f"invalid CSS selector: {exc}") from exc
+    if own_text:
+        suffix = "/text()"
+    elif attribute is not None:
+        if not re.fullmatch(r"[\w:.-]+", attribute):
+            raise ProcessorError("parameters.attribute", f"not an attribute name: {attribute!r}")
+        suffix = f"/@{attribute}"
+    else:
+        suffix = ""
+    try:
+        html_xpath = etree.XPath(html_path + suffix, smart_strings=False)
+        xml_xpath = etree.XPath(xml_path + suffix, smart_strings=False)
+    except etree.XPathSyntaxError as exc:
+        raise ProcessorError("parameters.selector", f"invalid CSS selector: {exc}") from exc
+
+    def step(page: Page, values: Values | None) -> Values:
+        # HTML matching is case-insensitive on element names, XML's is not.
+        return _run_on_nodes(page, values, xml_xpath if page.kind == "xml" else html_xpath)
+
+    return step
+
+
+def compile_jsonpath(params: dict[str, Any]) -> Step:
+    expression = _required_str(params, "expression")
+    from jsonpath_ng.exceptions import JSONPathError
+    from jsonpath_ng.ext import parse
+
+    try:
+        compiled = parse(expression)
+    except (JSONPathError, Exception) as exc:  # the lexer raises bare Exceptions too
+        raise ProcessorError("parameters.expression", f"invalid JSONPath: {exc}") from exc
+
+    def step(page: Page, values: Values | None) -> Values:
+        # Relative to each JSON value before it, or to a string holding JSON
+        # (a <script type="application/ld+json"> block, say).
+        contexts: Iterable[Any] = [page.json] if values is None else values
         out: Values = []
         for context in contexts:
-            if context is None or not isinstance(context, etree._Element):
+            if isinstance(context, str) or is_node(context):
+                try:
+                    context = json.loads(text_of(context) or "")
+                except (ValueError, RecursionError):
+                    continue
+            if not isinstance(context, dict | list):
                 continue
-            try:
-                result = compiled(context)
-            except etree.XPathEvalError:
-                continue
-            if isinstance(result, list):
-                out.extend(_to_value(r) for r in result)
-            elif isinstance(result, bool):
-                out.append(result)
-            elif isinstance(result, float):
-                out.append(int(result) if result.is_integer() else result)
-            else:
-                out.append(_to_value(result))
+            out.extend(match.value for match in compiled.find(context))
         return out
 
     return step
 
 
-def compile_trim(params: dict[str, Any]) -> Step:
+def compile_regex(params: dict[str, Any]) -> Step:
+    pattern = _compile_regex(_required_str(params, "pattern"), "parameters.pattern")
+    group: int | str
+    if "group" not in params:
+        group = 1 if pattern.groups else 0
+    else:
+        group = params["group"]
+        if isinstance(group, bool) or not isinstance(group, int | str):
+            raise ProcessorError("parameters.group", "must be a group number or name")
+        if isinstance(group, int) and not 0 <= group <= pattern.groups:
+            raise ProcessorError("parameters.group", f"the pattern has {pattern.groups} group(s); no group {group}")
+        if isinstance(group, str) and group not in pattern.groupindex:
+            raise ProcessorError("parameters.group", f"the pattern has no group named {group!r}")
+
     def step(page: Page, values: Values | None) -> Values:
-        return [v.strip() if isinstance(v, str) else v for v in (values or [])]
+        out: Values = []
+        for text in _texts(values):
+            match = pattern.search(text)
+            if match is not None and match.group(group) is not None:
+                out.append(match.group(group))
+        return out
 
     return step
 
 
-PROCESSORS: dict[str, Callable[[dict[str, Any]], Step]] = {
+def compile_replace(params: dict[str, Any]) -> Step:
+    find = _required_str(params, "find")
+    replacement = _required_str(params, "replace", empty=True)
+    if _bool_param(params, "regex"):
+        pattern = _compile_regex(find, "parameters.find")
+        try:
+            # Expand the template once now, so a bad group reference is a
+            # load-time error: this pattern has the same groups and always
+            # matches the empty string.
+            re.compile(f"(?:{find})|").sub(replacement, "", count=1)
+        except re.error as exc:
+            if "global flags" not in str(exc):  # (?i)... cannot be wrapped; checked at run time instead
+                raise ProcessorError("parameters.replace", f"invalid replacement: {exc}") from exc
+
+        def substitute(text: str) -> str:
+            try:
+                return pattern.sub(replacement, text)
+            except re.error:
+                return text
+
+        return _map_text(substitute)
+    return _map_text(lambda text: text.replace(find, replacement))
+
+
+def compile_split(params: dict[str, Any]) -> Step:
+    separator = _required_str(params, "separator")
+
+    def step(page: Page, values: Values | None) -> Values:
+        return [piece for text in _texts(values) for piece in text.split(separator) if piece]
+
+    return step
+
+
+def compile_join(params: dict[str, Any]) -> Step:
+    separator = _required_str(params, "separator", empty=True)
+
+    def step(page: Page, values: Values | None) -> Values:
+        texts = list(_texts(values))
+        return [separator.join(texts)] if texts else []
+
+    return step
+
+
+def compile_first(params: dict[str, Any]) -> Step:
+    return lambda page, values: (values or [])[:1]
+
+
+def compile_absolute_url(params: dict[str, Any]) -> Step:
+    def step(page: Page, values: Values | None) -> Values:
+        base = page.base_url
+        out: Values = []
+        for text in _texts(values):
+            text = text.strip()
+            if not text:
+                continue
+            try:
+                out.append(urljoin(base, text))
+            except ValueError:  # e.g. a broken IPv6 literal
+                continue
+        return out
+
+    return step
+
+
+def to_number(value: Any) -> int | float | None:
+    """``"1,234.50"`` -> 1234.5, ``"42"`` -> 42, ``"$9.99"`` -> 9.99; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    text = text_of(value)
+    if text is None:
+        return None
+    text = text.strip()
+    # Currency signs at either end ("$9.99", "9,99 €" is not supported: the
+    # comma is read as a thousands separator).
+    while text and unicodedata.category(text[0]) == "Sc":
+        text = text[1:].lstrip()
+    while text and unicodedata.category(text[-1]) == "Sc":
+        text = text[:-1].rstrip()
+    text = re.sub(r"(?<=\d)[,_\s\u00a0\u202f](?=\d)", "", text)
+    if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", text):
+        return None
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    number = float(text)
+    return number if number not in (float("inf"), float("-inf")) else None
+
+
+def compile_to_number(params: dict[str, Any]) -> Step:
+    def step(page: Page, values: Values | None) -> Values:
+        return [n for n in (to_number(v) for v in values or []) if n is not None]
+
+    return step
+
+
+_TIME_DIRECTIVES = re.compile(r"%[HIMSfpXcTRrz]")
+_PROBE = datetime(2001, 2, 3, 4, 5, 6)
+
+
+def _iso(moment: datetime, has_time: bool) -> str:
+    return moment.isoformat() if has_time else moment.date().isoformat()
+
+
+def compile_parse_date(params: dict[str, Any]) -> Step:
+    fmt = _str_param(params, "format", required=False)
+    if fmt is not None:
+        try:
+            datetime.strptime(_PROBE.strftime(fmt), fmt)
+        except ValueError as exc:
+            if "directive" in str(exc) or "stray" in str(exc):
+                raise ProcessorError("parameters.format", f"invalid date format: {exc}") from exc
+        with_time = bool(_TIME_DIRECTIVES.search(fmt))
+
+        def parse(text: str) -> str | None:
+            try:
+                return _iso(datetime.strptime(text.strip(), fmt), with_time)
+            except ValueError:
+                return None
+
+    else:
+        from dateutil import parser as dateparser
+
+        early, late = datetime(2000, 1, 1, 0, 0, 0), datetime(2000, 1, 1, 1, 1, 1)
+
+        def parse(text: str) -> str | None:
+            try:
+                moment = dateparser.parse(text, default=early)
+                # Parsed again with another default time: if every part of the
+                # time came from the defaults, the text had none: a date.
+                has_time = moment.time() != early.time() or dateparser.parse(text, default=late).time() != late.time()
+            except (ValueError, OverflowError, TypeError):
+                return None
+            return _iso(moment, has_time)
+
+    def step(page: Page, values: Values | None) -> Values:
+        out: Values = []
+        for value in values or []:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                # Unix time, in seconds.
+                with contextlib.suppress(ValueError, OverflowError, OSError):
+                    out.append(datetime.fromtimestamp(value, UTC).isoformat())
+                continue
+            text = text_of(value)
+            parsed = parse(text) if text else None
+            if parsed is not None:
+                out.append(parsed)
+        return out
+
+    return step
+
+
+def compile_default(params: dict[str, Any]) -> Step:
+    if "value" not in params:
+        raise ProcessorError("parameters.value", "required")
+    value = params["value"]
+    if isinstance(value, dict | list) or value is None:
+        raise ProcessorError("parameters.value", "must be a string, number or boolean")
+
+    def step(page: Page, values: Values | None) -> Values:
+        return values if values else [value]
+
+    return step
+
+
+def _no_parameters(fn: Callable[[str], str]) -> Compiler:
+    return lambda params: _map_text(fn)
+
+
+PROCESSORS: dict[str, Compiler] = {
     "xpath": compile_xpath,
-    "trim": compile_trim,
+    "css": compile_css,
+    "jsonpath": compile_jsonpath,
+    "regex": compile_regex,
+    "replace": compile_replace,
+    "trim": _no_parameters(str.strip),
+    "normalize_space": _no_parameters(lambda text: " ".join(text.split())),
+    "lower": _no_parameters(str.lower),
+    "upper": _no_parameters(str.upper),
+    "split": compile_split,
+    "join": compile_join,
+    "first": compile_first,
+    "absolute_url": compile_absolute_url,
+    "to_number": compile_to_number,
+    "parse_date": compile_parse_date,
+    "default": compile_default,
+}
+
+# The parameters each processor accepts; anything else is an error.
+PARAMETERS: dict[str, frozenset[str]] = {
+    "xpath": frozenset({"expression"}),
+    "css": frozenset({"selector", "attribute"}),
+    "jsonpath": frozenset({"expression"}),
+    "regex": frozenset({"pattern", "group"}),
+    "replace": frozenset({"find", "replace", "regex"}),
+    "split": frozenset({"separator"}),
+    "join": frozenset({"separator"}),
+    "parse_date": frozenset({"format"}),
+    "default": frozenset({"value"}),
 }
 
 
 def compile_processor(definition: Any) -> Step:
     if not isinstance(definition, dict):
         raise ProcessorError("", "a processor must be an object with 'type' and 'parameters'")
+    extra = sorted(set(definition) - {"type", "parameters"})
+    if extra:
+        raise ProcessorError(extra[0], "unknown key (a processor has 'type' and 'parameters')")
     kind = definition.get("type")
-    if kind not in PROCESSORS:
+    if not isinstance(kind, str) or kind not in PROCESSORS:
         known = ", ".join(sorted(PROCESSORS))
         raise ProcessorError("type", f"unknown processor type {kind!r} (known: {known})")
     params = definition.get("parameters", {})
+    if params is None:
+        params = {}
     if not isinstance(params, dict):
         raise ProcessorError("parameters", "must be an object")
+    unknown = sorted(set(params) - PARAMETERS.get(kind, frozenset()))
+    if unknown:
+        accepted = ", ".join(sorted(PARAMETERS.get(kind, ()))) or "none"
+        raise ProcessorError(f"parameters.{unknown[0]}", f"unknown parameter for {kind} (accepted: {accepted})")
     return PROCESSORS[kind](params)

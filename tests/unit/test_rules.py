@@ -105,7 +105,8 @@ def test_url_parsers_choose_the_links(tmp_path: Path) -> None:
     mapping = load_rules(write_rules(tmp_path, book_mapping())).match(URL)
     page = Page(URL, HTML)
     assert mapping is not None
-    assert mapping.links(page) == ["/authors/jane-austen.html"]
+    # url_parsers results are always absolute.
+    assert mapping.links(page) == ["http://books.example/authors/jane-austen.html"]
     assert page_links(page, mapping) == ["http://books.example/authors/jane-austen.html"]
 
 
@@ -187,7 +188,7 @@ def _errors(tmp_path: Path, *mappings: Any, names: list[str] | None = None) -> l
         (book_mapping(extra=1), "extra", "unknown key"),
         (book_mapping(url_patterns=[]), "url_patterns", "must be a non-empty list"),
         (book_mapping(url_patterns=[{"type": "glob", "pattern": "*"}]), "url_patterns[0].type", "must be 'regex'"),
-        (book_mapping(url_patterns=[{"type": "regex"}]), "url_patterns[0].pattern", "must be a string"),
+        (book_mapping(url_patterns=[{"type": "regex"}]), "url_patterns[0].pattern", "must be a non-empty string"),
         (book_mapping(url_patterns=[{"type": "regex", "pattern": "("}]), "url_patterns[0].pattern", "invalid regex"),
         (book_mapping(url_parsers={}), "url_parsers", "must be a list"),
         (book_mapping(url_parsers=["x"]), "url_parsers[0]", "must be an object"),
@@ -207,9 +208,9 @@ def _errors(tmp_path: Path, *mappings: Any, names: list[str] | None = None) -> l
             "a processor must be an object",
         ),
         (
-            book_mapping(fields=[{"name": "a", "processors": [{"type": "regex"}]}]),
+            book_mapping(fields=[{"name": "a", "processors": [{"type": "regexp"}]}]),
             "fields[0].processors[0].type",
-            "unknown processor type 'regex' (known: trim, xpath)",
+            "unknown processor type 'regexp' (known: absolute_url, css, default,",
         ),
         (
             book_mapping(fields=[{"name": "a", "processors": [{"type": "xpath", "parameters": []}]}]),
@@ -219,7 +220,7 @@ def _errors(tmp_path: Path, *mappings: Any, names: list[str] | None = None) -> l
         (
             book_mapping(fields=[{"name": "a", "processors": [{"type": "xpath", "parameters": {}}]}]),
             "fields[0].processors[0].parameters.expression",
-            "must be a non-empty string",
+            "required",
         ),
         (
             book_mapping(fields=[{"name": "a", "processors": [xpath("//h1[")]}]),
