@@ -89,7 +89,7 @@ def _one_of(values: Sequence[Any]) -> str:
 def _type_reason(path: JsonPath, expected: Any) -> str:
     if not path:
         return "a mapping must be a JSON object"
-    if len(path) >= 2 and path[-2] == "processors" and isinstance(path[-1], int):
+    if _is_processor(path):
         return "a processor must be an object with 'type' and 'parameters'"
     names = expected if isinstance(expected, list) else [expected]
     if names == ["boolean"]:
@@ -107,9 +107,14 @@ def _at(data: Any, path: JsonPath) -> Any:
     return data
 
 
+def _is_processor(path: JsonPath) -> bool:
+    """Whether ``path`` is a processor: ``...processors[i]``."""
+    return len(path) >= 2 and path[-2] == "processors" and isinstance(path[-1], int)
+
+
 def _processor_parameters(path: JsonPath) -> bool:
     """Whether ``path`` is a processor's ``parameters``: ``...processors[i].parameters``."""
-    return len(path) >= 3 and path[-1] == "parameters" and isinstance(path[-2], int) and path[-3] == "processors"
+    return len(path) >= 3 and path[-1] == "parameters" and _is_processor(path[:-1])
 
 
 def _reasons(error: Any, data: Any) -> Iterator[tuple[JsonPath, str]]:
@@ -133,15 +138,15 @@ def _reasons(error: Any, data: Any) -> Iterator[tuple[JsonPath, str]]:
         for key in instance if isinstance(instance, dict) else ():
             if key in allowed:
                 continue
+            # Worded as the compiler words them, so a message reads the same from either.
             if _processor_parameters(path):
                 processor = _at(data, path[:-1])
                 kind_name = processor.get("type") if isinstance(processor, dict) else "this processor"
-                if allowed:
-                    yield (*path, key), f"unknown parameter for {kind_name} (known: {', '.join(allowed)})"
-                else:
-                    yield (*path, key), f"unknown parameter: {kind_name} takes no parameters"
+                yield (*path, key), f"unknown parameter for {kind_name} (accepted: {', '.join(allowed) or 'none'})"
+            elif _is_processor(path):
+                yield (*path, key), "unknown key (a processor has 'type' and 'parameters')"
             else:
-                yield (*path, key), f"unknown key (known: {', '.join(allowed)})"
+                yield (*path, key), f"unknown key (allowed: {', '.join(allowed)})"
     elif kind == "enum":
         if len(path) >= 3 and path[-1] == "type" and path[-3] == "processors":
             yield path, f"unknown processor type {_show(instance)} (known: {', '.join(sorted(expected))})"
@@ -154,7 +159,7 @@ def _reasons(error: Any, data: Any) -> Iterator[tuple[JsonPath, str]]:
     elif kind == "minItems":
         yield path, "must be a non-empty list" if expected == 1 else f"must have at least {expected} items"
     elif kind == "minLength":
-        yield path, "must be a non-empty string" if expected == 1 else f"must be at least {expected} characters long"
+        yield path, "must not be empty" if expected == 1 else f"must be at least {expected} characters long"
     elif kind == "minimum":
         yield path, f"must be {expected} or more"
     elif kind == "pattern":
