@@ -9,6 +9,7 @@ and, if it lists ``content_types``, the response's media type is one of them
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from crawlstack.urls import InvalidURL, resolve_link
 MAPPING_KEYS = frozenset({"$schema", "name", "description", "url_patterns", "content_types", "url_parsers", "fields"})
 FIELD_KEYS = frozenset({"name", "description", "multiple", "processors"})
 PARSER_KEYS = frozenset({"description", "processors"})
+log = logging.getLogger(__name__)
 _HOST = re.compile(r"(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*")
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*)")
 
@@ -53,7 +55,12 @@ class Field:
 
     def value(self, page: Page) -> Any:
         """The first value, or every value when ``multiple``; None when the chain gave nothing."""
-        values = [v for v in (finalize(v) for v in self.chain.run(page)) if v is not None]
+        try:
+            values = [v for v in (finalize(v) for v in self.chain.run(page)) if v is not None]
+        except Exception:
+            # A hostile page must cost one field, not the batch's other records.
+            log.warning("field %r failed on %s", self.name, page.url, exc_info=True)
+            return None
         if not values:
             return None
         return values if self.multiple else values[0]
@@ -106,7 +113,12 @@ class Mapping:
         """The url_parsers' results, absolute and canonical, in order, without repeats."""
         found: dict[str, None] = {}
         for parser in self.url_parsers:
-            for value in parser.run(page):
+            try:
+                values = parser.run(page)
+            except Exception:
+                log.warning("a url_parser of %r failed on %s", self.name, page.url, exc_info=True)
+                continue
+            for value in values:
                 href = _href_of(value)
                 if not href:
                     continue

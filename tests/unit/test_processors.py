@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crawlstack.rules.mapping import compile_mapping, compile_mapping_errors
+from crawlstack.rules.mapping import Chain, Field, compile_mapping, compile_mapping_errors
 from crawlstack.rules.page import Page
 from crawlstack.rules.processors import PROCESSORS, ProcessorError, compile_processor, to_number
 
@@ -141,7 +143,7 @@ def test_default_only_when_the_chain_gave_nothing(page: Page) -> None:
 
 def test_every_processor_type_is_exercised_here() -> None:
     # A new processor needs a test above (and an example in docs/rules.md).
-    source = open(__file__, encoding="utf-8").read()
+    source = Path(__file__).read_text(encoding="utf-8")
     assert all(f'"{kind}"' in source for kind in PROCESSORS)
 
 
@@ -320,3 +322,14 @@ def test_every_error_in_a_file_is_reported() -> None:
         "fields[1].name",
         "fields[1].processors",
     ]
+
+
+def test_a_failing_chain_costs_its_field_only(page: Page) -> None:
+    def explode(page: Page, values: list[Any] | None) -> list[Any]:
+        raise RuntimeError("a bug or a page no one foresaw")
+
+    m = compile_mapping("m.json", mapping(url_parsers=[{"processors": [p("css", selector="a")]}]))
+    broken = Chain((explode,))
+    m = replace(m, fields=(m.fields[0], Field("tags", broken)), url_parsers=(broken, *m.url_parsers))
+    assert m.extract(page) == {"title": "A fine kettle", "tags": None}
+    assert m.links(page) == ["http://shop.example/catalog/page2.html"]
