@@ -178,6 +178,8 @@ def _crawl(args: argparse.Namespace) -> int:
     seeds = _read_seeds(args)
     if args.rules and not Path(args.rules).exists():
         raise UsageError(f"rules: {args.rules}: no such file or directory")
+    if args.rules:
+        load_rules(args.rules, check_schema=True)  # every problem up front, before any request
     options = LocalOptions(
         rules_dir=args.rules,
         out_dir=args.out,
