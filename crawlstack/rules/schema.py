@@ -74,7 +74,7 @@ def _show(value: Any) -> str:
         try:
             text = json.dumps(value, ensure_ascii=False, default=repr)
         except (TypeError, ValueError, RecursionError):
-            text = repr(value)
+            text = f"<{type(value).__name__}>"
     text = " ".join(text.split())
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
@@ -198,7 +198,11 @@ def schema_errors(file_label: str, data: Any) -> list[RuleError]:
     Empty when the file is valid.  Deduplicated and sorted by location.
     """
     found: set[tuple[JsonPath, str]] = set()
-    for error in _validator().iter_errors(data):
-        found.update(_reasons(error, data))
+    try:
+        for error in _validator().iter_errors(data):
+            found.update(_reasons(error, data))
+    except RecursionError:
+        # Only absurdly nested values get here: jsonschema repr()s them in its messages.
+        return [RuleError(file_label, "", "nested too deeply to check")]
     found.update(_duplicate_fields(data))
     return [RuleError(file_label, location(path), reason) for path, reason in sorted(found, key=_sort_key)]
