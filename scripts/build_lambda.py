@@ -15,6 +15,11 @@ wheels for CPython ``settings.LAMBDA_PYTHON_VERSION``, binary wheels only), so
 it works on any build host that can reach PyPI.  It is rebuilt only when its
 cache key changes: the requirements, the target platform and the pip options.
 The code directory is copied fresh on every run; it is small.
+
+Nothing is built when ``rules/`` has a problem (the schema, then the
+compiler: what ``crawlstack rules validate rules/`` checks): each problem is
+printed on stderr, one line each, and the exit status is 1.  A deployed
+container would otherwise fail at cold start on the same rules.
 """
 
 from __future__ import annotations
@@ -118,6 +123,26 @@ def build_layer(out: Path, force: bool) -> bool:
     return True
 
 
+def rules_errors(rules: Path) -> list[str]:
+    """Every problem in the rules directory the code asset ships, one line each; empty when valid."""
+    if not rules.is_dir():
+        return []
+    from crawlstack.rules import RuleError, RulesInvalid, load_rules
+
+    try:
+        load_rules(rules, check_schema=True)
+    except RulesInvalid as exc:
+        lines = []
+        for error in exc.errors:
+            try:
+                file = str(Path(error.file).relative_to(ROOT))
+            except ValueError:
+                file = error.file
+            lines.append(str(RuleError(file, error.location, error.reason)))
+        return lines
+    return []
+
+
 def build_code(out: Path) -> None:
     code = out / "code"
     if code.exists():
@@ -143,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_hash:
         print(layer_hash())
         return 0
+
+    problems = rules_errors(ROOT / "rules")
+    if problems:
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr)
+        print("error: not building with invalid rules (check: crawlstack rules validate rules/)", file=sys.stderr)
+        return 1
 
     out: Path = args.out.resolve()
     built = build_layer(out, args.force)

@@ -1,8 +1,11 @@
-"""scripts/build_lambda.py without pip: cache key, cache hit, code copy."""
+"""scripts/build_lambda.py without pip: cache key, cache hit, code copy, refusing invalid rules."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +59,63 @@ def test_code_asset_holds_package_handlers_and_rules(build, tmp_path):
     assert (code / "functions").is_dir()
     assert (code / build.settings.LAMBDA_RULES_DIR).is_dir()
     assert not list(code.rglob("__pycache__"))
+
+
+BAD_RULES = {
+    "bad.json": {"name": "bad", "url_patterns": [], "fields": [{"name": "a", "processors": [{"type": "xpath"}]}]},
+    "good.json": {"name": "good", "url_patterns": [{"type": "domain", "pattern": "example.com"}]},
+    "typo.json": {"name": "typo", "url_patterns": [{"type": "regex", "pattern": "x"}], "feilds": []},
+}
+BAD_RULES_ERRORS = [
+    "error: rules/bad.json: fields[0].processors[0].parameters.expression: required",
+    "error: rules/bad.json: url_patterns: must be a non-empty list",
+    "error: rules/typo.json: feilds: unknown key (allowed: $schema, content_types, description, fields, name, "
+    "url_parsers, url_patterns)",
+    "error: not building with invalid rules (check: crawlstack rules validate rules/)",
+]
+
+
+def write_rules(root: Path) -> None:
+    (root / "rules").mkdir(parents=True)
+    for name, data in BAD_RULES.items():
+        (root / "rules" / name).write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_repo_rules_pass_the_build_check(build, tmp_path):
+    assert build.rules_errors(ROOT / "rules") == []
+    assert build.rules_errors(tmp_path / "no-rules-here") == []
+
+
+def test_invalid_rules_stop_the_build_before_pip(build, tmp_path, monkeypatch, capsys):
+    write_rules(tmp_path / "repo")
+    monkeypatch.setattr(build, "ROOT", tmp_path / "repo")
+
+    def no_pip(*args, **kwargs):
+        raise AssertionError("nothing should be built with invalid rules")
+
+    monkeypatch.setattr(subprocess, "run", no_pip)
+    assert build.main(["--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.splitlines() == BAD_RULES_ERRORS
+    assert not (tmp_path / "out").exists()
+
+
+def test_script_refuses_invalid_rules_without_a_traceback(tmp_path):
+    # The script as `make synth` runs it, on a copy of the repo whose rules/ is broken.
+    repo = tmp_path / "repo"
+    write_rules(repo)
+    (repo / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "build_lambda.py", repo / "scripts")
+    (repo / "crawlstack").symlink_to(ROOT / "crawlstack")
+    # Should the check ever let this through, pip fails at once instead of reaching PyPI.
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, str(repo / "scripts" / "build_lambda.py"), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == BAD_RULES_ERRORS
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
