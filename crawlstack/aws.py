@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.politeness import Blocked, HostSlot
+from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
@@ -557,6 +558,117 @@ class ResultStore:
     def put(self, record: dict[str, Any]) -> None:
         item = {"pk": f"{record['crawl_id']}#{record['fp']}", **record}
         client("dynamodb").put_item(TableName=self.name, Item=_marshal(item))
+
+
+class ResolvedStore:
+    """The resolved table: one merged record per crawl and record id (``crawlstack.resolution``).
+
+    Each field is two flat top-level attributes, ``field.<name>`` (the value)
+    and ``source.<name>`` (the URL it came from): ``if_not_exists`` on a
+    nested map path fails while the parent map is missing, flat names
+    need no parent.  Names go through placeholders, so dots and reserved
+    words are literal.
+    """
+
+    table_key = "resolved"
+    FIELD_PREFIX = "field."
+    SOURCE_PREFIX = "source."
+    # Fields per UpdateItem: about 55 characters of expression each keeps
+    # the expression under DynamoDB's 4 KB limit.  Larger pages take
+    # several updates, each atomic; first-wins holds per field either way.
+    FIELDS_PER_UPDATE = 50
+    # Keys per BatchGetItem (DynamoDB's limit).
+    KEYS_PER_BATCH_GET = 100
+
+    @property
+    def name(self) -> str:
+        return _env(settings.ENV_TABLE[self.table_key])
+
+    @staticmethod
+    def key(crawl_id: str, record_id: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{crawl_id}#{record_id}"}}
+
+    def merge(
+        self, crawl_id: str, record_id: str, want: Sequence[str], fields: Mapping[str, Any], source_url: str
+    ) -> ResolvedRecord:
+        items = list(fields.items())
+        chunks = [items[i : i + self.FIELDS_PER_UPDATE] for i in range(0, len(items), self.FIELDS_PER_UPDATE)]
+        attributes: dict[str, Any] = {}
+        # No fields still creates the item: the record exists from its first page.
+        for chunk in chunks or [[]]:
+            names = {"#want": "want"}
+            values: dict[str, Any] = {":c": crawl_id, ":r": record_id, ":w": list(want)}
+            sets = ["crawl_id = :c", "record_id = :r", "#want = if_not_exists(#want, :w)"]
+            if chunk:
+                values[":u"] = source_url
+            for i, (name, value) in enumerate(chunk):
+                names[f"#f{i}"] = self.FIELD_PREFIX + name
+                names[f"#s{i}"] = self.SOURCE_PREFIX + name
+                values[f":v{i}"] = value
+                sets.append(f"#f{i} = if_not_exists(#f{i}, :v{i})")
+                sets.append(f"#s{i} = if_not_exists(#s{i}, :u)")
+            resp = client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, record_id),
+                UpdateExpression="SET " + ", ".join(sets),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=_marshal(values),
+                ReturnValues="ALL_NEW",
+            )
+            attributes = resp.get("Attributes", {})
+        record = self._record(crawl_id, record_id, attributes)
+        if record.complete and "complete" not in attributes:
+            # For readers of the table; the crawler itself derives it from want and fields.
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, record_id),
+                UpdateExpression="SET complete = :t",
+                ExpressionAttributeValues={":t": {"BOOL": True}},
+            )
+        return record
+
+    def get_many(self, crawl_id: str, record_ids: Iterable[str]) -> dict[str, ResolvedRecord]:
+        ids = list(dict.fromkeys(record_ids))
+        out: dict[str, ResolvedRecord] = {}
+        for start in range(0, len(ids), self.KEYS_PER_BATCH_GET):
+            request: dict[str, Any] = {
+                self.name: {
+                    "Keys": [self.key(crawl_id, rid) for rid in ids[start : start + self.KEYS_PER_BATCH_GET]],
+                    "ConsistentRead": True,
+                }
+            }
+            for attempt in range(8):
+                resp = client("dynamodb").batch_get_item(RequestItems=request)
+                for item in resp.get("Responses", {}).get(self.name, []):
+                    record = self._record(crawl_id, item["record_id"]["S"], item)
+                    out[record.record_id] = record
+                request = resp.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                # Throttled keys come back unprocessed; back off as AWS advises.
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            else:
+                raise RuntimeError(f"{self.table_key} table: keys still unprocessed after retries")
+        return out
+
+    def scan_crawl(self, crawl_id: str) -> Iterator[ResolvedRecord]:
+        """Every record of a crawl (local mode's OUT/resolved.jsonl)."""
+        paginator = client("dynamodb").get_paginator("scan")
+        for page in paginator.paginate(
+            TableName=self.name,
+            FilterExpression="crawl_id = :c",
+            ExpressionAttributeValues={":c": {"S": crawl_id}},
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                yield self._record(crawl_id, item["record_id"]["S"], item)
+
+    @classmethod
+    def _record(cls, crawl_id: str, record_id: str, item: dict[str, Any]) -> ResolvedRecord:
+        data = _unmarshal(item)
+        fields = {k[len(cls.FIELD_PREFIX) :]: v for k, v in data.items() if k.startswith(cls.FIELD_PREFIX)}
+        sources = {k[len(cls.SOURCE_PREFIX) :]: v for k, v in data.items() if k.startswith(cls.SOURCE_PREFIX)}
+        return ResolvedRecord(crawl_id, record_id, tuple(data.get("want") or ()), fields, sources)
 
 
 class BlobStore:

@@ -36,6 +36,9 @@ MAX_CRAWL_DELAY_SECONDS = 300.0
 # the 30 links a page repeats from its neighbours are not sent again.  The
 # frontier's conditional write stays the final word on dedupe.
 OUTLINK_CACHE_SIZE = 200_000
+# Completed records (crawlstack.resolution) each dispatch and extract
+# container remembers, so their messages and pages cost no reads.
+COMPLETED_RECORD_CACHE_SIZE = 100_000
 
 # --- fetching -------------------------------------------------------------
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -141,6 +144,9 @@ TABLES = {
         "frontier", "crawlstack-parked", "host", sort_key="order", purpose="URLs parked behind a busy host"
     ),
     "results": TableSpec("results", "crawlstack-results", "pk", purpose="one record per mapped page"),
+    "resolved": TableSpec(
+        "resolved", "crawlstack-resolved", "pk", purpose="one merged record per crawl and seed record_id"
+    ),
 }
 
 BUCKET_NAME = "crawlstack-pages"

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crawlstack.config import CrawlConfig
 from crawlstack.politeness import Blocked, HostSlot
+from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
 
 
@@ -315,3 +316,48 @@ class FakeResults:
 
     def put(self, record: dict[str, Any]) -> None:
         self.items[f"{record['crawl_id']}#{record['fp']}"] = dict(record)
+
+
+class FakeResolved:
+    """The resolved table: per field, the first value merged wins, with its source URL.
+
+    ``calls`` records each merge and read, for tests that count them.
+    """
+
+    def __init__(self) -> None:
+        # (crawl_id, record_id) -> {"want": tuple, "fields": dict, "sources": dict, "complete"?: True}
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        self.calls: list[tuple[Any, ...]] = []
+        self._lock = threading.Lock()
+
+    def merge(
+        self, crawl_id: str, record_id: str, want: Sequence[str], fields: Mapping[str, Any], source_url: str
+    ) -> ResolvedRecord:
+        with self._lock:
+            self.calls.append(("merge", crawl_id, record_id, source_url))
+            item = self.items.setdefault((crawl_id, record_id), {"want": tuple(want), "fields": {}, "sources": {}})
+            for name, value in fields.items():
+                if name not in item["fields"]:
+                    item["fields"][name] = value
+                    item["sources"][name] = source_url
+            record = self._record(crawl_id, record_id)
+            if record.complete:
+                item["complete"] = True
+            return record
+
+    def get_many(self, crawl_id: str, record_ids: Iterable[str]) -> dict[str, ResolvedRecord]:
+        with self._lock:
+            ids = list(dict.fromkeys(record_ids))
+            self.calls.append(("get_many", crawl_id, tuple(ids)))
+            return {rid: self._record(crawl_id, rid) for rid in ids if (crawl_id, rid) in self.items}
+
+    def scan_crawl(self, crawl_id: str) -> list[ResolvedRecord]:
+        with self._lock:
+            return [self._record(c, r) for c, r in self.items if c == crawl_id]
+
+    def reads(self) -> int:
+        return sum(1 for call in self.calls if call[0] == "get_many")
+
+    def _record(self, crawl_id: str, record_id: str) -> ResolvedRecord:
+        item = self.items[(crawl_id, record_id)]
+        return ResolvedRecord(crawl_id, record_id, item["want"], dict(item["fields"]), dict(item["sources"]))
