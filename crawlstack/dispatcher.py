@@ -6,6 +6,8 @@ Steps, in order, for each message:
    is dropped with its reason;
 2. scope (``crawlstack.scope``): seed hosts, mapping patterns, allow/deny,
    depth; a depth-0 message registers its host as a seed host;
+   a message for a record (``record_id`` and ``want``) already complete
+   (``crawlstack.resolution``) is skipped, before any robots.txt request;
 3. robots.txt (``crawlstack.robots``), cached per origin in the hosts table
    and in the container;
 4. dedupe: a conditional put on the urls table, so a URL goes to fetch once
@@ -16,11 +18,17 @@ Steps, in order, for each message:
    parked behind it.
 
 Each outcome of a URL that passed dedupe is written to the urls table.
+
+Record completion is read once per batch (``prepare``, one batched read for
+the batch's record ids); a record seen complete is remembered by the
+container, since completion never reverts.  Messages without ``record_id``
+and ``want`` cost no read.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +36,7 @@ from crawlstack import http
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import SUB_SECOND, Blocked, Politeness, sqs_delay, window_size
+from crawlstack.resolution import CompletedRecords, ResolvedRecords
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.scope import out_of_scope
@@ -35,6 +44,7 @@ from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, orig
 
 ROBOTS_LOCK_SECONDS = 30.0
 ROBOTS_WAIT_SECONDS = 2
+RECORD_COMPLETE = "record complete"
 
 
 class Crawls(Protocol):
@@ -95,6 +105,7 @@ class Dispatcher:
         rules: RuleSet,
         clock: Any = time.time,
         sleep: Any = time.sleep,
+        resolved: ResolvedRecords | None = None,
     ) -> None:
         self.crawls = crawls
         self.urls = urls
@@ -105,6 +116,45 @@ class Dispatcher:
         self.sleep = sleep
         self._robots_cache: dict[str, RobotsPolicy] = {}
         self._budget_spent: set[str] = set()
+        self.resolved = resolved
+        self._completed = CompletedRecords()
+        # Records read incomplete by ``prepare`` for the batch being dispatched.
+        self._incomplete: set[tuple[str, str]] = set()
+
+    def prepare(self, messages: Iterable[FrontierMessage]) -> None:
+        """Read, in one go, which records the batch's messages resolve are complete."""
+        self._incomplete = set()
+        by_crawl: dict[str, set[str]] = {}
+        for msg in messages:
+            if msg.record_id and self._resolves(msg) and (msg.crawl_id, msg.record_id) not in self._completed:
+                by_crawl.setdefault(msg.crawl_id, set()).add(msg.record_id)
+        for crawl_id, record_ids in by_crawl.items():
+            complete = self._read_complete(crawl_id, record_ids)
+            self._incomplete |= {(crawl_id, rid) for rid in record_ids - complete}
+
+    def _resolves(self, msg: FrontierMessage) -> bool:
+        return self.resolved is not None and bool(msg.record_id) and bool(msg.want)
+
+    def _read_complete(self, crawl_id: str, record_ids: set[str]) -> set[str]:
+        if self.resolved is None:
+            return set()
+        records = self.resolved.get_many(crawl_id, sorted(record_ids))
+        complete = {rid for rid, record in records.items() if record.complete}
+        for rid in complete:
+            self._completed.add(crawl_id, rid)
+        return complete
+
+    def _record_complete(self, msg: FrontierMessage) -> bool:
+        if not self._resolves(msg) or msg.record_id is None:
+            return False
+        key = (msg.crawl_id, msg.record_id)
+        if key in self._completed:
+            return True
+        if key in self._incomplete:
+            return False
+        # Not prepared with its batch: read it alone (and keep no "incomplete"
+        # answer, which only holds for the batch it was read for).
+        return bool(self._read_complete(msg.crawl_id, {msg.record_id}))
 
     def dispatch(self, msg: FrontierMessage, outbox: Outbox, message_id: str = "") -> Decision:
         try:
@@ -127,6 +177,13 @@ class Dispatcher:
             return Decision(url, "dropped", reason)
         if msg.crawl_id in self._budget_spent:
             return Decision(url, "dropped", "page budget spent")
+        if self._record_complete(msg):
+            # Recorded like any skip, so the crawl log says why it was never fetched.
+            fp = fingerprint(url)
+            if not self.urls.claim(msg.crawl_id, fp, url, msg.depth, claimer=message_id):
+                return Decision(url, "deduped")
+            self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=RECORD_COMPLETE)
+            return Decision(url, "skipped", RECORD_COMPLETE)
 
         # robots.txt before the dedupe claim: a message put back to wait for
         # another dispatcher's robots.txt fetch comes back with a new message

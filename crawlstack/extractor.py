@@ -9,8 +9,13 @@ any other page, every link on it that is in scope, unless this container
 sent it already (``SentLinks``; dispatch's dedupe stays the final word).  Pages with
 ``<meta name="robots" content="nofollow">`` give no links.
 
+A mapped page whose WARC metadata carries a ``record_id`` also merges its
+found fields into that record (``crawlstack.resolution``); once the record
+is complete, that page and any later page of the record give no outlinks.
+
 The records object is named after the WARC it came from, so a redelivered
-S3 event rewrites the same object and the same result items.
+S3 event rewrites the same object and the same result items, and merging a
+page's fields again changes nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any, Protocol
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FrontierMessage
+from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
 from crawlstack.rules import Mapping, Page, RuleSet
 from crawlstack.scope import out_of_scope
 from crawlstack.urls import InvalidURL, resolve_link
@@ -98,13 +104,21 @@ class SentLinks:
 
 class Extractor:
     def __init__(
-        self, crawls: Crawls, results: Results, blobs: Blobs, rules: RuleSet, sent: SentLinks | None = None
+        self,
+        crawls: Crawls,
+        results: Results,
+        blobs: Blobs,
+        rules: RuleSet,
+        sent: SentLinks | None = None,
+        resolved: ResolvedRecords | None = None,
     ) -> None:
         self.crawls = crawls
         self.results = results
         self.blobs = blobs
         self.rules = rules
         self.sent = sent if sent is not None else SentLinks()
+        self.resolved = resolved
+        self._completed = CompletedRecords()
 
     def extract_object(self, bucket: str, key: str) -> Extracted:
         out = Extracted()
@@ -112,6 +126,8 @@ class Extractor:
             self._extract_page(archived, out)
         unique: dict[tuple[str, str | None, str], FrontierMessage] = {}
         for link in out.outlinks:
+            if link.record_id and (link.crawl_id, link.record_id) in self._completed:
+                continue  # its record completed on a later page of this WARC
             unique.setdefault((link.crawl_id, link.record_id, link.url), link)
         out.outlinks = list(unique.values())
         if out.records:
@@ -144,9 +160,30 @@ class Extractor:
             if meta.get("record_id"):
                 record["record_id"] = meta["record_id"]
             out.records.append(record)
+            self._resolve(record, meta)
+        if self._record_complete(crawl_id, meta):
+            return
         if depth + 1 > config.max_depth:
             return
         out.outlinks.extend(self._outlinks(page, mapping, depth + 1, config, meta))
+
+    def _resolve(self, record: dict[str, Any], meta: dict[str, Any]) -> None:
+        """Merge a mapped page's found fields into its record_id's record."""
+        if self.resolved is None or not meta.get("record_id"):
+            return
+        merged = self.resolved.merge(
+            record["crawl_id"],
+            str(meta["record_id"]),
+            tuple(meta.get("want") or ()),
+            found_fields(record["fields"]),
+            record["url"],
+        )
+        if merged.complete:
+            self._completed.add(merged.crawl_id, merged.record_id)
+
+    def _record_complete(self, crawl_id: str, meta: dict[str, Any]) -> bool:
+        """Every wanted field of the page's record found (as this container knows): follow nothing more."""
+        return bool(meta.get("record_id")) and (crawl_id, str(meta["record_id"])) in self._completed
 
     def _outlinks(
         self, page: Page, mapping: Mapping | None, depth: int, config: CrawlConfig, meta: dict[str, Any]

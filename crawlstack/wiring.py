@@ -43,12 +43,16 @@ class Services:
         return aws.HostStore()
 
     @cached_property
+    def resolved(self) -> aws.ResolvedStore:
+        return aws.ResolvedStore()
+
+    @cached_property
     def politeness(self) -> Politeness:
         return Politeness(self.hosts, aws.ParkStore())
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
-        return Dispatcher(self.crawls, self.urls, self.hosts, self.politeness, self.rules)
+        return Dispatcher(self.crawls, self.urls, self.hosts, self.politeness, self.rules, resolved=self.resolved)
 
     @cached_property
     def fetcher(self) -> Fetcher:
@@ -56,7 +60,7 @@ class Services:
 
     @cached_property
     def extractor(self) -> Extractor:
-        return Extractor(self.crawls, aws.ResultStore(), aws.BlobStore(), self.rules)
+        return Extractor(self.crawls, aws.ResultStore(), aws.BlobStore(), self.rules, resolved=self.resolved)
 
     @cached_property
     def fetch_queue(self) -> aws.Queue:

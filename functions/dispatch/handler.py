@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack.dispatcher import Outbox
+from crawlstack.dispatcher import RECORD_COMPLETE, Outbox
 from crawlstack.messages import FrontierMessage, InvalidMessage
 from crawlstack.wiring import services
 
@@ -28,6 +28,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     svc = services()
     outbox = Outbox()
     metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
+    # One batched read of the records the batch resolves (invalid messages are reported below).
+    svc.dispatcher.prepare(_parsable(event))
 
     def record_handler(record: SQSRecord) -> None:
         try:
@@ -43,7 +45,19 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         logger.debug("dispatched", action=decision.action, reason=decision.reason)
         if decision.action == "skipped" and decision.reason == "robots":
             metrics.add_metric(name="RobotsBlocked", unit=MetricUnit.Count, value=1)
+        elif decision.action == "skipped" and decision.reason == RECORD_COMPLETE:
+            metrics.add_metric(name="RecordCompleteSkips", unit=MetricUnit.Count, value=1)
         elif decision.action in _METRIC:
             metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
 
     return svc.process_batch(event, context, record_handler, outbox)
+
+
+def _parsable(event: dict[str, Any]) -> list[FrontierMessage]:
+    messages = []
+    for record in event.get("Records", []):
+        try:
+            messages.append(FrontierMessage.from_json(record.get("body", "")))
+        except InvalidMessage:
+            continue
+    return messages
