@@ -25,10 +25,17 @@ SENDS = {
     "fetch": ("fetch", "frontier"),  # re-queues to itself (politeness waits); redirect targets to the frontier
     "extract": ("frontier",),  # discovered links
 }
+# Tables each function reads and writes.
 TABLE_ACCESS = {
     "dispatch": ("crawls", "urls", "hosts", "frontier"),
     "fetch": ("crawls", "urls", "hosts", "frontier"),
-    "extract": ("crawls", "results"),
+    "extract": ("crawls", "results", "resolved"),  # merges page fields into resolved records
+}
+# Tables each function only reads.
+TABLE_READS: dict[str, tuple[str, ...]] = {
+    "dispatch": ("resolved",),  # skips messages of complete records
+    "fetch": (),
+    "extract": (),
 }
 # (read prefixes, write prefixes) in the bucket.
 BUCKET_ACCESS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -125,6 +132,8 @@ class Functions(Construct):
                 queues[send].grant_send_messages(fn)
             for table in TABLE_ACCESS[key]:
                 storage.tables[table].grant_read_write_data(fn)
+            for table in TABLE_READS[key]:
+                storage.tables[table].grant_read_data(fn)
             reads, writes = BUCKET_ACCESS[key]
             for prefix in reads:
                 storage.bucket.grant_read(fn, f"{prefix}*")

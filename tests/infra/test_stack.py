@@ -32,7 +32,7 @@ from infra.config import (  # noqa: E402
     CrawlConfig,
     LambdaAssets,
 )
-from infra.functions import BUCKET_ACCESS, SENDS, TABLE_ACCESS, TRIGGERS  # noqa: E402
+from infra.functions import BUCKET_ACCESS, SENDS, TABLE_ACCESS, TABLE_READS, TRIGGERS  # noqa: E402
 from infra.stack import CrawlstackStack  # noqa: E402
 
 CDK_JSON = json.loads((ROOT / "cdk.json").read_text())
@@ -291,6 +291,13 @@ def test_tables_on_demand_with_pitr_and_key_schema(stack, resources):
     assert settings.TABLES["hosts"].ttl_attribute
 
 
+def test_resolved_table(stack, resources):
+    props = resources[lid(stack, stack.storage.tables["resolved"])]["Properties"]
+    assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+
+
 # --- IAM -----------------------------------------------------------------------------
 
 
@@ -334,6 +341,7 @@ def role_grants(stack: CrawlstackStack, resources: dict[str, dict[str, Any]], ke
 
 def test_least_privilege_per_function(stack, resources):
     bucket_arn = arn(lid(stack, stack.storage.bucket))
+    table_arns = {t: json.dumps(arn(lid(stack, stack.storage.tables[t])), sort_keys=True) for t in settings.TABLES}
 
     def objects(prefix: str) -> str:
         return json.dumps({"Fn::Join": ["", [bucket_arn, f"/{prefix}*"]]}, sort_keys=True)
@@ -352,6 +360,14 @@ def test_least_privilege_per_function(stack, resources):
         assert {r for a, r in grants if a == "s3:PutObject"} == {objects(p) for p in writes}
         object_reads = {r for a, r in grants if a == "s3:GetObject*" and "Fn::Join" in r}
         assert object_reads == {objects(p) for p in reads}
+        read = {r for a, r in grants if a == "dynamodb:BatchGetItem"}
+        assert read == {table_arns[t] for t in (*TABLE_ACCESS[key], *TABLE_READS[key])}
+        write_actions = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+        for table in TABLE_READS[key]:
+            assert not {a for a, r in grants if r == table_arns[table]} & write_actions, (key, table)
+    # Extract merges into resolved records; dispatch only reads them; fetch never sees them.
+    assert "resolved" in TABLE_ACCESS["extract"] and TABLE_READS["dispatch"] == ("resolved",)
+    assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"] + TABLE_READS["fetch"]
     assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX,)
     assert BUCKET_ACCESS["extract"] == ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,))
 
