@@ -6,6 +6,8 @@ nothing is queued, delayed or in flight, and writes ``OUT/``:
 
 * ``records.jsonl``: one line per extracted record;
 * ``crawl-log.jsonl``: one line per URL that passed scope and dedupe;
+* ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
+  (``crawlstack.resolution``), sorted by record id;
 * ``warc/*.warc.gz``: the fetched pages, one file per fetch batch;
 * ``summary.json``: counts and timings.
 
@@ -36,6 +38,7 @@ from crawlstack.local import resources
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
+from crawlstack.resolution import ResolvedRecord
 from crawlstack.rules import load_rules
 from crawlstack.urls import canonicalize, host_of
 
@@ -294,6 +297,8 @@ def _write_outputs(
             fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
             records += 1
 
+    resolved = _write_resolved(out / "resolved.jsonl", crawl_id, seeds)
+
     dlq = {}
     sqs = aws.client("sqs")
     for key in settings.QUEUES:
@@ -318,6 +323,8 @@ def _write_outputs(
         "outcomes": dict(outcomes),
         "pages_fetched": outcomes.get("fetched", 0),
         "records": records,
+        "resolved_records": len(resolved),
+        "resolved_complete": sum(1 for r in resolved if r.complete),
         "warc_files": warcs,
         "hosts": {h: dict(c) for h, c in sorted(per_host.items())},
         "dead_letter": dlq,
@@ -332,3 +339,16 @@ def _write_outputs(
             "fetch_concurrency": options.fetch_concurrency,
         },
     }
+
+
+def _write_resolved(path: Path, crawl_id: str, seeds: list[Seed]) -> list[ResolvedRecord]:
+    """OUT/resolved.jsonl: every record of the crawl, and a seed's record that found nothing yet."""
+    records = {r.record_id: r for r in aws.ResolvedStore().scan_crawl(crawl_id)}
+    for seed in seeds:
+        if seed.record_id is not None and seed.record_id not in records:
+            records[seed.record_id] = ResolvedRecord(crawl_id, seed.record_id, seed.want)
+    ordered = [records[rid] for rid in sorted(records)]
+    with path.open("w", encoding="utf-8") as fh:
+        for record in ordered:
+            fh.write(json.dumps(record.to_line(), ensure_ascii=False) + "\n")
+    return ordered
