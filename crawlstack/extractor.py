@@ -64,12 +64,18 @@ def records_key(warc_key: str) -> str:
 
 
 def page_links(page: Page, mapping: Mapping | None) -> list[str]:
-    """Absolute canonical links the crawler would follow from ``page`` (before scope)."""
-    if page.tree is None or "nofollow" in page.meta_robots or "none" in page.meta_robots:
+    """Absolute canonical links the crawler would follow from ``page`` (before scope).
+
+    A mapping with url_parsers chooses them (on HTML, XML or JSON pages);
+    otherwise every followable link of an HTML page.  ``<meta name="robots"
+    content="nofollow">`` gives none either way.
+    """
+    if "nofollow" in page.meta_robots or "none" in page.meta_robots:
         return []
-    raw = mapping.links(page) if mapping is not None and mapping.url_parsers else page.hrefs()
+    if mapping is not None and mapping.url_parsers:
+        return mapping.links(page)
     seen: dict[str, None] = {}
-    for href in raw:
+    for href in page.hrefs():
         try:
             seen.setdefault(resolve_link(page.base_url, href))
         except InvalidURL:
@@ -146,7 +152,7 @@ class Extractor:
         depth = int(meta.get("depth") or 0)
         config = self.crawls.get(crawl_id)
         page = Page(archived.url, archived.body, archived.content_type)
-        mapping = self.rules.match(archived.url)
+        mapping = self.rules.match(archived.url, archived.content_type)
         if mapping is not None:
             record: dict[str, Any] = {
                 "mapping": mapping.name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def test_robots_first_then_the_page_after_the_crawl_delay(rules: str, capsys: py
     assert [link.split(":", 2)[-1].split("/", 1)[-1] for link in out["links"]] == ["post/2", "private/x"]
     assert [r.path for r in log] == ["/robots.txt", "/old", "/post/1"]
     assert all(r.user_agent and r.user_agent.startswith("crawlstack") for r in log)
-    gaps = [b.arrived - a.arrived for a, b in zip(log, log[1:], strict=False)]
+    gaps = [b.arrived - a.arrived for a, b in itertools.pairwise(log)]
     assert min(gaps) >= 0.95  # Crawl-delay: 1, although --delay 0
 
 
