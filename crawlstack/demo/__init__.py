@@ -1,4 +1,4 @@
-"""The demo: a two-host loopback web site, its mapping rules and the server behind both.
+"""The demo: a multi-host loopback web site, its mapping rules and the server behind both.
 
 ``python -m crawlstack.demo.server`` serves the site; ``make demo`` crawls it.
 The integration tests use :class:`crawlstack.demo.server.LoopbackWeb` too.

@@ -65,10 +65,15 @@ __all__ = [
 DEMO_DIR = Path(__file__).resolve().parent
 SITE_DIR = DEMO_DIR / "site"
 RULES_DIR = DEMO_DIR / "rules"
-# Demo host address -> its directory under SITE_DIR.
-DEMO_HOSTS = {"127.0.0.2": "books", "127.0.0.3": "authors"}
-# Seed paths per demo host.
-DEMO_SEED_PATHS = {"127.0.0.2": "/catalogue/page-1.html", "127.0.0.3": "/authors/"}
+# Demo host address -> its directory under SITE_DIR: a bookshop, its authors, a
+# Tumblr-like JSON post API and the journal its posts reblog.
+DEMO_HOSTS = {"127.0.0.2": "books", "127.0.0.3": "authors", "127.0.0.4": "api", "127.0.0.5": "journal"}
+# Seed paths per demo host (the journal has none: the API's posts lead there).
+DEMO_SEED_PATHS = {
+    "127.0.0.2": "/catalogue/page-1.html",
+    "127.0.0.3": "/authors/",
+    "127.0.0.4": "/v2/blog/bookish/posts/page-1.json",
+}
 
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/javascript")
 _PLACEHOLDER = re.compile(r"\{\{url(?::([0-9A-Za-z.:\[\]-]+))?\}\}")
@@ -497,7 +502,7 @@ class LoopbackWeb:
 
 # --- the bundled demo ------------------------------------------------------
 def demo_web(ports: Mapping[str, int] | None = None) -> LoopbackWeb:
-    """The bundled two-host demo site (not started)."""
+    """The bundled demo site, one host per :data:`DEMO_HOSTS` entry (not started)."""
     ports = ports or {}
     return LoopbackWeb([Host(addr, root=SITE_DIR / name, port=ports.get(addr, 0)) for addr, name in DEMO_HOSTS.items()])
 

@@ -132,7 +132,7 @@ def test_concurrent_requests_are_all_logged() -> None:
 def test_bundled_demo_site() -> None:
     with demo_web() as web:
         seeds = demo_seeds(web)
-        assert len(seeds) == len(DEMO_HOSTS) == 2
+        assert len(DEMO_HOSTS) == 4 and len(seeds) == 3  # no seed on the journal: the API's posts lead there
         robots = get(web.url("127.0.0.2", "/robots.txt"))
         assert robots.status_code == 200 and "Disallow: /private/" in robots.text
         assert get(web.url("127.0.0.3", "/robots.txt")).status_code == 404
@@ -146,4 +146,11 @@ def test_bundled_demo_site() -> None:
         assert logo.headers["Content-Type"] == "image/png" and logo.content.startswith(b"\x89PNG")
         assert get(seeds[1]).status_code == 200  # /authors/ -> index.html
         assert get(web.url("127.0.0.2", "/../../etc/passwd")).status_code == 404
-    assert sorted(p.name for p in RULES_DIR.glob("*.json")) == ["author.json", "book.json"]
+        # The JSON API: served as JSON, its source_urls pointing at the journal's own port.
+        api = get(web.url("127.0.0.4", "/v2/blog/bookish/posts/page-1.json"))
+        assert api.headers["Content-Type"] == "application/json; charset=utf-8"
+        sources = [post.get("source_url") for post in api.json()["response"]["posts"]]
+        assert web.url("127.0.0.5", "/posts/reading-emma-again.html") in sources
+        assert get(web.url("127.0.0.5", "/posts/reading-emma-again.html")).status_code == 200
+    rules = sorted(p.name for p in RULES_DIR.glob("*.json"))
+    assert rules == ["article.json", "author.json", "book.json", "reblogs.json"]
