@@ -72,6 +72,9 @@ def load_rules(path: str | Path | None, check_schema: bool = False) -> RuleSet:
         except json.JSONDecodeError as exc:
             errors.append(RuleError(label, f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"))
             continue
+        except RecursionError:
+            errors.append(RuleError(label, "", "invalid JSON: nested too deeply"))
+            continue
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(RuleError(label, "", f"cannot read: {exc}"))
             continue

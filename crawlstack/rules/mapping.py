@@ -155,6 +155,11 @@ def _unknown_keys(errors: _Collector, where: str, data: dict[str, Any], allowed:
         errors.add(f"{where}.{key}" if where else key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
 
 
+def _description(errors: _Collector, where: str, data: dict[str, Any]) -> None:
+    if "description" in data and not isinstance(data["description"], str):
+        errors.add(f"{where}.description", "must be a string")
+
+
 def _chain(errors: _Collector, where: str, processors: Any) -> Chain | None:
     if not isinstance(processors, list) or not processors:
         errors.add(f"{where}.processors", "must be a non-empty list")
@@ -228,6 +233,7 @@ def _parsers(errors: _Collector, raw: Any) -> list[Chain]:
             errors.add(where, "must be an object")
             continue
         _unknown_keys(errors, where, parser, PARSER_KEYS)
+        _description(errors, where, parser)
         chain = _chain(errors, where, parser.get("processors"))
         if chain is not None:
             parsers.append(chain)
@@ -246,6 +252,7 @@ def _fields(errors: _Collector, raw: Any) -> list[Field]:
             errors.add(where, "must be an object")
             continue
         _unknown_keys(errors, where, fdef, FIELD_KEYS)
+        _description(errors, where, fdef)
         fname = fdef.get("name")
         if not isinstance(fname, str) or not fname.strip():
             errors.add(f"{where}.name", "must be a non-empty string")
@@ -280,8 +287,9 @@ def compile_mapping_errors(file: str, data: Any) -> tuple[Mapping | None, list[R
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         errors.add("name", "must be a non-empty string")
-    if "description" in data and not isinstance(data["description"], str):
-        errors.add("description", "must be a string")
+    for key in ("description", "$schema"):
+        if key in data and not isinstance(data[key], str):
+            errors.add(key, "must be a string")
     tests = _url_tests(errors, data.get("url_patterns"))
     content_types = _content_types(errors, data.get("content_types"))
     parsers = _parsers(errors, data.get("url_parsers", []))

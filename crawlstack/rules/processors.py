@@ -469,8 +469,6 @@ def compile_processor(definition: Any) -> Step:
         known = ", ".join(sorted(PROCESSORS))
         raise ProcessorError("type", f"unknown processor type {kind!r} (known: {known})")
     params = definition.get("parameters", {})
-    if params is None:
-        params = {}
     if not isinstance(params, dict):
         raise ProcessorError("parameters", "must be an object")
     unknown = sorted(set(params) - PARAMETERS.get(kind, frozenset()))

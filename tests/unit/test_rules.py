@@ -287,3 +287,10 @@ def test_compile_mapping_strips_the_name() -> None:
     mapping = compile_mapping("f.json", book_mapping(name="  book  "))
     assert mapping.name == "book"
     assert mapping.file == "f.json"
+
+
+def test_json_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(RulesInvalid) as info:
+        load_rules(tmp_path)
+    assert [e.reason for e in info.value.errors] == ["invalid JSON: nested too deeply"]

@@ -428,11 +428,6 @@ def test_odd_keys_are_quoted_in_locations() -> None:
 
 
 # --- schema and compiler agree ----------------------------------------------------
-# $schema and the descriptions of fields and URL parsers are for editors and
-# people; the compiler ignores them, the schema still wants strings.
-COMPILER_LENIENT = {"$schema", "fields[0].description"}
-
-
 @pytest.mark.parametrize(("data", "where", "reason"), INVALID, ids=_ids(INVALID))
 def test_the_compiler_rejects_what_the_schema_rejects(tmp_path: Path, data: Any, where: str, reason: str) -> None:
     # The catalogue is growing while this is written: a document using a
@@ -441,8 +436,6 @@ def test_the_compiler_rejects_what_the_schema_rejects(tmp_path: Path, data: Any,
     lacking = engine_lacks(data)
     if lacking:
         pytest.skip(f"the engine has no {', '.join(lacking)} processor yet")
-    if where in COMPILER_LENIENT:
-        pytest.xfail("the compiler does not check $schema or free-text descriptions")
     with pytest.raises(RulesInvalid):
         load_rules(write(tmp_path, data), check_schema=False)
 
