@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit integration lint typecheck demo clean bench
+.PHONY: setup test unit integration lint typecheck demo clean
 
 include make/infra.mk
 

@@ -93,6 +93,7 @@ class Page:
         self.content_type_header = content_type or ""
         self.content_type = media_type(content_type)
         self.kind = kind_of(self.content_type, body)
+        self._embedded_json: dict[str, Any] = {}
 
     @property
     def is_markup(self) -> bool:
@@ -159,6 +160,18 @@ class Page:
                 return json.loads(self.text)
             except (ValueError, RecursionError):
                 return None
+
+    def embedded_json(self, text: str) -> Any:
+        """JSON held in a string of this page (a JSON-LD block, say), parsed once however many fields read it.
+
+        None when it is not JSON.
+        """
+        if text not in self._embedded_json:
+            try:
+                self._embedded_json[text] = json.loads(text)
+            except (ValueError, RecursionError):
+                self._embedded_json[text] = None
+        return self._embedded_json[text]
 
     @cached_property
     def base_url(self) -> str:

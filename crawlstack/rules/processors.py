@@ -217,10 +217,7 @@ def compile_jsonpath(params: dict[str, Any]) -> Step:
         out: Values = []
         for context in contexts:
             if isinstance(context, str) or is_node(context):
-                try:
-                    context = json.loads(text_of(context) or "")
-                except (ValueError, RecursionError):
-                    continue
+                context = page.embedded_json(text_of(context) or "")
             if not isinstance(context, dict | list):
                 continue
             out.extend(match.value for match in compiled.find(context))
