@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from crawlstack import settings
-from crawlstack.rules import RulesInvalid, load_rules
+from crawlstack.rules import RuleSet, RulesInvalid, load_rules
 from crawlstack.urls import InvalidURL, canonicalize
 
 
@@ -31,6 +33,14 @@ def _cidr(value: str) -> str:
         return str(ipaddress.ip_network(value, strict=False))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a CIDR: {value!r}") from exc
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"invalid regex {value!r}: {exc}") from exc
+    return value
 
 
 def _non_negative_float(value: str) -> float:
@@ -91,8 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--endpoint-url", metavar="URL", help="use this AWS-compatible endpoint instead of the embedded one"
     )
-    crawl.add_argument("--allow", action="append", default=[], metavar="REGEX", help="also follow URLs matching REGEX")
-    crawl.add_argument("--deny", action="append", default=[], metavar="REGEX", help="never follow URLs matching REGEX")
+    crawl.add_argument(
+        "--allow", type=_regex, action="append", default=[], metavar="REGEX", help="also follow URLs matching REGEX"
+    )
+    crawl.add_argument(
+        "--deny", type=_regex, action="append", default=[], metavar="REGEX", help="never follow URLs matching REGEX"
+    )
     crawl.add_argument("--concurrency", type=_positive_int, default=4, metavar="N", help="concurrent fetch batches")
     crawl.add_argument("--no-progress", action="store_true", help="no progress display even on a terminal")
 
@@ -125,7 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_seeds(args: argparse.Namespace) -> list[object]:
+SEED_KEYS = frozenset({"url", "record_id", "want"})
+
+
+def _read_seeds(args: argparse.Namespace, rules: RuleSet | None = None) -> list[object]:
     from crawlstack.local.runner import Seed
 
     seeds: list[Seed] = []
@@ -134,29 +151,59 @@ def _read_seeds(args: argparse.Namespace) -> list[object]:
     if args.seeds_file:
         path = Path(args.seeds_file)
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = path.read_text(encoding="utf-8-sig").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read seeds file {path}: {exc}") from exc
+        fields = {f.name for mapping in rules or () for f in mapping.fields}
+        wants: dict[str, tuple[str, ...]] = {}
         for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: invalid JSON: {exc.msg}") from exc
-            if not isinstance(data, dict) or not isinstance(data.get("url"), str):
-                raise UsageError(f'{where}: expected an object with a "url" string')
-            want = data.get("want") or []
-            if not isinstance(want, list) or not all(isinstance(w, str) for w in want):
-                raise UsageError(f'{where}: "want" must be a list of field names')
-            record_id = data.get("record_id")
-            seeds.append(
-                Seed(_valid_seed(data["url"], where), None if record_id is None else str(record_id), tuple(want))
-            )
+            if line.strip():
+                seed = _seed_line(line, f"{path}:{number}", fields if rules is not None else None, wants)
+                seeds.append(seed)
+        if not seeds:
+            raise UsageError(f"no seeds: {path} has no seed lines")
     if not seeds:
         raise UsageError("no seeds: give SEED_URL arguments or --seeds-file")
     return list(seeds)
+
+
+def _seed_line(line: str, where: str, fields: set[str] | None, wants: dict[str, tuple[str, ...]]) -> Any:
+    """One line of a seeds file, checked as strictly as a rules file: a typo must not pass silently."""
+    from crawlstack.local.runner import Seed
+
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: invalid JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+        raise UsageError(f'{where}: expected an object with a "url" string')
+    unknown = sorted(set(data) - SEED_KEYS)
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r} (allowed: record_id, url, want)")
+    record_id = data.get("record_id")
+    if record_id is not None:
+        if isinstance(record_id, bool) or not isinstance(record_id, str | int):
+            raise UsageError(f'{where}: "record_id" must be a string (or an integer)')
+        record_id = str(record_id)
+        if not record_id.strip():
+            raise UsageError(f'{where}: "record_id" must not be empty')
+    want = data.get("want", [])
+    if not isinstance(want, list) or not all(isinstance(w, str) and w for w in want):
+        raise UsageError(f'{where}: "want" must be a list of field names')
+    if want and record_id is None:
+        raise UsageError(f'{where}: "want" needs a "record_id" to gather the fields into')
+    if want and fields is None:
+        raise UsageError(f'{where}: "want" needs --rules: no mapping extracts any field')
+    missing = sorted(set(want) - (fields or set()))
+    if want and missing:
+        raise UsageError(
+            f"{where}: no mapping extracts a field named {missing[0]!r}, so the record would never complete"
+        )
+    if record_id is not None:
+        earlier = wants.setdefault(record_id, tuple(want))
+        if set(earlier) != set(want):
+            raise UsageError(f'{where}: record {record_id!r} already has a different "want" on an earlier line')
+    return Seed(_valid_seed(data["url"], where), record_id, tuple(want))
 
 
 def _valid_seed(url: str, where: str) -> str:
@@ -175,11 +222,14 @@ def _crawl(args: argparse.Namespace) -> int:
             "only local crawls run from here (--local); to crawl with a deployed stack, "
             "send seed messages to its frontier queue (see README)"
         )
-    seeds = _read_seeds(args)
     if args.rules and not Path(args.rules).exists():
         raise UsageError(f"rules: {args.rules}: no such file or directory")
-    if args.rules:
-        load_rules(args.rules, check_schema=True)  # every problem up front, before any request
+    # Every problem up front, before any request.
+    ruleset = load_rules(args.rules, check_schema=True) if args.rules else None
+    seeds = _read_seeds(args, ruleset)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} exists and is not a directory")
     options = LocalOptions(
         rules_dir=args.rules,
         out_dir=args.out,
@@ -214,6 +264,8 @@ def _validate(args: argparse.Namespace) -> int:
     if path.is_dir() and not any(path.glob("*.json")):
         raise UsageError(f"{path}: no rules files (*.json) in this directory")
     ruleset = load_rules(path, check_schema=True)
+    if not ruleset:
+        raise UsageError(f"{path}: no mappings: expected a rules file (*.json) or a directory of them")
     print(f"{args.path}: {len(ruleset)} mapping(s) OK")
     return 0
 

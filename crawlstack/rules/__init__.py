@@ -51,6 +51,39 @@ def _rule_files(path: Path) -> list[Path]:
     return sorted(p for p in path.glob("*.json") if p.is_file())
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # json.loads keeps the last of two equal keys; in a rules file that hides a mistake.
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether two locations are the same place, or one is inside the other."""
+    if a == b or not a or not b:
+        return True
+    return b.startswith((a + ".", a + "[")) or a.startswith((b + ".", b + "["))
+
+
+def _first_per_location(errors: list[RuleError]) -> list[RuleError]:
+    seen: set[str] = set()
+    out = []
+    for error in errors:
+        if error.location not in seen:
+            seen.add(error.location)
+            out.append(error)
+    return out
+
+
 def load_rules(path: str | Path | None, check_schema: bool = False) -> RuleSet:
     """Compile every mapping under ``path`` (a directory or one file); None gives no mappings.
 
@@ -68,7 +101,11 @@ def load_rules(path: str | Path | None, check_schema: bool = False) -> RuleSet:
     for file in _rule_files(root):
         label = str(file)
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            # utf-8-sig: editors on Windows save a BOM, which is harmless here.
+            data = json.loads(file.read_text(encoding="utf-8-sig"), object_pairs_hook=_no_duplicate_keys)
+        except _DuplicateKey as exc:
+            errors.append(RuleError(label, "", f"invalid JSON: key {exc.key!r} appears twice in one object"))
+            continue
         except json.JSONDecodeError as exc:
             errors.append(RuleError(label, f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"))
             continue
@@ -78,13 +115,14 @@ def load_rules(path: str | Path | None, check_schema: bool = False) -> RuleSet:
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(RuleError(label, "", f"cannot read: {exc}"))
             continue
-        if check_schema:
-            problems = schema_errors(label, data)
-            if problems:
-                # Not compiled as well: the compiler would report most of them a second time.
-                errors.extend(problems)
-                continue
+        shape = _first_per_location(schema_errors(label, data)) if check_schema else []
         mapping, problems = compile_mapping_errors(label, data)
+        if shape:
+            # The compiler finds what the schema cannot (a regex, an XPath...);
+            # where both see a problem, the schema's message is the one shown.
+            errors.extend(shape)
+            errors.extend(e for e in problems if not any(_overlap(e.location, s.location) for s in shape))
+            continue
         if mapping is None:
             errors.extend(problems)
             continue

@@ -130,13 +130,19 @@ class Mapping:
 
 
 def _href_of(value: Any) -> str | None:
-    # An element stands for the link it carries (<a href>, <link href>, <img src>), else its text.
+    """The URL a url_parser's value stands for, or None when it is not one."""
+    # An element stands for the link it carries (<a href>, <link href>, <img
+    # src>), even an empty one; only an element with neither stands for its text.
     if is_node(value) and isinstance(value.tag, str):
         for attribute in ("href", "src"):
-            if value.get(attribute):
-                return str(value.get(attribute))
+            if attribute in value.attrib:
+                return str(value.get(attribute)).strip() or None
     text = text_of(value)
-    return text.strip() if isinstance(text, str) else None
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    # Free text ("see our shop") resolves to a URL too, but is not one.
+    return text if text and not any(ch.isspace() for ch in text) else None
 
 
 class _Collector:

@@ -33,7 +33,11 @@ _JSON_TYPES = frozenset({"application/json", "text/json", "application/javascrip
 # encodings apart, bounded on huge pages.
 _SNIFF_BYTES = 64 * 1024
 
-_html_parser = lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=False)
+# huge_tree: without it libxml2 silently drops everything below 256 levels of
+# nesting or after an attribute over 10 MB, and the fields there come back
+# empty.  The HTML parser expands no entities, and bodies are capped when
+# fetched, so the limits it lifts protect nothing here.
+_html_parser = lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=False, huge_tree=True)
 # resolve_entities=False, load_dtd=False and no_network=True: no billion
 # laughs, no external entities, no DTD fetch.
 _xml_parser = etree.XMLParser(
@@ -69,6 +73,16 @@ def kind_of(media: str, body: bytes = b"") -> str:
             return "xml"
         return "html"
     return "text"
+
+
+def _null_constant(name: str) -> None:
+    return None
+
+
+def _loads(data: str | bytes) -> Any:
+    # NaN and Infinity are not JSON (RFC 8259) though Python reads them; they
+    # become null rather than values no store or JSON reader can take.
+    return json.loads(data, parse_constant=_null_constant)
 
 
 def _sniff_encoding(body: bytes) -> str | None:
@@ -154,10 +168,10 @@ class Page:
         if self.kind != "json" or not self.body.strip():
             return None
         try:
-            return json.loads(self.body)  # detects UTF-8/16/32 itself, per RFC 8259
+            return _loads(self.body)  # detects UTF-8/16/32 itself, per RFC 8259
         except (ValueError, RecursionError):
             try:
-                return json.loads(self.text)
+                return _loads(self.text)
             except (ValueError, RecursionError):
                 return None
 
@@ -168,7 +182,7 @@ class Page:
         """
         if text not in self._embedded_json:
             try:
-                self._embedded_json[text] = json.loads(text)
+                self._embedded_json[text] = _loads(text)
             except (ValueError, RecursionError):
                 self._embedded_json[text] = None
         return self._embedded_json[text]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -79,6 +80,15 @@ def is_node(value: Any) -> bool:
     return isinstance(value, etree._Element)
 
 
+# An element's text is what a reader sees: the code and styles inside it are
+# left out, unless the element is itself a <script> or <style> (JSON-LD).
+_INVISIBLE = frozenset({"script", "style", "noscript", "template"})
+_visible_text = etree.XPath(
+    "descendant-or-self::text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]",
+    smart_strings=False,
+)
+
+
 def text_of(value: Any) -> str | None:
     """A value as text: an element's text content, a string as is, a number in JSON form."""
     if isinstance(value, str):
@@ -86,7 +96,9 @@ def text_of(value: Any) -> str | None:
     if is_node(value):
         if not isinstance(value.tag, str):  # comment or processing instruction
             return value.text or ""
-        return "".join(value.itertext())
+        if value.tag in _INVISIBLE:
+            return "".join(value.itertext())
+        return "".join(_visible_text(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -149,11 +161,29 @@ def compile_xpath(params: dict[str, Any]) -> Step:
         compiled = etree.XPath(expression, smart_strings=False)
     except etree.XPathSyntaxError as exc:
         raise ProcessorError("parameters.expression", f"invalid XPath: {exc}") from exc
+    _check_runs(compiled, "parameters.expression")
 
     def step(page: Page, values: Values | None) -> Values:
         return _run_on_nodes(page, values, compiled)
 
     return step
+
+
+_PROBE_DOCUMENT = etree.fromstring("<html><body><p>x</p></body></html>")
+
+
+def _check_runs(compiled: etree.XPath, where: str) -> None:
+    """Run once on a tiny document: an undefined namespace prefix, function or
+    variable compiles but fails on every page, so it is a load-time error too."""
+    try:
+        compiled(_PROBE_DOCUMENT)
+    except etree.XPathEvalError as exc:
+        hint = (
+            " (namespaces are removed from XML pages: write //creator, not //dc:creator)"
+            if ":" in str(compiled.path)
+            else ""
+        )
+        raise ProcessorError(where, f"invalid XPath: {exc}{hint}") from exc
 
 
 # Parsel's pseudo-elements, which Scrapy users write out of habit: `h1::text`
@@ -169,9 +199,11 @@ def compile_css(params: dict[str, Any]) -> Step:
     own_text = False
     pseudo = _PSEUDO.search(selector)
     if pseudo:
+        if attribute is not None:
+            raise ProcessorError("parameters.attribute", f"the selector already ends in {pseudo.group(0)!r}; drop one")
         if pseudo.group(1):
             own_text = True
-        elif attribute is None:
+        else:
             attribute = pseudo.group(2)
         selector = selector[: pseudo.start()]
     try:
@@ -376,9 +408,11 @@ def compile_parse_date(params: dict[str, Any]) -> Step:
     else:
         from dateutil import parser as dateparser
 
-        early, late = datetime(2000, 1, 1, 0, 0, 0), datetime(2000, 1, 1, 1, 1, 1)
-
         def parse(text: str) -> str | None:
+            # A date without a year ("Mar 5") is taken to be in the current
+            # year, as dateutil and dateparser do.
+            year = datetime.now(UTC).year
+            early, late = datetime(year, 1, 1, 0, 0, 0), datetime(year, 1, 1, 1, 1, 1)
             try:
                 moment = dateparser.parse(text, default=early)
                 # Parsed again with another default time: if every part of the
@@ -411,6 +445,8 @@ def compile_default(params: dict[str, Any]) -> Step:
     value = params["value"]
     if isinstance(value, dict | list) or value is None:
         raise ProcessorError("parameters.value", "must be a string, number or boolean")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ProcessorError("parameters.value", "must be a finite number (NaN and Infinity are not JSON)")
 
     def step(page: Page, values: Values | None) -> Values:
         return values if values else [value]

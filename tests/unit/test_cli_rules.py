@@ -135,3 +135,8 @@ def test_rules_test_user_errors_are_one_line(
     assert main(["rules", "test", str(rules), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_validate_a_path_with_no_mappings_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules", "validate", "/dev/null"]) == 2
+    assert "no mappings" in capsys.readouterr().err

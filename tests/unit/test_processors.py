@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from crawlstack.rules.mapping import Chain, Field, compile_mapping, compile_mapping_errors
 from crawlstack.rules.page import Page
-from crawlstack.rules.processors import PROCESSORS, ProcessorError, compile_processor, to_number
+from crawlstack.rules.processors import PROCESSORS, ProcessorError, compile_processor, text_of, to_number
 
 URL = "http://shop.example/items/a.html"
 HTML = b"""<html><head><base href="/catalog/"><title>Shop</title>
@@ -202,8 +203,8 @@ def test_xml_without_entities_dtd_or_namespaces() -> None:
     )
     page = Page("http://feed.example/rss", rss, "application/rss+xml")
     assert page.kind == "xml"
-    # The external entity stays an unexpanded reference: nothing is read from disk.
-    assert run(page, p("xpath", expression="//item/title"), p("trim")) == ["caf\u00e9 &secret;"]
+    # The external entity stays an unexpanded reference, which is not text: nothing is read from disk.
+    assert run(page, p("xpath", expression="//item/title"), p("trim")) == ["caf\u00e9"]
     assert run(page, p("css", selector="item link::attr(href)")) == ["http://feed.example/a"]
 
 
@@ -333,3 +334,68 @@ def test_a_failing_chain_costs_its_field_only(page: Page) -> None:
     m = replace(m, fields=(m.fields[0], Field("tags", broken)), url_parsers=(broken, *m.url_parsers))
     assert m.extract(page) == {"title": "A fine kettle", "tags": None}
     assert m.links(page) == ["http://shop.example/catalog/page2.html"]
+
+
+# --- hostile pages and rules that only fail when run ---------------------------
+def test_deeply_nested_and_huge_pages_still_extract() -> None:
+    deep = (
+        b"<html><body>" + b"<div>" * 400 + b"<p class='x'>deep</p>" + b"</div>" * 400 + b"<h1>after</h1></body></html>"
+    )
+    page = Page(URL, deep, "text/html")
+    assert run(page, p("css", selector="p.x::text")) == ["deep"]
+    assert run(page, p("css", selector="h1::text")) == ["after"]
+    big = b'<html><body><img alt="' + b"a" * (11 * 1024 * 1024) + b'"><h1>after</h1></body></html>'
+    assert run(Page(URL, big, "text/html"), p("css", selector="h1::text")) == ["after"]
+
+
+@pytest.mark.parametrize("expression", ["//dc:creator", "//p[foo()]", "//p[$var]"])
+def test_xpath_that_cannot_run_is_a_load_time_error(expression: str) -> None:
+    with pytest.raises(ProcessorError) as info:
+        compile_processor(p("xpath", expression=expression))
+    assert info.value.location == "parameters.expression" and "invalid XPath" in info.value.reason
+
+
+def test_css_pseudo_element_and_attribute_parameter_conflict() -> None:
+    with pytest.raises(ProcessorError) as info:
+        compile_processor(p("css", selector="a::attr(href)", attribute="title"))
+    assert info.value.location == "parameters.attribute"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_default_refuses_non_finite_numbers(value: float) -> None:
+    with pytest.raises(ProcessorError):
+        compile_processor(p("default", value=value))
+
+
+def test_nan_and_infinity_in_json_bodies_become_null() -> None:
+    page = Page("http://api.example/", b'{"a": [NaN, 1, Infinity], "b": "ok"}', "application/json")
+    assert page.json == {"a": [None, 1, None], "b": "ok"}
+    html = Page(URL, b'<script type="application/ld+json">{"n": -Infinity}</script>', "text/html")
+    assert run(html, p("css", selector="script::text"), p("jsonpath", expression="$.n")) == [None]
+
+
+def test_element_text_leaves_out_scripts_and_styles() -> None:
+    page = Page(URL, b"<div id='d'>a<script>var x=1;</script><style>.x{}</style>b<noscript>c</noscript></div>")
+    assert run(page, p("css", selector="#d"), p("trim")) == ["ab"]
+    assert run(page, p("css", selector="script")) != []
+    assert text_of(run(page, p("css", selector="script"))[0]) == "var x=1;"
+
+
+def test_url_parsers_drop_what_is_not_a_url() -> None:
+    page = Page(
+        "http://misc.example/dir/page",
+        b'<a href="">empty</a><a>no href</a><a href=" /ok ">ok</a><span>not a url at all</span>',
+        "text/html",
+    )
+    m = compile_mapping(
+        "m.json",
+        mapping(url_parsers=[{"processors": [p("css", selector="a")]}, {"processors": [p("css", selector="span")]}]),
+    )
+    # An empty href is no link (not its text); free text is no link either.
+    assert m.links(page) == ["http://misc.example/ok"]
+
+
+def test_parse_date_without_a_year_takes_the_current_one() -> None:
+    page = Page(URL, b"<time>Mar 5</time>", "text/html")
+    year = datetime.now(UTC).year
+    assert run(page, p("css", selector="time"), p("parse_date")) == [f"{year}-03-05"]

@@ -294,3 +294,13 @@ def test_json_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(RulesInvalid) as info:
         load_rules(tmp_path)
     assert [e.reason for e in info.value.errors] == ["invalid JSON: nested too deeply"]
+
+
+def test_duplicate_json_keys_are_an_error_and_a_bom_is_not(tmp_path: Path) -> None:
+    (tmp_path / "dup.json").write_text('{"name": "a", "name": "b", "url_patterns": []}', encoding="utf-8")
+    with pytest.raises(RulesInvalid) as info:
+        load_rules(tmp_path / "dup.json")
+    assert [e.reason for e in info.value.errors] == ["invalid JSON: key 'name' appears twice in one object"]
+    bom = tmp_path / "bom.json"
+    bom.write_text(json.dumps(book_mapping()), encoding="utf-8-sig")
+    assert len(load_rules(bom)) == 1

@@ -449,12 +449,22 @@ def test_the_compiler_accepts_what_the_schema_accepts(tmp_path: Path, data: Any)
 
 
 # --- load_rules(check_schema=True) ----------------------------------------------
-def test_schema_errors_stop_a_file_before_it_compiles(tmp_path: Path) -> None:
-    # An unknown key (schema) and an invalid regex (compiler only): only the first is reported.
-    data = mapping(extra=1, url_patterns=[{"type": "regex", "pattern": "("}])
+def test_schema_and_compiler_errors_are_reported_together_once_each(tmp_path: Path) -> None:
+    # An unknown key (both see it: the schema's message wins), an invalid
+    # regex (the compiler only) and a missing parameter (both again).
+    data = mapping(
+        extra=1,
+        url_patterns=[{"type": "regex", "pattern": "("}],
+        fields=[{"name": "a", "processors": [{"type": "xpath", "parameters": {}}]}],
+    )
     with pytest.raises(RulesInvalid) as info:
         load_rules(write(tmp_path, data, "a.json"), check_schema=True)
-    assert [(e.location, e.reason.split(" (")[0]) for e in info.value.errors] == [("extra", "unknown key")]
+    got = [(e.location, e.reason.split(" (")[0].split(":")[0]) for e in info.value.errors]
+    assert sorted(got) == [
+        ("extra", "unknown key"),
+        ("fields[0].processors[0].parameters.expression", "required"),
+        ("url_patterns[0].pattern", "invalid regex"),
+    ]
 
 
 def test_schema_valid_files_still_compile(tmp_path: Path) -> None:
