@@ -20,7 +20,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from crawlstack import settings
+from crawlstack import settings, storable
 from crawlstack.config import CrawlConfig
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
@@ -53,6 +53,14 @@ def _env(name: str) -> str:
 
 def _is_conditional_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _too_large(exc: ClientError) -> bool:
+    """DynamoDB refused an item over its size limit (PutItem and UpdateItem say so alike)."""
+    error = exc.response.get("Error", {})
+    return error.get("Code") == "ValidationException" and "exceeded the maximum allowed size" in error.get(
+        "Message", ""
+    )
 
 
 def _failed_item(exc: ClientError) -> dict[str, Any] | None:
@@ -556,8 +564,19 @@ class ResultStore:
         return _env(settings.ENV_TABLE[self.table_key])
 
     def put(self, record: dict[str, Any]) -> None:
-        item = {"pk": f"{record['crawl_id']}#{record['fp']}", **record}
-        client("dynamodb").put_item(TableName=self.name, Item=_marshal(item))
+        """Store the record, fitted as ``crawlstack.storable`` says, so that a page's values never fail the write.
+
+        Should the size estimate run short of DynamoDB's own, a smaller budget
+        gives way to markers sooner.
+        """
+        for limit in (storable.ITEM_LIMIT, storable.ITEM_LIMIT // 4, 0):
+            item = storable.fit_record({"pk": f"{record['crawl_id']}#{record['fp']}", **record}, limit)
+            try:
+                client("dynamodb").put_item(TableName=self.name, Item=_marshal_exact(item))
+                return
+            except ClientError as exc:
+                if limit == 0 or not _too_large(exc):
+                    raise
 
 
 class ResolvedStore:
@@ -567,7 +586,8 @@ class ResolvedStore:
     and ``source.<name>`` (the URL it came from): ``if_not_exists`` on a
     nested map path fails while the parent map is missing, flat names
     need no parent.  Names go through placeholders, so dots and reserved
-    words are literal.
+    words are literal.  Values are fitted as ``crawlstack.storable`` says:
+    one too large for what is left of the item is stored as a marker.
     """
 
     table_key = "resolved"
@@ -579,6 +599,9 @@ class ResolvedStore:
     FIELDS_PER_UPDATE = 50
     # Keys per BatchGetItem (DynamoDB's limit).
     KEYS_PER_BATCH_GET = 100
+    # Refits of one update that DynamoDB refused for the item's size.
+    SIZE_RETRIES = 2
+    _NAME_OVERHEAD = len(FIELD_PREFIX) + len(SOURCE_PREFIX)
 
     @property
     def name(self) -> str:
@@ -591,31 +614,16 @@ class ResolvedStore:
     def merge(
         self, crawl_id: str, record_id: str, want: Sequence[str], fields: Mapping[str, Any], source_url: str
     ) -> ResolvedRecord:
-        items = list(fields.items())
+        # Fitted as if the item were new; a fuller item is refitted when DynamoDB refuses.
+        base = {"pk": f"{crawl_id}#{record_id}", "crawl_id": crawl_id, "record_id": record_id, "want": list(want)}
+        used = storable.item_size({**base, "complete": True})
+        fitted = storable.fit_merge(fields, source_url, used, self._NAME_OVERHEAD)
+        items = list(fitted.items())
         chunks = [items[i : i + self.FIELDS_PER_UPDATE] for i in range(0, len(items), self.FIELDS_PER_UPDATE)]
         attributes: dict[str, Any] = {}
         # No fields still creates the item: the record exists from its first page.
         for chunk in chunks or [[]]:
-            names = {"#want": "want"}
-            values: dict[str, Any] = {":c": crawl_id, ":r": record_id, ":w": list(want)}
-            sets = ["crawl_id = :c", "record_id = :r", "#want = if_not_exists(#want, :w)"]
-            if chunk:
-                values[":u"] = source_url
-            for i, (name, value) in enumerate(chunk):
-                names[f"#f{i}"] = self.FIELD_PREFIX + name
-                names[f"#s{i}"] = self.SOURCE_PREFIX + name
-                values[f":v{i}"] = value
-                sets.append(f"#f{i} = if_not_exists(#f{i}, :v{i})")
-                sets.append(f"#s{i} = if_not_exists(#s{i}, :u)")
-            resp = client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self.key(crawl_id, record_id),
-                UpdateExpression="SET " + ", ".join(sets),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=_marshal(values),
-                ReturnValues="ALL_NEW",
-            )
-            attributes = resp.get("Attributes", {})
+            attributes = self._update(crawl_id, record_id, want, dict(chunk), source_url)
         record = self._record(crawl_id, record_id, attributes)
         if record.complete and "complete" not in attributes:
             # For readers of the table; the crawler itself derives it from want and fields.
@@ -626,6 +634,60 @@ class ResolvedStore:
                 ExpressionAttributeValues={":t": {"BOOL": True}},
             )
         return record
+
+    def _update(
+        self, crawl_id: str, record_id: str, want: Sequence[str], chunk: dict[str, Any], source_url: str
+    ) -> dict[str, Any]:
+        """One atomic merge of ``chunk``; the item's new attributes."""
+        attempt = 0
+        while True:
+            names = {"#want": "want"}
+            values: dict[str, Any] = {":c": crawl_id, ":r": record_id, ":w": list(want)}
+            sets = ["crawl_id = :c", "record_id = :r", "#want = if_not_exists(#want, :w)"]
+            if chunk:
+                values[":u"] = source_url
+            for i, (name, value) in enumerate(chunk.items()):
+                names[f"#f{i}"] = self.FIELD_PREFIX + name
+                names[f"#s{i}"] = self.SOURCE_PREFIX + name
+                values[f":v{i}"] = value
+                sets.append(f"#f{i} = if_not_exists(#f{i}, :v{i})")
+                sets.append(f"#s{i} = if_not_exists(#s{i}, :u)")
+            try:
+                resp = client("dynamodb").update_item(
+                    TableName=self.name,
+                    Key=self.key(crawl_id, record_id),
+                    UpdateExpression="SET " + ", ".join(sets),
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=_marshal_exact(values),
+                    ReturnValues="ALL_NEW",
+                )
+            except ClientError as exc:
+                if attempt == self.SIZE_RETRIES or not _too_large(exc):
+                    raise
+                attempt += 1
+                chunk = self._refit(crawl_id, record_id, chunk, source_url, last=attempt == self.SIZE_RETRIES)
+                continue
+            attributes: dict[str, Any] = resp.get("Attributes", {})
+            return attributes
+
+    def _refit(
+        self, crawl_id: str, record_id: str, chunk: dict[str, Any], source_url: str, last: bool
+    ) -> dict[str, Any]:
+        """``chunk``'s new fields fitted to the room the item has left (earlier pages filled it).
+
+        Fields the item has already are left out: first-wins keeps them
+        anyway.  The last time, every new value larger than its marker is
+        one, so what other merges add meanwhile cannot make it fail again.
+        """
+        item = (
+            client("dynamodb")
+            .get_item(TableName=self.name, Key=self.key(crawl_id, record_id), ConsistentRead=True)
+            .get("Item")
+        )
+        current = _unmarshal(item)
+        new = {name: v for name, v in chunk.items() if self.FIELD_PREFIX + name not in current}
+        used = storable.ITEM_LIMIT if last else storable.item_size({**current, "complete": True})
+        return storable.fit_merge(new, source_url, used, self._NAME_OVERHEAD)
 
     def get_many(self, crawl_id: str, record_ids: Iterable[str]) -> dict[str, ResolvedRecord]:
         ids = list(dict.fromkeys(record_ids))
@@ -705,6 +767,28 @@ def _marshal(item: dict[str, Any]) -> dict[str, Any]:
     if _serializer is None:
         _serializer = TypeSerializer()
     return {k: _serializer.serialize(_to_dynamo(v)) for k, v in item.items() if v is not None}
+
+
+def _marshal_exact(item: dict[str, Any]) -> dict[str, Any]:
+    """``_marshal`` for record values: fitted by ``crawlstack.storable`` and stored exactly, not rounded."""
+    from boto3.dynamodb.types import TypeSerializer
+
+    global _serializer
+    if _serializer is None:
+        _serializer = TypeSerializer()
+    return {k: _serializer.serialize(_exact(v)) for k, v in item.items() if v is not None}
+
+
+def _exact(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return storable.dynamo_number(value)
+    if isinstance(value, dict):
+        return {k: _exact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_exact(v) for v in value]
+    return value
 
 
 def _unmarshal(item: dict[str, Any] | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
+from crawlstack.storable import fit_merge, fit_record, item_size
 
 
 @dataclass
@@ -309,13 +310,19 @@ class FakeBlobs:
 
 
 class FakeResults:
-    """The results table: one record per crawl and fingerprint (put_item overwrites)."""
+    """The results table: one record per crawl and fingerprint (put_item overwrites).
+
+    Items are fitted as ``ResultStore`` fits them (``crawlstack.storable``), without its ``pk``.
+    """
 
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}
 
     def put(self, record: dict[str, Any]) -> None:
-        self.items[f"{record['crawl_id']}#{record['fp']}"] = dict(record)
+        pk = f"{record['crawl_id']}#{record['fp']}"
+        item = fit_record({"pk": pk, **record})
+        del item["pk"]
+        self.items[pk] = item
 
 
 class FakeResolved:
@@ -336,10 +343,11 @@ class FakeResolved:
         with self._lock:
             self.calls.append(("merge", crawl_id, record_id, source_url))
             item = self.items.setdefault((crawl_id, record_id), {"want": tuple(want), "fields": {}, "sources": {}})
-            for name, value in fields.items():
-                if name not in item["fields"]:
-                    item["fields"][name] = value
-                    item["sources"][name] = source_url
+            # Fitted as ResolvedStore fits them: a value too large for what is left of the item is a marker.
+            new = {name: value for name, value in fields.items() if name not in item["fields"]}
+            for name, value in fit_merge(new, source_url, self._size(crawl_id, record_id), 13).items():
+                item["fields"][name] = value
+                item["sources"][name] = source_url
             record = self._record(crawl_id, record_id)
             if record.complete:
                 item["complete"] = True
@@ -357,6 +365,15 @@ class FakeResolved:
 
     def reads(self) -> int:
         return sum(1 for call in self.calls if call[0] == "get_many")
+
+    def _size(self, crawl_id: str, record_id: str) -> int:
+        """The item's size in ResolvedStore's layout: flat ``field.<name>`` and ``source.<name>`` attributes."""
+        item = self.items[(crawl_id, record_id)]
+        flat: dict[str, Any] = {"pk": f"{crawl_id}#{record_id}", "crawl_id": crawl_id, "record_id": record_id}
+        flat.update(want=list(item["want"]), complete=True)
+        flat.update({f"field.{name}": value for name, value in item["fields"].items()})
+        flat.update({f"source.{name}": url for name, url in item["sources"].items()})
+        return item_size(flat)
 
     def _record(self, crawl_id: str, record_id: str) -> ResolvedRecord:
         item = self.items[(crawl_id, record_id)]
