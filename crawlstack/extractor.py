@@ -13,6 +13,11 @@ A mapped page whose WARC metadata carries a ``record_id`` also merges its
 found fields into that record (``crawlstack.resolution``); once the record
 is complete, that page and any later page of the record give no outlinks.
 
+Records are strict JSON: NaN and infinities are null (``crawlstack.storable``),
+and a record's fields are in the order its mapping lists them.  The records
+object is written before the results table: it keeps every record in full,
+where a value too large for a DynamoDB item gives way to a marker.
+
 The records object is named after the WARC it came from, so a redelivered
 S3 event rewrites the same object and the same result items, and merging a
 page's fields again changes nothing.
@@ -34,6 +39,7 @@ from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
 from crawlstack.rules import Mapping, Page, RuleSet
 from crawlstack.scope import out_of_scope
+from crawlstack.storable import json_safe
 from crawlstack.urls import InvalidURL, resolve_link
 from crawlstack.warc import WarcPage, read_warc
 
@@ -61,6 +67,11 @@ class Extracted:
 def records_key(warc_key: str) -> str:
     name = warc_key[len(settings.PAGES_PREFIX) :] if warc_key.startswith(settings.PAGES_PREFIX) else warc_key
     return settings.RECORDS_PREFIX + name.replace(".warc.gz", ".jsonl.gz")
+
+
+def record_line(record: dict[str, Any]) -> str:
+    """One line of a records object: strict JSON, keys in the record's own order (fields in mapping order)."""
+    return json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def page_links(page: Page, mapping: Mapping | None) -> list[str]:
@@ -138,7 +149,7 @@ class Extractor:
         out.outlinks = list(unique.values())
         if out.records:
             out.records_key = records_key(key)
-            body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in out.records)
+            body = "".join(record_line(r) for r in out.records)
             self.blobs.put(out.records_key, gzip.compress(body.encode("utf-8")), "application/x-ndjson")
             for record in out.records:
                 self.results.put(record)
@@ -157,10 +168,11 @@ class Extractor:
             record: dict[str, Any] = {
                 "mapping": mapping.name,
                 "url": archived.url,
-                "fields": mapping.extract(page),
+                # NaN found in a page is not found: null, as strict JSON has it.
+                "fields": json_safe(mapping.extract(page)),
+                "depth": depth,
                 "crawl_id": crawl_id,
                 "fp": meta.get("fp"),
-                "depth": depth,
                 "fetched_at": meta.get("fetched_at"),
             }
             if meta.get("record_id"):
