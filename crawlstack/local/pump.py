@@ -9,7 +9,9 @@ the dead-letter queue.  Message delays are SQS's own.  Each queue has a
 number of concurrent "instances" (threads); fetch gets several.
 
 The crawl is done when no handler is running and every queue reports
-nothing visible, in flight or delayed.
+nothing visible, in flight or delayed.  Ctrl-C (KeyboardInterrupt) stops
+handing out batches; the running ones finish (``finished`` then says so)
+before it goes on to the caller, unless a second Ctrl-C cuts that short.
 
 Every queue stays short by design (see ARCHITECTURE.md, "Local mode at
 scale"), so moto's per-call cost, linear in queue length, stays flat.  One
@@ -93,6 +95,8 @@ class EventPump:
         self._pools = {s.key: ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix=s.key) for s in sources}
         self.handler_errors: list[str] = []
         self._depths: dict[str, tuple[float, int]] = {}
+        # True once run() has returned or raised with no handler running any more.
+        self.finished = False
 
     def run(self, on_tick: Callable[[EventPump], None] | None = None, tick_seconds: float = 0.25) -> None:
         sqs = aws.client("sqs")
@@ -123,9 +127,19 @@ class EventPump:
                 if not self._busy() and self._all_queues_empty():
                     return
                 time.sleep(IDLE_SLEEP_SECONDS)
+        except KeyboardInterrupt:
+            with self._lock:
+                running = sum(s.running for s in self.sources)
+            if running:
+                print(
+                    f"crawlstack: interrupted: letting {running} running batches finish (Ctrl-C again to stop now)",
+                    file=sys.stderr,
+                )
+            raise
         finally:
             for pool in self._pools.values():
                 pool.shutdown(wait=True)
+            self.finished = True
             if on_tick:
                 on_tick(self)
 

@@ -9,7 +9,16 @@ nothing is queued, delayed or in flight, and writes ``OUT/``:
 * ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
   (``crawlstack.resolution``), sorted by record id;
 * ``warc/*.warc.gz``: the fetched pages, one file per fetch batch;
-* ``summary.json``: counts and timings.
+* ``summary.json``: counts and timings, written last.
+
+Records are strict JSON (NaN and infinities as null), their fields in the
+order the mapping lists them.  Each file is written whole or not at all.
+
+Ctrl-C stops the crawl: no more batches are handed out, the running ones
+finish, and ``OUT/`` is written from what was done so far, its summary
+saying ``"interrupted": true``; then the KeyboardInterrupt goes on to the
+caller.  Another Ctrl-C while batches finish or files are written abandons
+the rest.
 
 With ``endpoint_url`` it uses an external AWS-compatible endpoint instead (a
 moto server or LocalStack) and a fresh crawl id, so earlier runs' state there
@@ -30,7 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig
@@ -40,6 +49,7 @@ from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.rules import load_rules
+from crawlstack.storable import OMITTED_PREFIX, json_safe
 from crawlstack.urls import canonicalize, host_of
 
 # A failed batch comes back after this long (the deployed queues wait 6x the
@@ -156,6 +166,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
             )
             pump = _pump(names, options.fetch_concurrency)
             out.mkdir(parents=True, exist_ok=True)
+            interrupted = False
             # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
             # go to OUT/metrics.jsonl instead of the terminal.
             with (
@@ -167,13 +178,36 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 # The three handlers share Powertools' metric set in one
                 # process, so one may find it flushed by another: harmless.
                 warnings.filterwarnings("ignore", message="No application metrics to publish")
-                pump.run(on_tick=tick)
-            summary = _write_outputs(out, crawl_id, started, pump, names, seeds, options)
+                try:
+                    pump.run(on_tick=tick)
+                except KeyboardInterrupt:
+                    if not pump.finished:
+                        raise  # a second Ctrl-C while batches were finishing: stop now
+                    interrupted = True
+            if interrupted:
+                print(f"crawlstack: interrupted: writing what was done so far to {out}", file=sys.stderr)
+            summary = _write_outputs(out, crawl_id, started, pump, names, seeds, options, interrupted)
         wiring.reset()
         aws.reset_clients()
     summary["rules"] = len(rules)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    summary["interrupted"] = interrupted
+    with _replacing(out / "summary.json") as fh:
+        fh.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if interrupted:
+        raise KeyboardInterrupt
     return summary
+
+
+@contextlib.contextmanager
+def _replacing(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """Write ``path`` whole or not at all: a Ctrl-C midway leaves no truncated file that looks complete."""
+    part = path.with_name(path.name + ".part")
+    try:
+        with part.open("wb") if binary else part.open("w", encoding="utf-8") as fh:
+            yield fh
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def _create_resources(external: bool) -> dict[str, str]:
@@ -253,6 +287,7 @@ def _write_outputs(
     names: dict[str, str],
     seeds: list[Seed],
     options: LocalOptions,
+    interrupted: bool = False,
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     warc_dir = out / "warc"
@@ -262,14 +297,15 @@ def _write_outputs(
     log_items = sorted(aws.UrlStore().scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
     outcomes: Counter[str] = Counter()
     per_host: dict[str, Counter[str]] = {}
-    with (out / "crawl-log.jsonl").open("w", encoding="utf-8") as fh:
+    with _replacing(out / "crawl-log.jsonl") as fh:
         for item in log_items:
             state = item.get("state", "queued")
             line: dict[str, Any] = {"url": item["url"], "outcome": state, "depth": item.get("depth", 0)}
             if state not in ("fetched", "skipped", "failed"):
-                # Never reached an end: a bug or a crash, and the log says so.
+                # Never reached an end: the crawl was interrupted, or a bug or a crash; the log says which.
                 line["outcome"] = "failed"
-                line["reason"] = f"unfinished: left in state {state!r}"
+                cause = "interrupted" if interrupted else "unfinished"
+                line["reason"] = f"{cause}: left in state {state!r}"
             for key in ("reason", "status", "truncated"):
                 if item.get(key) is not None and key not in line:
                     line[key] = item[key]
@@ -280,24 +316,25 @@ def _write_outputs(
     warcs = 0
     for key in blobs.keys(settings.PAGES_PREFIX, since=started - 1):
         data = blobs.get(key)
-        (warc_dir / key.rsplit("/", 1)[-1]).write_bytes(data)
+        with _replacing(warc_dir / key.rsplit("/", 1)[-1], binary=True) as wh:
+            wh.write(data)
         warcs += 1
 
-    records = 0
-    with (out / "records.jsonl").open("w", encoding="utf-8") as fh:
-        lines = []
-        for key in blobs.keys(settings.RECORDS_PREFIX):
-            for raw in gzip.decompress(blobs.get(key)).decode("utf-8").splitlines():
-                record = json.loads(raw)
-                if record.get("crawl_id") == crawl_id:
-                    lines.append(record)
-        lines.sort(key=lambda r: (r.get("fetched_at") or 0, r["url"]))
+    lines = []
+    for key in blobs.keys(settings.RECORDS_PREFIX):
+        for raw in gzip.decompress(blobs.get(key)).decode("utf-8").splitlines():
+            record = json.loads(raw)
+            if record.get("crawl_id") == crawl_id:
+                lines.append(record)
+    lines.sort(key=lambda r: (r.get("fetched_at") or 0, r["url"]))
+    with _replacing(out / "records.jsonl") as fh:
         for record in lines:
             record.pop("fp", None)
-            fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-            records += 1
+            # The extractor's key order (fields in mapping order), strict JSON.
+            fh.write(json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n")
+    records = len(lines)
 
-    resolved = _write_resolved(out / "resolved.jsonl", crawl_id, seeds)
+    resolved = _write_resolved(out / "resolved.jsonl", crawl_id, seeds, lines)
 
     dlq = {}
     sqs = aws.client("sqs")
@@ -310,7 +347,7 @@ def _write_outputs(
     # Every URL ends fetched, skipped or failed; a row still parked would be
     # a URL the crawl never reached, and the summary says so.
     parked_left = aws.ParkStore().count()
-    if parked_left:
+    if parked_left and not interrupted:
         print(f"crawlstack: warning: {parked_left} URLs were left parked, never fetched", file=sys.stderr)
     finished = time.time()
     return {
@@ -341,14 +378,24 @@ def _write_outputs(
     }
 
 
-def _write_resolved(path: Path, crawl_id: str, seeds: list[Seed]) -> list[ResolvedRecord]:
-    """OUT/resolved.jsonl: every record of the crawl, and a seed's record that found nothing yet."""
+def _write_resolved(path: Path, crawl_id: str, seeds: list[Seed], pages: list[dict[str, Any]]) -> list[ResolvedRecord]:
+    """OUT/resolved.jsonl: every record of the crawl, and a seed's record that found nothing yet.
+
+    A value the resolved table holds as a marker (too large for its item)
+    is the full one again here, from the record of the page it came from.
+    """
     records = {r.record_id: r for r in aws.ResolvedStore().scan_crawl(crawl_id)}
     for seed in seeds:
         if seed.record_id is not None and seed.record_id not in records:
             records[seed.record_id] = ResolvedRecord(crawl_id, seed.record_id, seed.want)
+    found = {(p.get("record_id"), p["url"]): p.get("fields") or {} for p in pages}
     ordered = [records[rid] for rid in sorted(records)]
-    with path.open("w", encoding="utf-8") as fh:
+    with _replacing(path) as fh:
         for record in ordered:
-            fh.write(json.dumps(record.to_line(), ensure_ascii=False) + "\n")
+            fields = dict(record.fields)
+            for name, value in record.fields.items():
+                if isinstance(value, str) and value.startswith(OMITTED_PREFIX):
+                    fields[name] = found.get((record.record_id, record.sources.get(name)), {}).get(name, value)
+            line = ResolvedRecord(crawl_id, record.record_id, record.want, fields, record.sources).to_line()
+            fh.write(json.dumps(json_safe(line), ensure_ascii=False, allow_nan=False) + "\n")
     return ordered

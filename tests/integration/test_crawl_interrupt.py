@@ -1,0 +1,117 @@
+"""Ctrl-C during ``crawl --local``: OUT/ holds what was done so far, and the exit status is 130.
+
+The KeyboardInterrupt is raised from the event pump's loop (where a real
+Ctrl-C lands, in the crawl's own thread) once the first records are written.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from webs import Crawl, host_pattern, mapping, read_jsonl, star_site
+
+from crawlstack import aws, settings
+from crawlstack.demo.server import LoopbackWeb
+from crawlstack.local import runner
+from crawlstack.local.pump import EventPump, Source
+
+A = "127.0.0.2"
+PAGES = mapping("page", host_pattern(A, r"/p\d+\.html"), {"title": "//h1/text()"})
+
+
+def interrupt_after_first_extract(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C at the first batch handed out after a records object was written."""
+    real_invoke = EventPump._invoke
+
+    def invoke(self: EventPump, source: Source, messages: list[dict[str, Any]]) -> None:
+        if any(aws.BlobStore().keys(settings.RECORDS_PREFIX)):
+            raise KeyboardInterrupt
+        real_invoke(self, source, messages)
+
+    monkeypatch.setattr(EventPump, "_invoke", invoke)
+
+
+def test_ctrl_c_writes_what_was_done_so_far_and_exits_130(
+    crawl: Crawl, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    web.add_host(A, star_site(12))
+    interrupt_after_first_extract(monkeypatch)
+    result = crawl(web.url(A, "/"), rules=[PAGES], delay=0.05, max_depth=3, expect_exit=130)
+
+    assert "Traceback" not in result.output
+    assert result.summary is not None and result.summary["interrupted"] is True
+    assert result.warc_files and result.summary["warc_files"] == len(result.warc_files)
+    assert result.log and result.summary["urls"] == len(result.log)
+    assert result.summary["records"] == len(result.records)
+    assert (result.out / "resolved.jsonl").exists()
+    assert not list(result.out.rglob("*.part"))
+    # Not every URL was reached: those say the crawl was interrupted, not that something broke.
+    unfinished = [e for e in result.log if e["outcome"] == "failed"]
+    assert unfinished and all(str(e["reason"]).startswith("interrupted: ") for e in unfinished), result.log_text()
+    fetched = [e["url"] for e in result.log if e["outcome"] == "fetched"]
+    assert fetched and len(fetched) < 13
+
+
+def test_a_crawl_that_finishes_says_it_was_not_interrupted(crawl: Crawl, web: LoopbackWeb) -> None:
+    web.add_host(A, star_site(2))
+    result = crawl(web.url(A, "/"), rules=[PAGES], delay=0)
+    assert result.summary is not None and result.summary["interrupted"] is False
+
+
+def test_a_second_ctrl_c_while_writing_abandons_the_rest_without_a_traceback(
+    crawl: Crawl, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    web.add_host(A, star_site(6))
+    interrupt_after_first_extract(monkeypatch)
+
+    def write_resolved(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "_write_resolved", write_resolved)
+    result = crawl(web.url(A, "/"), rules=[PAGES], delay=0.05, expect_exit=130)
+    assert "Traceback" not in result.output
+    assert result.summary is None  # written last: its absence says OUT/ is incomplete
+    assert read_jsonl(result.out / "records.jsonl") == result.records and result.records
+    assert not (result.out / "resolved.jsonl").exists()
+    assert not list(result.out.rglob("*.part"))
+
+
+def test_a_second_ctrl_c_while_batches_finish_stops_at_once(
+    crawl: Crawl, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    web.add_host(A, star_site(6))
+    real_run = EventPump.run
+    pools: list[ThreadPoolExecutor] = []
+
+    def run(self: EventPump, *args: Any, **kwargs: Any) -> None:
+        # As if Ctrl-C came twice: the first stops the loop, the second the wait for running batches.
+        pools.extend(self._pools.values())
+        for pool in self._pools.values():
+            real_shutdown = pool.shutdown
+
+            def shutdown(wait: bool = True, *, cancel_futures: bool = False, real: Any = real_shutdown) -> None:
+                real(wait=False)
+                raise KeyboardInterrupt
+
+            pool.shutdown = shutdown  # type: ignore[method-assign]
+        real_run(self, *args, **kwargs)
+
+    interrupt_after_first_extract(monkeypatch)
+    monkeypatch.setattr(EventPump, "run", run)
+    try:
+        result = crawl(web.url(A, "/"), rules=[PAGES], delay=0.05, expect_exit=130)
+    finally:
+        for pool in pools:  # no batch of this crawl may run on into the next test's emulator
+            ThreadPoolExecutor.shutdown(pool, wait=True)
+    assert "Traceback" not in result.output
+    assert result.summary is None and not (result.out / "records.jsonl").exists()
+
+
+def test_summary_json_is_valid_json(crawl: Crawl, web: LoopbackWeb) -> None:
+    web.add_host(A, star_site(1))
+    result = crawl(web.url(A, "/"), rules=[PAGES], delay=0)
+    assert json.loads(Path(result.out / "summary.json").read_text(encoding="utf-8")) == result.summary
