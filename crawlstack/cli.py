@@ -256,6 +256,12 @@ def _crawl(args: argparse.Namespace) -> int:
             f"warning: {len(summary['handler_errors'])} handler errors, first: {summary['handler_errors'][0]}",
             file=sys.stderr,
         )
+    dead = {queue: n for queue, n in summary["dead_letter"].items() if n}
+    if dead:
+        # Dead-lettered messages are work the crawl never did (records or links lost): not a success.
+        counts = ", ".join(f"{queue} {n}" for queue, n in sorted(dead.items()))
+        print(f"crawlstack: warning: messages went to dead-letter queues ({counts}); see summary.json", file=sys.stderr)
+        return 1
     return 0
 
 
