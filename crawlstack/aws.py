@@ -187,11 +187,16 @@ class UrlStore:
     def key(crawl_id: str, fp: str) -> dict[str, Any]:
         return {"pk": {"S": f"{crawl_id}#{fp}"}}
 
-    def claim(self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "") -> bool:
+    def claim(
+        self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
+    ) -> bool:
         """Record a URL as seen; False if this crawl has seen it already.
 
         ``claimer`` (the SQS message id) lets a redelivered message claim its
         own URL again, so a dispatcher that died after the claim loses nothing.
+        An item marked ``claimable`` (skipped for a complete record, never
+        fetched: ``note_skip``, ``unclaim``) is taken over.  ``record_id`` is
+        kept so that only that record may ``unclaim`` the URL.
         """
         item = {
             "pk": {"S": f"{crawl_id}#{fp}"},
@@ -201,19 +206,26 @@ class UrlStore:
             "state": {"S": "queued"},
             "seen_at": {"N": str(_num(time.time()))},
         }
-        condition = "attribute_not_exists(pk)"
+        if record_id:
+            item["record_id"] = {"S": record_id}
+        condition = "attribute_not_exists(pk) OR claimable = :yes"
+        values: dict[str, Any] = {":yes": {"BOOL": True}}
         kwargs: dict[str, Any] = {}
         if claimer:
             # Only while nothing has happened to the URL yet: a redelivery must
             # not wipe an outcome, or fetch the page a second time.
             item["claimed_by"] = {"S": claimer}
             condition += " OR (claimed_by = :me AND #s = :queued)"
-            kwargs = {
-                "ExpressionAttributeValues": {":me": {"S": claimer}, ":queued": {"S": "queued"}},
-                "ExpressionAttributeNames": {"#s": "state"},
-            }
+            values |= {":me": {"S": claimer}, ":queued": {"S": "queued"}}
+            kwargs = {"ExpressionAttributeNames": {"#s": "state"}}
         try:
-            client("dynamodb").put_item(TableName=self.name, Item=item, ConditionExpression=condition, **kwargs)
+            client("dynamodb").put_item(
+                TableName=self.name,
+                Item=item,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                **kwargs,
+            )
         except ClientError as exc:
             if _is_conditional_failure(exc):
                 return False
@@ -246,6 +258,62 @@ class UrlStore:
                     ":fetching": {"S": "fetching"},
                     ":queued": {"S": "queued"},
                     ":now": {"N": str(_num(now))},
+                    ":stale": {"N": str(_num(stale_before))},
+                },
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
+        """Record a URL skipped without claiming it, only if the crawl has no item for it yet.
+
+        The item is ``claimable``: a later ``claim`` takes it over.
+        """
+        now = str(_num(time.time()))
+        item = {
+            "pk": {"S": f"{crawl_id}#{fp}"},
+            "crawl_id": {"S": crawl_id},
+            "url": {"S": url},
+            "depth": {"N": str(depth)},
+            "state": {"S": "skipped"},
+            "reason": {"S": reason},
+            "claimable": {"BOOL": True},
+            "seen_at": {"N": now},
+            "finished_at": {"N": now},
+        }
+        try:
+            client("dynamodb").put_item(TableName=self.name, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
+        """Record a claimed, unfetched URL as skipped and ``claimable`` again.
+
+        Only while ``record_id`` holds the claim and the URL is queued (or
+        being fetched since before ``stale_before``, by a fetcher that died),
+        so a page fetched or being fetched is never offered a second time.
+        """
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, fp),
+                UpdateExpression="SET #s = :skipped, #r = :reason, finished_at = :now, claimable = :yes",
+                ConditionExpression="record_id = :rid AND (#s = :queued OR (#s = :fetching AND started_at < :stale))",
+                ExpressionAttributeNames={"#s": "state", "#r": "reason"},
+                ExpressionAttributeValues={
+                    ":skipped": {"S": "skipped"},
+                    ":reason": {"S": reason},
+                    ":now": {"N": str(_num(time.time()))},
+                    ":yes": {"BOOL": True},
+                    ":rid": {"S": record_id},
+                    ":queued": {"S": "queued"},
+                    ":fetching": {"S": "fetching"},
                     ":stale": {"N": str(_num(stale_before))},
                 },
             )

@@ -7,12 +7,14 @@ Steps, in order, for each message:
 2. scope (``crawlstack.scope``): seed hosts, mapping patterns, allow/deny,
    depth; a depth-0 message registers its host as a seed host;
    a message for a record (``record_id`` and ``want``) already complete
-   (``crawlstack.resolution``) is skipped, before any robots.txt request;
+   (``crawlstack.resolution``) is skipped, before any robots.txt request,
+   without taking the URL's claim (another record may still need the page);
 3. robots.txt (``crawlstack.robots``), cached per origin in the hosts table
    and in the container;
 4. dedupe: a conditional put on the urls table, so a URL goes to fetch once
    per crawl however many dispatchers race (a redelivered message may claim
-   its own URL again); a robots.txt disallow is recorded as its outcome;
+   its own URL again, and any message a URL that a complete record passed
+   over unfetched); a robots.txt disallow is recorded as its outcome;
 5. the page budget (``max_pages``);
 6. politeness (``crawlstack.politeness``): a slot in the host's window, or
    parked behind it.
@@ -21,8 +23,8 @@ Each outcome of a URL that passed dedupe is written to the urls table.
 
 Record completion is read once per batch (``prepare``, one batched read for
 the batch's record ids); a record seen complete is remembered by the
-container, since completion never reverts.  Messages without ``record_id``
-and ``want`` cost no read.
+container (``CompletedRecords``, shared with fetch), since completion never
+reverts.  Messages without ``record_id`` and ``want`` cost no read.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from crawlstack import http
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import SUB_SECOND, Blocked, Politeness, sqs_delay, window_size
-from crawlstack.resolution import CompletedRecords, ResolvedRecords
+from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.scope import out_of_scope
@@ -44,7 +46,6 @@ from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, orig
 
 ROBOTS_LOCK_SECONDS = 30.0
 ROBOTS_WAIT_SECONDS = 2
-RECORD_COMPLETE = "record complete"
 
 
 class Crawls(Protocol):
@@ -54,7 +55,10 @@ class Crawls(Protocol):
 
 
 class Urls(Protocol):
-    def claim(self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "") -> bool: ...
+    def claim(
+        self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
+    ) -> bool: ...
+    def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
 
 
@@ -106,6 +110,7 @@ class Dispatcher:
         clock: Any = time.time,
         sleep: Any = time.sleep,
         resolved: ResolvedRecords | None = None,
+        completed: CompletedRecords | None = None,
     ) -> None:
         self.crawls = crawls
         self.urls = urls
@@ -117,44 +122,32 @@ class Dispatcher:
         self._robots_cache: dict[str, RobotsPolicy] = {}
         self._budget_spent: set[str] = set()
         self.resolved = resolved
-        self._completed = CompletedRecords()
+        self.completed = completed if completed is not None else CompletedRecords()
         # Records read incomplete by ``prepare`` for the batch being dispatched.
         self._incomplete: set[tuple[str, str]] = set()
 
     def prepare(self, messages: Iterable[FrontierMessage]) -> None:
         """Read, in one go, which records the batch's messages resolve are complete."""
-        self._incomplete = set()
-        by_crawl: dict[str, set[str]] = {}
-        for msg in messages:
-            if msg.record_id and self._resolves(msg) and (msg.crawl_id, msg.record_id) not in self._completed:
-                by_crawl.setdefault(msg.crawl_id, set()).add(msg.record_id)
-        for crawl_id, record_ids in by_crawl.items():
-            complete = self._read_complete(crawl_id, record_ids)
-            self._incomplete |= {(crawl_id, rid) for rid in record_ids - complete}
+        keys = {(msg.crawl_id, msg.record_id) for msg in messages if msg.record_id and self._resolves(msg)}
+        if self.resolved is None or not keys:
+            self._incomplete = set()
+            return
+        self._incomplete = keys - read_complete(self.resolved, self.completed, keys)
 
     def _resolves(self, msg: FrontierMessage) -> bool:
         return self.resolved is not None and bool(msg.record_id) and bool(msg.want)
 
-    def _read_complete(self, crawl_id: str, record_ids: set[str]) -> set[str]:
-        if self.resolved is None:
-            return set()
-        records = self.resolved.get_many(crawl_id, sorted(record_ids))
-        complete = {rid for rid, record in records.items() if record.complete}
-        for rid in complete:
-            self._completed.add(crawl_id, rid)
-        return complete
-
     def _record_complete(self, msg: FrontierMessage) -> bool:
-        if not self._resolves(msg) or msg.record_id is None:
+        if self.resolved is None or not self._resolves(msg) or msg.record_id is None:
             return False
         key = (msg.crawl_id, msg.record_id)
-        if key in self._completed:
+        if key in self.completed:
             return True
         if key in self._incomplete:
             return False
         # Not prepared with its batch: read it alone (and keep no "incomplete"
         # answer, which only holds for the batch it was read for).
-        return bool(self._read_complete(msg.crawl_id, {msg.record_id}))
+        return bool(read_complete(self.resolved, self.completed, [key]))
 
     def dispatch(self, msg: FrontierMessage, outbox: Outbox, message_id: str = "") -> Decision:
         try:
@@ -178,11 +171,11 @@ class Dispatcher:
         if msg.crawl_id in self._budget_spent:
             return Decision(url, "dropped", "page budget spent")
         if self._record_complete(msg):
-            # Recorded like any skip, so the crawl log says why it was never fetched.
-            fp = fingerprint(url)
-            if not self.urls.claim(msg.crawl_id, fp, url, msg.depth, claimer=message_id):
-                return Decision(url, "deduped")
-            self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=RECORD_COMPLETE)
+            # Not a claim: the URL stays free for another record (or a seed
+            # without one) that reaches it later.  Noted only where the crawl
+            # has no item for it yet, so the crawl log says why it was not
+            # fetched; a later claim takes the note over.
+            self.urls.note_skip(msg.crawl_id, fingerprint(url), url, msg.depth, RECORD_COMPLETE)
             return Decision(url, "skipped", RECORD_COMPLETE)
 
         # robots.txt before the dedupe claim: a message put back to wait for
@@ -193,7 +186,9 @@ class Dispatcher:
             outbox.frontier.append((msg.to_json(), ROBOTS_WAIT_SECONDS))
             return Decision(url, "retry", "robots.txt being fetched by another dispatcher")
         fp = fingerprint(url)
-        if not self.urls.claim(msg.crawl_id, fp, url, msg.depth, claimer=message_id):
+        # The record id goes with the claim: fetch gives the claim back only
+        # while this record still holds it.
+        if not self.urls.claim(msg.crawl_id, fp, url, msg.depth, claimer=message_id, record_id=msg.record_id):
             return Decision(url, "deduped")
         if not policy.allows(url, config.user_agent):
             self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=policy.disallow_reason())

@@ -6,7 +6,8 @@ Extract merges the found fields of each mapped page into the record with
 that id (``ResolvedRecords.merge``): per field the first value found wins,
 and the URL it came from is kept beside it.  A record is **complete** once
 every wanted field has a value; from then on no link is followed for it
-(extract emits none, dispatch skips any already on the way).  A seed without
+(extract emits none; dispatch and fetch skip any already on the way, without
+taking the URL from another record that reaches it later).  A seed without
 ``want`` never completes: its links are followed to the crawl's max depth
 and everything found is merged.  A record's ``want`` is the one its first
 merged page carried.
@@ -25,6 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from crawlstack import settings
+
+# The reason logged for a URL not fetched because its record was already complete.
+RECORD_COMPLETE = "record complete"
 
 
 def found(value: Any) -> bool:
@@ -109,3 +113,26 @@ class CompletedRecords:
             self._keys.move_to_end((crawl_id, record_id))
             while len(self._keys) > self.size:
                 self._keys.popitem(last=False)
+
+
+def read_complete(
+    resolved: ResolvedRecords, completed: CompletedRecords, keys: Iterable[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """The complete records among ``keys`` ((crawl_id, record_id) pairs).
+
+    Records remembered complete cost nothing; the rest are read with one
+    ``get_many`` per crawl, and those found complete are remembered.
+    """
+    found_complete: set[tuple[str, str]] = set()
+    unknown: dict[str, set[str]] = {}
+    for crawl_id, record_id in keys:
+        if (crawl_id, record_id) in completed:
+            found_complete.add((crawl_id, record_id))
+        else:
+            unknown.setdefault(crawl_id, set()).add(record_id)
+    for crawl_id, record_ids in unknown.items():
+        for record_id, record in resolved.get_many(crawl_id, sorted(record_ids)).items():
+            if record.complete:
+                completed.add(crawl_id, record_id)
+                found_complete.add((crawl_id, record_id))
+    return found_complete

@@ -238,24 +238,57 @@ class FakeCrawls:
 
 
 class FakeUrls:
-    """The urls table: written once per crawl and URL (dedupe), then its outcome."""
+    """The urls table: written once per crawl and URL (dedupe), then its outcome.
+
+    An item marked ``claimable`` (a URL passed over for a complete record,
+    never fetched) may be claimed again.
+    """
 
     def __init__(self, journal: list[tuple[str, ...]] | None = None) -> None:
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.journal = journal if journal is not None else []
         self._lock = threading.Lock()
 
-    def claim(self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "") -> bool:
+    def claim(
+        self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
+    ) -> bool:
         with self._lock:
             old = self.items.get((crawl_id, fp))
-            if old is not None and not (claimer and old.get("claimed_by") == claimer and old["state"] == "queued"):
+            if (
+                old is not None
+                and old.get("claimable") is not True
+                and not (claimer and old.get("claimed_by") == claimer and old["state"] == "queued")
+            ):
                 return False
             # put_item: the whole item is replaced.
             item: dict[str, Any] = {"url": url, "depth": depth, "state": "queued"}
             if claimer:
                 item["claimed_by"] = claimer
+            if record_id:
+                item["record_id"] = record_id
             self.items[(crawl_id, fp)] = item
             self.journal.append(("claim", crawl_id, fp))
+            return True
+
+    def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
+        with self._lock:
+            if (crawl_id, fp) in self.items:
+                return False
+            item = {"url": url, "depth": depth, "state": "skipped", "reason": reason, "claimable": True}
+            self.items[(crawl_id, fp)] = item
+            self.journal.append(("note_skip", crawl_id, fp))
+            return True
+
+    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
+        with self._lock:
+            item = self.items.get((crawl_id, fp))
+            if item is None or item.get("record_id") != record_id:
+                return False
+            state = item.get("state")
+            if not (state == "queued" or (state == "fetching" and item.get("started_at", 0.0) < stale_before)):
+                return False
+            item.update({"state": "skipped", "reason": reason, "claimable": True})
+            self.journal.append(("outcome", crawl_id, fp, "skipped"))
             return True
 
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None:

@@ -226,14 +226,16 @@ class DispatchEnv:
             self.crawls, self.urls, self.hosts, politeness, RuleSet(), clock=self.clock, resolved=self.resolved
         )
         self.hosts.put_robots(RobotsRecord.from_fetch("http://example.com", 404, b""))
+        self.sent = 0
 
     def batch(self, *messages: FrontierMessage) -> list[tuple[str, str, int]]:
         """Dispatch a batch as the handler does; (action, reason, fetch tasks sent) per message."""
         self.dispatcher.prepare(messages)
         out = []
-        for i, msg in enumerate(messages):
+        for msg in messages:
             outbox = Outbox()
-            decision = self.dispatcher.dispatch(msg, outbox, message_id=f"m{self.clock.now}-{i}")
+            self.sent += 1  # every message has its own id, as in SQS
+            decision = self.dispatcher.dispatch(msg, outbox, message_id=f"m{self.sent}")
             out.append((decision.action, decision.reason, len(outbox.fetch)))
         return out
 
@@ -261,13 +263,37 @@ def denv(monkeypatch: pytest.MonkeyPatch) -> DispatchEnv:
     return env
 
 
-def test_a_message_of_a_complete_record_is_skipped_and_logged(denv: DispatchEnv) -> None:
+def test_a_message_of_a_complete_record_is_skipped_and_logged_without_a_claim(denv: DispatchEnv) -> None:
     denv.complete("r1")
     assert denv.batch(msg("/a")) == [("skipped", RECORD_COMPLETE, 0)]
     item = denv.urls.item("c", fingerprint("http://example.com/a"))
-    assert (item["state"], item["reason"]) == ("skipped", RECORD_COMPLETE)
-    # Its redelivery does not undo the outcome.
-    assert denv.batch(msg("/a"))[0][0] == "deduped"
+    assert (item["state"], item["reason"], item["claimable"]) == ("skipped", RECORD_COMPLETE, True)
+    assert "claimed_by" not in item
+    # Its redelivery is skipped again and changes nothing.
+    assert denv.batch(msg("/a")) == [("skipped", RECORD_COMPLETE, 0)]
+    assert denv.urls.item("c", fingerprint("http://example.com/a")) == item
+
+
+def test_a_url_skipped_for_a_complete_record_is_still_fetched_for_whoever_reaches_it_next(denv: DispatchEnv) -> None:
+    denv.complete("r1")
+    assert denv.batch(msg("/new"))[0][:2] == ("skipped", RECORD_COMPLETE)
+    # A seed without record_id reaches the same page: it is queued for fetch, not deduped away.
+    assert denv.batch(msg("/new", record_id=None)) == [("queued", "", 1)]
+    item = denv.urls.item("c", fingerprint("http://example.com/new"))
+    assert item["state"] == "queued" and "claimable" not in item and "record_id" not in item
+    # From then on the URL is claimed as always: another record is a dedupe hit, the complete one a skip.
+    assert denv.batch(msg("/new", record_id="r2"))[0][0] == "deduped"
+    assert denv.batch(msg("/new"))[0][:2] == ("skipped", RECORD_COMPLETE)
+    assert denv.urls.item("c", fingerprint("http://example.com/new"))["state"] == "queued"
+
+
+def test_a_complete_records_skip_never_overwrites_another_claim(denv: DispatchEnv) -> None:
+    assert denv.batch(msg("/x", record_id="r2"))[0][0] == "queued"
+    before = denv.urls.item("c", fingerprint("http://example.com/x"))
+    assert before["record_id"] == "r2"  # the claim names its record, for fetch's skip
+    denv.complete("r1")
+    assert denv.batch(msg("/x"))[0][:2] == ("skipped", RECORD_COMPLETE)
+    assert denv.urls.item("c", fingerprint("http://example.com/x")) == before
 
 
 def test_a_complete_record_is_skipped_before_any_robots_txt_request(denv: DispatchEnv) -> None:
