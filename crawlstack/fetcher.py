@@ -10,6 +10,13 @@ only ever recorded for a page that is stored.
 Redirects are not followed here: the target goes back to the frontier (one
 hop more, at most ``MAX_REDIRECT_HOPS``) and passes every check again.
 
+A task of a record that is already complete (``crawlstack.resolution``; one
+batched read per batch for the tasks that carry ``record_id`` and ``want``,
+complete records remembered by the container) is not fetched: without
+claiming the host it leaves the window, and its URL is recorded as skipped,
+reason "record complete", in a state a later claim by another record may
+take over, since the page was never fetched.
+
 Settings: ``settings.MAX_BODY_BYTES`` and the timeouts in ``crawlstack.http``.
 """
 
@@ -28,7 +35,8 @@ from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness
+from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, HostSlot, Politeness
+from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
 from crawlstack.warc import Exchange, write_warc
 
 MAX_REDIRECT_HOPS = 5
@@ -37,6 +45,7 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 class Urls(Protocol):
     def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool: ...
+    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
 
 
@@ -56,6 +65,8 @@ class Fetched:
     reason: str = ""
     truncated: bool = False
     exchange: Exchange | None = None
+    # The outcome is already written (by the conditional write that decided it).
+    recorded: bool = False
 
 
 @dataclass
@@ -63,6 +74,8 @@ class BatchResult:
     fetched: list[Fetched]
     warc_key: str | None
     errors: dict[int, Exception]  # index in the batch -> why that task failed
+    # Why record completion could not be read; the batch was fetched as if no record were complete.
+    completion_error: Exception | None = None
 
 
 def warc_key(tasks: list[FetchTask], now: float) -> str:
@@ -83,6 +96,8 @@ class Fetcher:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         max_workers: int = settings.SQS_BATCH_SIZE,
+        resolved: ResolvedRecords | None = None,
+        completed: CompletedRecords | None = None,
     ) -> None:
         self.urls = urls
         self.crawls = crawls
@@ -91,14 +106,21 @@ class Fetcher:
         self.clock = clock
         self.sleep = sleep
         self.max_workers = max_workers
+        self.resolved = resolved
+        self.completed = completed if completed is not None else CompletedRecords()
 
     def fetch_batch(self, tasks: list[FetchTask], outbox: Outbox) -> BatchResult:
         errors: dict[int, Exception] = {}
         results: list[Fetched | None] = [None] * len(tasks)
+        complete, completion_error = self._complete_records(tasks)
 
         def run(i: int) -> None:
             try:
-                results[i] = self._fetch_one(tasks[i], outbox)
+                task = tasks[i]
+                if task.record_id and task.want and (task.crawl_id, task.record_id) in complete:
+                    results[i] = self._skip_for_record(task, task.record_id, outbox)
+                else:
+                    results[i] = self._fetch_one(task, outbox)
             except Exception as exc:  # reported per record, the rest of the batch goes on
                 errors[i] = exc
 
@@ -115,7 +137,7 @@ class Fetcher:
             key = warc_key([r.task for r in done], self.clock())
             self.blobs.put(key, write_warc(exchanges), "application/warc")
         for i, r in enumerate(results):
-            if r is None or i in errors:
+            if r is None or i in errors or r.recorded:
                 continue
             try:
                 self.urls.set_outcome(
@@ -129,7 +151,35 @@ class Fetcher:
                 )
             except Exception as exc:
                 errors[i] = exc
-        return BatchResult(done, key, errors)
+        return BatchResult(done, key, errors, completion_error)
+
+    def _complete_records(self, tasks: list[FetchTask]) -> tuple[set[tuple[str, str]], Exception | None]:
+        """The complete records among the tasks': one batched read, none for tasks without record_id and want."""
+        keys = {(t.crawl_id, t.record_id) for t in tasks if t.record_id and t.want}
+        if self.resolved is None or not keys:
+            return set(), None
+        try:
+            return read_complete(self.resolved, self.completed, keys), None
+        except Exception as exc:
+            # The check only saves requests: a failed read must not stop the
+            # batch (nor leave its tasks holding places in their windows).
+            return {key for key in keys if key in self.completed}, exc
+
+    def _skip_for_record(self, task: FetchTask, record_id: str, outbox: Outbox) -> Fetched | None:
+        """Give up a task of a complete record: no request, no wait for its slot, the URL's claim given back."""
+        try:
+            stale_before = self.clock() - CLAIM_LEASE_SECONDS
+            # Conditional, like start_fetch: a copy that already fetched or
+            # skipped the page, or another record's claim since, is left alone.
+            given_back = self.urls.unclaim(task.crawl_id, task.fp, record_id, RECORD_COMPLETE, stale_before)
+        finally:
+            # The host was never claimed: only the window place is given back
+            # (the next parked URL moves up); its spacing and any request in
+            # flight are left alone.
+            self._unpark_after(task.host, self.politeness.leave(task), outbox)
+        if not given_back:
+            return None
+        return Fetched(task, "skipped", reason=RECORD_COMPLETE, recorded=True)
 
     def _fetch_one(self, task: FetchTask, outbox: Outbox) -> Fetched | None:
         if not self._wait_for_host(task, outbox):
@@ -152,11 +202,13 @@ class Fetcher:
         return self._classify(task, result, outbox)
 
     def _release(self, task: FetchTask, finished_at: float, outbox: Outbox) -> None:
-        slot = self.politeness.release(task, finished_at)
+        self._unpark_after(task.host, self.politeness.release(task, finished_at), outbox)
+
+    def _unpark_after(self, host: str, slot: HostSlot, outbox: Outbox) -> None:
         if slot.parked_at is None:
             return
         now = self.clock()
-        for order, ready in self.politeness.unpark(task.host):
+        for order, ready in self.politeness.unpark(host):
             outbox.add_fetch(ready, now, order)
 
     def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:

@@ -250,3 +250,12 @@ class Politeness:
         """Leave the window; with a delay, free the host ``delay`` after the request ended."""
         free_at = finished_at + task.delay if task.delay > 0 else None
         return self.hosts.release(task.host, task.fp, free_at)
+
+    def leave(self, task: FetchTask) -> HostSlot:
+        """Leave the window without having claimed the host (no request was made).
+
+        The host's ``free_at`` and ``busy`` are left as they are: they may
+        belong to another fetcher's request in flight.  The slot the task
+        reserved is not given back; later slots were reserved after it.
+        """
+        return self.hosts.release(task.host, task.fp, None)

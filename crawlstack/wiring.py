@@ -23,6 +23,7 @@ from crawlstack.dispatcher import Dispatcher, Outbox
 from crawlstack.extractor import Extractor
 from crawlstack.fetcher import Fetcher
 from crawlstack.politeness import Politeness
+from crawlstack.resolution import CompletedRecords
 from crawlstack.rules import RuleSet, load_rules
 
 
@@ -47,16 +48,32 @@ class Services:
         return aws.ResolvedStore()
 
     @cached_property
+    def completed(self) -> CompletedRecords:
+        # One memory for dispatch and fetch: a record either of them saw
+        # complete costs the other no read (completion never reverts).
+        return CompletedRecords()
+
+    @cached_property
     def politeness(self) -> Politeness:
         return Politeness(self.hosts, aws.ParkStore())
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
-        return Dispatcher(self.crawls, self.urls, self.hosts, self.politeness, self.rules, resolved=self.resolved)
+        return Dispatcher(
+            self.crawls,
+            self.urls,
+            self.hosts,
+            self.politeness,
+            self.rules,
+            resolved=self.resolved,
+            completed=self.completed,
+        )
 
     @cached_property
     def fetcher(self) -> Fetcher:
-        return Fetcher(self.urls, self.crawls, self.politeness, aws.BlobStore())
+        return Fetcher(
+            self.urls, self.crawls, self.politeness, aws.BlobStore(), resolved=self.resolved, completed=self.completed
+        )
 
     @cached_property
     def extractor(self) -> Extractor:

@@ -34,7 +34,7 @@ TABLE_ACCESS = {
 # Tables each function only reads.
 TABLE_READS: dict[str, tuple[str, ...]] = {
     "dispatch": ("resolved",),  # skips messages of complete records
-    "fetch": (),
+    "fetch": ("resolved",),  # skips tasks of complete records
     "extract": (),
 }
 # (read prefixes, write prefixes) in the bucket.

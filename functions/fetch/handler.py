@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FetchTask, InvalidMessage
+from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.wiring import services
 
 logger = Logger(service="fetch")
@@ -37,9 +38,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
 
     batch = svc.fetcher.fetch_batch(tasks, outbox)
     failures = {owners[i]: exc for i, exc in batch.errors.items()}
+    if batch.completion_error is not None:
+        # Fetched as if no record were complete: a missed saving, not a failure.
+        logger.warning("record completion not read", reason=str(batch.completion_error))
+        metrics.add_metric(name="CompletionReadErrors", unit=MetricUnit.Count, value=1)
     for item in batch.fetched:
         logger.info("fetched", url=item.task.url, outcome=item.outcome, status=item.status, reason=item.reason)
-        name = {"fetched": "PagesFetched", "skipped": "PagesSkipped"}.get(item.outcome, "FetchFailures")
+        if item.outcome == "skipped" and item.reason == RECORD_COMPLETE:
+            name = "RecordCompleteSkips"
+        else:
+            name = {"fetched": "PagesFetched", "skipped": "PagesSkipped"}.get(item.outcome, "FetchFailures")
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
     def record_handler(record: SQSRecord) -> None:

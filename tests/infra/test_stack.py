@@ -365,9 +365,10 @@ def test_least_privilege_per_function(stack, resources):
         write_actions = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
         for table in TABLE_READS[key]:
             assert not {a for a, r in grants if r == table_arns[table]} & write_actions, (key, table)
-    # Extract merges into resolved records; dispatch only reads them; fetch never sees them.
-    assert "resolved" in TABLE_ACCESS["extract"] and TABLE_READS["dispatch"] == ("resolved",)
-    assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"] + TABLE_READS["fetch"]
+    # Extract merges into resolved records; dispatch and fetch only read them.
+    assert "resolved" in TABLE_ACCESS["extract"]
+    assert TABLE_READS["dispatch"] == TABLE_READS["fetch"] == ("resolved",)
+    assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"]
     assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX,)
     assert BUCKET_ACCESS["extract"] == ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,))
 

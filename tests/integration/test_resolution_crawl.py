@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from webs import Crawl, describe, host_pattern, mapping, one, read_jsonl
+from webs import Crawl, CrawlResult, describe, host_pattern, mapping, one, page_requests, read_jsonl, robots
 
-from crawlstack.demo.server import LoopbackWeb
+from crawlstack.demo.server import LoopbackWeb, Response
 
 A, B, C = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 
@@ -114,3 +114,93 @@ def test_a_crawl_without_record_ids_writes_an_empty_resolved_file(web: LoopbackW
     result = crawl(web.url(A, "/"), delay=0.05)
     assert (result.out / "resolved.jsonl").read_text(encoding="utf-8") == ""
     assert result.summary is not None and result.summary["resolved_records"] == 0
+
+
+# --- links already on their way when the record completes --------------------------------
+# Record r's chain: its seed on B (robots Crawl-delay 2, so the seed's fetch task waits in SQS
+# and never shares a fetch batch with A's slow page), then one page on C that completes r.
+# Meanwhile A is busy with a slow page of a seed without record_id, so every page of r
+# queued for A waits behind it (window full, or host claimed) until after r is complete.
+BUSY_SECONDS = 5.0
+
+
+def item_rules() -> list[dict[str, object]]:
+    """Every page of the three hosts is mapped: fields a, b, c and links of class 'next'."""
+    fields = {name: f"//p[@class='{name}']/text()" for name in "abc"}
+    return [mapping("item", [host_pattern(h) for h in (A, B, C)], fields, url_parsers=["//a[@class='next']/@href"])]
+
+
+def record_chain(web: LoopbackWeb, *a_paths: str) -> None:
+    """r's pages on B and C: the seed (field a) links to C's page (field b) and to ``a_paths`` on A."""
+    web.add_host(
+        B,
+        {
+            "/robots.txt": robots("User-agent: *\nCrawl-delay: 2\n"),
+            "/s.html": item(a="alpha", links=(f"{{{{url:{C}}}}}/done.html", *(f"{{{{url:{A}}}}}{p}" for p in a_paths))),
+        },
+    )
+    web.add_host(C, {"/done.html": item(b="beta")})
+
+
+def crawl_with_busy_host(crawl: Crawl, web: LoopbackWeb, tmp_path: Path) -> CrawlResult:
+    seeds = tmp_path / "seeds.jsonl"
+    lines = [
+        {"url": web.url(A, "/busy.html")},
+        {"url": web.url(B, "/s.html"), "record_id": "r", "want": ["a", "b"]},
+    ]
+    seeds.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = crawl(seeds_file=seeds, rules=item_rules(), delay=0.3, max_depth=2)
+    [record] = read_jsonl(result.out / "resolved.jsonl")
+    assert (record["record_id"], record["complete"]) == ("r", True), record
+    assert record["sources"] == {"a": web.url(B, "/s.html"), "b": web.url(C, "/done.html")}
+    # The scene held: r completed while A was still busy.
+    [done] = page_requests(web, C)
+    busy = next(e for e in web.requests_for(A) if e.bare_path == "/busy.html")
+    assert done.finished is not None and busy.finished is not None and done.finished < busy.finished - 1.0, describe(
+        web.log
+    )
+    return result
+
+
+def test_pages_queued_behind_the_politeness_delay_are_never_requested_once_their_record_is_complete(
+    web: LoopbackWeb, crawl: Crawl, tmp_path: Path
+) -> None:
+    queued = [f"/q/{n}.html" for n in range(1, 13)]
+    web.add_host(
+        A,
+        {"/busy.html": Response(item(c="busy"), delay=BUSY_SECONDS), **{p: item(c=f"never {p}") for p in queued}},
+    )
+    record_chain(web, *queued)
+    result = crawl_with_busy_host(crawl, web, tmp_path)
+
+    # Judged from the server: A served its robots.txt and the slow page, none of r's twelve.
+    assert [e.bare_path for e in page_requests(web, A)] == ["/busy.html"], describe(web.log)
+    # Each was queued (it has a crawl-log line) and then skipped, at no request.
+    for path in queued:
+        entry = result.log_entry(web.url(A, path))
+        assert (entry["outcome"], entry.get("reason")) == ("skipped", "record complete"), result.log_text()
+    assert result.summary is not None and result.summary["pages_fetched"] == 3
+
+
+def test_a_page_given_up_by_a_complete_record_is_fetched_for_a_seed_that_reaches_it_later(
+    web: LoopbackWeb, crawl: Crawl, tmp_path: Path
+) -> None:
+    shared = "/p/new.html"
+    web.add_host(
+        A,
+        {
+            # The slow page of the seed without record_id links to the shared page: it gets there late.
+            "/busy.html": Response(item(c="busy", links=(shared,)), delay=BUSY_SECONDS),
+            shared: item(a="new-a", c="new-c"),
+        },
+    )
+    record_chain(web, shared)
+    result = crawl_with_busy_host(crawl, web, tmp_path)
+
+    # r gave the shared page up unfetched; the other seed's link still got it requested, once, after the slow page.
+    requests = page_requests(web, A)
+    assert [e.bare_path for e in requests] == ["/busy.html", shared], describe(web.log)
+    assert requests[0].finished is not None and requests[1].arrived > requests[0].finished
+    new = result.record(web.url(A, shared))
+    assert new.get("record_id") is None and one(new["fields"]["c"]) == "new-c", new
+    assert result.log_entry(web.url(A, shared))["outcome"] == "fetched"

@@ -2,21 +2,28 @@
 
 A URL passed over because its record was complete (``note_skip`` in dispatch,
 ``unclaim`` in fetch) was never fetched, so another record's claim may take it;
-everything else about a claim stays once per crawl and URL.
+everything else about a claim stays once per crawl and URL.  Also the fetch
+handler's skip, end to end.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from crawlstack import aws, settings, wiring
+from crawlstack.config import CrawlConfig
 from crawlstack.local import resources
 from crawlstack.local.emulator import EmbeddedAws
+from crawlstack.local.pump import LambdaContext
+from crawlstack.messages import FetchTask
+from crawlstack.politeness import Politeness, window_size
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
+from functions.fetch import handler as fetch
 
 CRAWL = "itest"
 URL = "http://shop.invalid/p/new.html"
@@ -96,3 +103,72 @@ def test_a_fetched_page_is_never_given_back(urls: aws.UrlStore) -> None:
     urls.set_outcome(CRAWL, FP, "fetched", status=200)
     assert not urls.unclaim(CRAWL, FP, "r1", RECORD_COMPLETE, stale_before=10.0**12)
     assert not urls.claim(CRAWL, FP, URL, 1, claimer="m-b")
+
+
+def fetch_event(names: dict[str, str], *tasks: FetchTask) -> dict[str, Any]:
+    url = names[settings.ENV_QUEUE_URL["fetch"]]
+    arn = aws.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": f"rh-{i}",
+                "body": task.to_json(),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": "us-east-1",
+            }
+            for i, task in enumerate(tasks)
+        ]
+    }
+
+
+def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
+    stack: dict[str, str], urls: aws.UrlStore
+) -> None:
+    # The host does not exist: a request would end the URL 'failed', not 'skipped'.
+    aws.CrawlStore().put(CrawlConfig(crawl_id=CRAWL, delay=1.0, seed_hosts=frozenset({"shop.invalid"})))
+    aws.ResolvedStore().merge(CRAWL, "r1", ("title",), {"title": "Emma"}, "http://shop.invalid/1")
+    politeness = Politeness(aws.HostStore(), aws.ParkStore())
+    tasks = []
+    for n in range(3):
+        url = f"http://shop.invalid/p/{n}.html"
+        assert urls.claim(CRAWL, fingerprint(url), url, 1, claimer=f"m-{n}", record_id="r1")
+        task = FetchTask(
+            url=url,
+            fp=fingerprint(url),
+            host="shop.invalid",
+            depth=1,
+            crawl_id=CRAWL,
+            not_before=0.0,
+            delay=1.0,
+            window=window_size(1.0, 8),
+            record_id="r1",
+            want=("title",),
+        )
+        tasks += [ready for _, ready in politeness.admit(task)]
+    assert len(tasks) == 2  # the third is parked behind the host's window
+
+    spec = settings.FUNCTIONS["fetch"]
+    context = LambdaContext("crawlstack-fetch", spec.memory_mb, spec.timeout_seconds)
+    assert fetch.handler(fetch_event(stack, *tasks), context) == {"batchItemFailures": []}
+
+    items = {i["url"]: i for i in urls.scan_crawl(CRAWL)}
+    for task in tasks:
+        skipped = items.pop(task.url)
+        assert (skipped["state"], skipped["reason"], skipped["claimable"]) == ("skipped", RECORD_COMPLETE, True)
+    [third] = items.values()
+    assert third["state"] == "queued"
+    assert not list(aws.BlobStore().keys(settings.PAGES_PREFIX))
+    # The skips left the window without holding the host, and moved the parked task up (it waits for its slot).
+    slot = aws.HostStore().read_slot("shop.invalid")
+    assert slot.window == frozenset({fingerprint(third["url"])}) and not slot.busy
+    assert aws.ParkStore().count() == 0
+    attrs = aws.client("sqs").get_queue_attributes(
+        QueueUrl=stack[settings.ENV_QUEUE_URL["fetch"]],
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    assert int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesDelayed"]) == 1

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeUrls
+from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResolved, FakeUrls
 
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
@@ -15,6 +15,7 @@ from crawlstack.dispatcher import Outbox
 from crawlstack.fetcher import MAX_REDIRECT_HOPS, Fetcher, warc_key
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, window_size
+from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords
 from crawlstack.urls import fingerprint
 from crawlstack.warc import read_warc
 
@@ -66,17 +67,34 @@ class Env:
         self.hosts = FakeHosts(self.clock)
         self.parking = FakeParking()
         self.politeness = Politeness(self.hosts, self.parking, self.clock)
+        # Every task carries record r1 (want title), incomplete unless a test completes it.
+        self.resolved = FakeResolved()
+        self.completed = CompletedRecords()
         self.fetcher = Fetcher(
-            self.urls, self.crawls, self.politeness, self.blobs, clock=self.clock, sleep=self.clock.sleep
+            self.urls,
+            self.crawls,
+            self.politeness,
+            self.blobs,
+            clock=self.clock,
+            sleep=self.clock.sleep,
+            resolved=self.resolved,
+            completed=self.completed,
         )
         self.web = Web(self.clock)
         monkeypatch.setattr(http, "fetch", self.web.fetch)
 
     def task(
-        self, path: str, delay: float = 0.0, depth: int = 1, hops: int = 0, host: str = "example.com"
+        self,
+        path: str,
+        delay: float = 0.0,
+        depth: int = 1,
+        hops: int = 0,
+        host: str = "example.com",
+        record_id: str | None = "r1",
+        want: tuple[str, ...] = ("title",),
     ) -> FetchTask:
         url = f"http://{host}/{path}"
-        self.urls.claim("c", fingerprint(url), url, depth)
+        self.urls.claim("c", fingerprint(url), url, depth, claimer=f"m-{path}", record_id=record_id)
         return FetchTask(
             url=url,
             fp=fingerprint(url),
@@ -88,13 +106,17 @@ class Env:
             window=window_size(delay, 8),
             hops=hops,
             referrer="http://example.com/",
-            record_id="r1",
-            want=("title",),
+            record_id=record_id,
+            want=want,
         )
 
     def admitted(self, path: str, delay: float = 0.0, **kw: object) -> FetchTask:
         [(_, task)] = self.politeness.admit(self.task(path, delay, **kw))  # type: ignore[arg-type]
         return task
+
+    def complete(self, record_id: str = "r1") -> None:
+        self.resolved.merge("c", record_id, ("title",), {"title": "done"}, "http://example.com/done")
+        self.resolved.calls.clear()
 
 
 @pytest.fixture
@@ -364,3 +386,150 @@ def test_a_failure_after_the_claim_gives_the_host_back(slow: Env, monkeypatch: p
     assert not slot.busy and a.fp not in slot.window
     # Not held by the 90-second crash lease: free again one delay later.
     assert slot.free_at == pytest.approx(slow.clock.now + 2.0)
+
+
+# --- tasks of records already complete ------------------------------------------
+def reads(env: Env) -> list[tuple[object, ...]]:
+    return [call for call in env.resolved.calls if call[0] == "get_many"]
+
+
+def test_a_task_of_a_complete_record_is_skipped_with_no_request_and_one_read(env: Env) -> None:
+    env.complete("r1")
+    done = [env.admitted("a"), env.admitted("b")]
+    other = env.admitted("c", record_id="r2")
+    for t in (*done, other):
+        env.web.page(t.url)
+    result = env.fetcher.fetch_batch([*done, other], Outbox())
+
+    assert reads(env) == [("get_many", "c", ("r1", "r2"))]
+    assert [url for url, _, _ in env.web.calls] == [other.url]
+    skips = sorted((f.task.url, f.outcome, f.reason) for f in result.fetched if f.task in done)
+    assert skips == [(t.url, "skipped", RECORD_COMPLETE) for t in done]
+    for t in done:
+        item = env.urls.item("c", t.fp)
+        assert (item["state"], item["reason"], item["claimable"]) == ("skipped", RECORD_COMPLETE, True)
+    assert env.urls.state("c", other.fp) == "fetched"
+    # Only the fetched page is archived; the skipped ones' outcomes are written once, by the skip.
+    assert [p.url for p in read_warc(env.blobs.get(result.warc_key))] == [other.url]
+    assert sorted(e[2] for e in env.journal if e[0] == "outcome") == sorted(t.fp for t in (*done, other))
+    assert env.hosts.read_slot("example.com").window == frozenset()
+
+
+def test_tasks_without_record_id_or_want_cost_no_read(env: Env) -> None:
+    env.complete("r1")
+    plain, nowant = env.admitted("a", record_id=None), env.admitted("b", want=())
+    for t in (plain, nowant):
+        env.web.page(t.url)
+    result = env.fetcher.fetch_batch([plain, nowant], Outbox())
+    assert reads(env) == []
+    assert sorted(f.outcome for f in result.fetched) == ["fetched", "fetched"]
+
+
+def test_a_record_remembered_complete_costs_no_read(env: Env) -> None:
+    env.completed.add("c", "r1")  # seen complete by this container's dispatcher, say
+    t = env.admitted("a")
+    [skipped] = env.fetcher.fetch_batch([t], Outbox()).fetched
+    assert (skipped.outcome, skipped.reason) == ("skipped", RECORD_COMPLETE)
+    assert reads(env) == [] and env.web.calls == []
+    # And one read complete is remembered for the next batch.
+    env.complete("r2")
+    env.fetcher.fetch_batch([env.admitted("b", record_id="r2")], Outbox())
+    env.fetcher.fetch_batch([env.admitted("c", record_id="r2")], Outbox())
+    assert reads(env) == [("get_many", "c", ("r2",))] and env.web.calls == []
+
+
+def test_the_skip_neither_waits_for_the_slot_nor_touches_the_host(slow: Env) -> None:
+    slow.complete("r1")
+    t = slow.admitted("a", delay=2.0)
+    # Another fetcher's request to the host is in flight, and the slot is far off.
+    slow.hosts.claim("example.com", slow.clock.now, slow.clock.now + 999)
+    calls = len(slow.hosts.calls)
+    far = replace(t, not_before=slow.clock.now + 30)
+    outbox = Outbox()
+    [skipped] = slow.fetcher.fetch_batch([far], outbox).fetched
+    assert skipped.reason == RECORD_COMPLETE and outbox.fetch == []
+    assert slow.clock.sleeps == [] and slow.web.calls == []
+    assert slow.hosts.calls[calls:] == [("release", "example.com", t.fp)]  # no claim of its own
+    slot = slow.hosts.read_slot("example.com")
+    # The request in flight keeps the host; only the window place was given back.
+    assert (slot.busy, slot.free_at, slot.window) == (True, slow.clock.now + 999, frozenset())
+
+
+def test_skips_unpark_the_urls_behind_them_until_none_is_left(slow: Env) -> None:
+    slow.complete("r1")
+    first = [slow.admitted("a", delay=2.0), slow.admitted("b", delay=2.0)]
+    parked = [slow.task(f"p{i}", delay=2.0, depth=2) for i in range(3)]
+    keep = slow.task("keep", delay=2.0, depth=3, record_id="r2")
+    for t in (*parked, keep):
+        assert slow.politeness.admit(t) == []
+    slow.web.page(keep.url)
+
+    pending, sent = list(first), []
+    while pending:  # the fetch queue, delivered one task at a time
+        outbox = Outbox()
+        slow.fetcher.fetch_batch([pending.pop(0)], outbox)
+        for host, orders in outbox.unparked.items():
+            slow.politeness.unparked(host, orders)
+        nxt = [FetchTask.from_json(body) for body, _ in outbox.fetch]
+        sent += [t.url for t in nxt]
+        pending += [replace(t, not_before=slow.clock.now) for t in nxt]
+        slow.clock.advance(2.0)
+
+    # Parked ones come shallowest first (by fingerprint within a depth).
+    assert sorted(sent[:3]) == [t.url for t in parked] and sent[3:] == [keep.url]
+    assert [url for url, _, _ in slow.web.calls] == [keep.url]
+    assert {slow.urls.state("c", t.fp) for t in (*first, *parked)} == {"skipped"}
+    assert slow.parking.count() == 0 and slow.hosts.read_slot("example.com").window == frozenset()
+
+
+def test_a_skipped_url_may_still_be_claimed_and_fetched_for_another_record(env: Env) -> None:
+    env.complete("r1")
+    t = env.admitted("shared")
+    env.fetcher.fetch_batch([t], Outbox())
+    # A seed without record_id reaches the page later: its claim takes the URL over.
+    assert env.urls.claim("c", t.fp, t.url, 2, claimer="m-other")
+    other = replace(t, record_id=None, want=(), depth=2)
+    env.web.page(t.url)
+    # A redelivered copy of the complete record's task neither fetches it nor takes it back...
+    assert env.fetcher.fetch_batch([t], Outbox()).fetched == []
+    item = env.urls.item("c", t.fp)
+    assert (item["state"], item["claimed_by"]) == ("queued", "m-other") and "claimable" not in item
+    # ...and the other record's task fetches it, once.
+    [fetched] = env.fetcher.fetch_batch([other, t], Outbox()).fetched
+    assert (fetched.task.record_id, fetched.outcome) == (None, "fetched")
+    assert env.urls.state("c", t.fp) == "fetched" and len(env.web.calls) == 1
+    assert not env.urls.claim("c", t.fp, t.url, 3, claimer="m-third")
+
+
+def test_a_page_being_fetched_is_not_skipped_unless_its_fetcher_died(env: Env) -> None:
+    t = env.admitted("a")
+    assert env.urls.start_fetch("c", t.fp, env.clock.now, 0.0)  # another copy, fetching before completion
+    env.complete("r1")
+    assert env.fetcher.fetch_batch([t], Outbox()).fetched == []
+    assert env.urls.state("c", t.fp) == "fetching"
+    env.clock.advance(CLAIM_LEASE_SECONDS + 1)
+    [skipped] = env.fetcher.fetch_batch([t], Outbox()).fetched
+    assert skipped.reason == RECORD_COMPLETE and env.urls.state("c", t.fp) == "skipped"
+    assert env.web.calls == []
+
+
+def test_two_copies_of_a_complete_records_task_skip_once(env: Env) -> None:
+    env.complete("r1")
+    t = env.admitted("a")
+    result = env.fetcher.fetch_batch([t, t], Outbox())
+    assert len(result.fetched) == 1 and env.web.calls == []
+    assert [e for e in env.journal if e[0] == "outcome"] == [("outcome", "c", t.fp, "skipped")]
+
+
+def test_a_failed_completion_read_fetches_as_before(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    env.complete("r1")
+
+    def unavailable(crawl_id: str, record_ids: object) -> dict[str, object]:
+        raise RuntimeError("AccessDenied")
+
+    monkeypatch.setattr(env.resolved, "get_many", unavailable)
+    t = env.admitted("a")
+    env.web.page(t.url)
+    result = env.fetcher.fetch_batch([t], Outbox())
+    assert [f.outcome for f in result.fetched] == ["fetched"] and result.errors == {}
+    assert str(result.completion_error) == "AccessDenied"

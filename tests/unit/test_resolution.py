@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResolved, FakeResults, FakeUrls
 
-from crawlstack import http
+from crawlstack import http, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import RECORD_COMPLETE, Dispatcher, Outbox
 from crawlstack.extractor import Extracted, Extractor
@@ -331,3 +331,9 @@ def test_an_unprepared_message_is_read_alone_and_an_incomplete_answer_is_not_kep
     denv.complete("r1")
     assert denv.dispatcher.dispatch(msg("/b"), Outbox()).reason == RECORD_COMPLETE
     assert denv.resolved.reads() == 2
+
+
+def test_dispatch_and_fetch_of_a_container_share_one_memory_of_complete_records() -> None:
+    svc = wiring.Services(RuleSet())
+    assert svc.dispatcher.completed is svc.completed and svc.fetcher.completed is svc.completed
+    assert svc.dispatcher.resolved is svc.fetcher.resolved is svc.resolved
