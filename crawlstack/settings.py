@@ -191,4 +191,17 @@ OUTPUT_QUEUE_URL = {key: f"{key.capitalize()}QueueUrl" for key in QUEUES}
 OUTPUT_DLQ_URL = {key: f"{key.capitalize()}DlqUrl" for key in QUEUES}
 OUTPUT_TABLE = {key: f"{key.capitalize()}TableName" for key in TABLES}
 OUTPUT_BUCKET = "BucketName"
+OUTPUT_DASHBOARD = "DashboardName"
 OUTPUT_FUNCTION = {key: f"{key.capitalize()}FunctionName" for key in FUNCTIONS}
+
+# --- the CLI for a deployed stack (crawlstack.deployed) ---------------------
+# Athena: the analytics construct creates a workgroup (with its own result
+# location) and a Glue database, and exports their names under these output
+# names; `crawlstack query` runs SQL there.  The Glue tables carry the names
+# of the local DuckDB views over OUT/ (records.jsonl, crawl-log.jsonl), so one
+# SQL text runs on both.  Kept here, not in infra/, so CLI and stack agree.
+OUTPUT_WORKGROUP = "AthenaWorkGroupName"
+OUTPUT_GLUE_DATABASE = "GlueDatabaseName"
+QUERY_TABLES = {"records": "records", "crawl_log": "crawl_log"}
+# Seconds `crawlstack query` waits for an Athena query before cancelling it.
+QUERY_TIMEOUT_SECONDS = 300.0

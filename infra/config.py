@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,44 @@ CTX_FETCH_CONCURRENCY = "crawlstack:fetch_concurrency"
 CTX_PAGE_RETENTION_DAYS = "crawlstack:page_retention_days"
 CTX_RETAIN_DATA = "crawlstack:retain_data"
 CTX_LAMBDA_BUILD_DIR = "crawlstack:lambda_build_dir"
+CTX_LOG_RETENTION_DAYS = "crawlstack:log_retention_days"
+# One memory size per function: crawlstack:dispatch_memory_mb and so on.
+CTX_MEMORY_MB = {key: f"crawlstack:{key}_memory_mb" for key in settings.FUNCTIONS}
 
 DEFAULT_FETCH_CONCURRENCY = 10
 DEFAULT_PAGE_RETENTION_DAYS = 30
 # Limits of an SQS event source's maximum concurrency.
 MIN_FETCH_CONCURRENCY = 2
 MAX_FETCH_CONCURRENCY = 1000
+DEFAULT_LOG_RETENTION_DAYS = 30
+# The values CloudWatch Logs accepts for a log group's retention.
+LOG_RETENTION_CHOICES = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+# Lambda's memory limits.
+MIN_MEMORY_MB = 128
+MAX_MEMORY_MB = 10240
 
 
 class ConfigError(ValueError):
@@ -51,6 +83,13 @@ def _number(key: str, value: Any, kind: type[int] | type[float], low: float, hig
     return number
 
 
+def _log_retention(value: Any) -> int:
+    days = _number(CTX_LOG_RETENTION_DAYS, value, int, 1)
+    if days not in LOG_RETENTION_CHOICES:
+        raise ConfigError(f"context {CTX_LOG_RETENTION_DAYS}={value!r}: must be one of {LOG_RETENTION_CHOICES}")
+    return int(days)
+
+
 @dataclass(frozen=True)
 class CrawlConfig:
     """Crawl defaults and sizing of one deployment."""
@@ -62,6 +101,12 @@ class CrawlConfig:
     page_retention_days: int = DEFAULT_PAGE_RETENTION_DAYS
     # Keep the bucket and tables when the stack is deleted.
     retain_data: bool = True
+    log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS
+    # Function key -> MB; a function left out keeps settings.FUNCTIONS' size.
+    memory_mb: dict[str, int] = field(default_factory=dict)
+
+    def memory_of(self, key: str) -> int:
+        return self.memory_mb.get(key, settings.FUNCTIONS[key].memory_mb)
 
     @classmethod
     def from_context(cls, node: Node) -> CrawlConfig:
@@ -89,6 +134,13 @@ class CrawlConfig:
                 CTX_PAGE_RETENTION_DAYS, get(CTX_PAGE_RETENTION_DAYS, DEFAULT_PAGE_RETENTION_DAYS), int, 1
             ),
             retain_data=_bool(CTX_RETAIN_DATA, get(CTX_RETAIN_DATA, True)),
+            log_retention_days=_log_retention(get(CTX_LOG_RETENTION_DAYS, DEFAULT_LOG_RETENTION_DAYS)),
+            memory_mb={
+                key: _number(
+                    CTX_MEMORY_MB[key], get(CTX_MEMORY_MB[key], spec.memory_mb), int, MIN_MEMORY_MB, MAX_MEMORY_MB
+                )
+                for key, spec in settings.FUNCTIONS.items()
+            },
         )
 
 

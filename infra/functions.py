@@ -15,7 +15,6 @@ from infra.storage import Storage
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
-LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 # Which queue feeds which function.
 TRIGGERS = {spec.consumer: key for key, spec in settings.QUEUES.items()}
@@ -93,8 +92,15 @@ class Functions(Construct):
         for key, spec in settings.FUNCTIONS.items():
             name = key.capitalize()
             log_group = logs.LogGroup(
-                self, f"{name}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+                self,
+                f"{name}Logs",
+                removal_policy=RemovalPolicy.DESTROY,
             )
+            # Days straight from context (already checked against CloudWatch's
+            # allowed values); RetentionDays is an enum of names.
+            cfn_log_group = log_group.node.default_child
+            assert isinstance(cfn_log_group, logs.CfnLogGroup)
+            cfn_log_group.retention_in_days = config.log_retention_days
             fn = lambda_.Function(
                 self,
                 name,
@@ -105,7 +111,7 @@ class Functions(Construct):
                 architecture=ARCHITECTURE,
                 layers=layers,
                 timeout=Duration.seconds(spec.timeout_seconds),
-                memory_size=spec.memory_mb,
+                memory_size=config.memory_of(key),
                 environment={**environment, "POWERTOOLS_SERVICE_NAME": key},
                 logging_format=lambda_.LoggingFormat.JSON,
                 application_log_level_v2=lambda_.ApplicationLogLevel.INFO,

@@ -1,4 +1,4 @@
-"""``CrawlstackStack``: queues, storage and functions, plus the outputs the CLI reads."""
+"""``CrawlstackStack``: queues, storage, functions, monitoring and analytics, plus the outputs the CLI reads."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from constructs import Construct
 from crawlstack import settings
 from infra.config import CrawlConfig, LambdaAssets
 from infra.functions import Functions
+from infra.monitoring import Monitoring
 from infra.queues import Queues
 from infra.storage import Storage
 
@@ -38,6 +39,7 @@ class CrawlstackStack(Stack):
         self.functions = Functions(
             self, "Functions", assets=assets, queues=self.queues, storage=self.storage, config=self.config
         )
+        self.monitoring = Monitoring(self, "Monitoring", queues=self.queues, functions=self.functions)
 
         for key, queue in self.queues.queues.items():
             CfnOutput(self, settings.OUTPUT_QUEUE_URL[key], value=queue.queue_url)
@@ -45,5 +47,6 @@ class CrawlstackStack(Stack):
         for key, table in self.storage.tables.items():
             CfnOutput(self, settings.OUTPUT_TABLE[key], value=table.table_name)
         CfnOutput(self, settings.OUTPUT_BUCKET, value=self.storage.bucket.bucket_name)
+        CfnOutput(self, settings.OUTPUT_DASHBOARD, value=self.monitoring.dashboard.dashboard_name)
         for key, fn in self.functions.functions.items():
             CfnOutput(self, settings.OUTPUT_FUNCTION[key], value=fn.function_name)

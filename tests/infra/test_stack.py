@@ -24,7 +24,9 @@ from crawlstack import settings  # noqa: E402
 from infra.config import (  # noqa: E402
     CTX_DELAY,
     CTX_FETCH_CONCURRENCY,
+    CTX_LOG_RETENTION_DAYS,
     CTX_MAX_DEPTH,
+    CTX_MEMORY_MB,
     CTX_PAGE_RETENTION_DAYS,
     CTX_RETAIN_DATA,
     CTX_USER_AGENT,
@@ -445,3 +447,79 @@ def test_invalid_context_is_rejected(context):
 def test_missing_build_output_is_explained(tmp_path):
     with pytest.raises(ConfigError, match="make build-lambda"):
         LambdaAssets.from_build_dir(tmp_path)
+
+
+# --- context: memory and log retention ------------------------------------------
+
+
+def test_memory_and_log_retention_from_context(assets):
+    stack, template = synth(
+        assets, **{CTX_MEMORY_MB["fetch"]: "256", CTX_MEMORY_MB["extract"]: 2048, CTX_LOG_RETENTION_DAYS: "7"}
+    )
+    resources = template.to_json()["Resources"]
+    ids = function_ids(stack)
+    assert resources[ids["fetch"]]["Properties"]["MemorySize"] == 256
+    assert resources[ids["extract"]]["Properties"]["MemorySize"] == 2048
+    assert resources[ids["dispatch"]]["Properties"]["MemorySize"] == settings.FUNCTIONS["dispatch"].memory_mb
+    for fn_id in ids.values():
+        log_ref = resources[fn_id]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        assert resources[log_ref]["Properties"]["RetentionInDays"] == 7
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {CTX_LOG_RETENTION_DAYS: 8},
+        {CTX_LOG_RETENTION_DAYS: "x"},
+        {CTX_MEMORY_MB["fetch"]: 64},
+        {"crawlstack:extract_memory_mb": 20000},
+    ],
+)
+def test_invalid_memory_or_retention_is_rejected(context):
+    with pytest.raises(ConfigError):
+        CrawlConfig.from_context(cdk.App(context=context).node)
+
+
+# --- CloudWatch -------------------------------------------------------------------
+
+
+def test_alarms_on_every_dlq_and_function(stack, resources):
+    alarms = list(of_type(resources, "AWS::CloudWatch::Alarm").values())
+    dlq_alarms = {
+        a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
+        for a in alarms
+        if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    }
+    assert dlq_alarms == {lid(stack, q) for q in stack.queues.dlqs.values()}
+    for name in ("Errors", "Throttles"):
+        watched = {
+            a["Properties"]["Dimensions"][0]["Value"]["Ref"]
+            for a in alarms
+            if a["Properties"]["MetricName"] == name and a["Properties"]["Namespace"] == "AWS/Lambda"
+        }
+        assert watched == set(function_ids(stack).values())
+    for a in alarms:
+        assert a["Properties"]["Threshold"] == 0
+        assert a["Properties"]["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_dashboard_shows_queues_pipeline_metrics_and_errors(template):
+    (dashboard,) = of_type(template.to_json()["Resources"], "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in (
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateAgeOfOldestMessage",
+        "PagesFetched",
+        "FetchFailures",
+        "RecordsExtracted",
+        "Errors",
+        "Throttles",
+    ):
+        assert metric in body, metric
+    assert f'\\"{settings.METRICS_NAMESPACE}\\"' in body
+    handlers = "".join((ROOT / "functions" / k / "handler.py").read_text() for k in settings.FUNCTIONS)
+    from infra.monitoring import PIPELINE_METRICS
+
+    for service, name, _ in PIPELINE_METRICS:
+        assert f'"{name}"' in handlers and f'service="{service}"' in handlers, name
+    assert f'namespace="{settings.METRICS_NAMESPACE}"' in handlers
