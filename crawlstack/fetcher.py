@@ -80,8 +80,9 @@ class BatchResult:
 
 def warc_key(tasks: list[FetchTask], now: float) -> str:
     # Named by a hash of the batch, never by anything from a URL; a
-    # redelivered batch overwrites its own file.
-    digest = hashlib.sha256("|".join(sorted(t.fp for t in tasks)).encode()).hexdigest()[:24]
+    # redelivered batch overwrites its own file.  The crawl id is in the
+    # hash: two crawls' batches of the same URLs are different files.
+    digest = hashlib.sha256("|".join(sorted(f"{t.crawl_id}#{t.fp}" for t in tasks)).encode()).hexdigest()[:24]
     day = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
     return f"{settings.PAGES_PREFIX}dt={day}/{digest}.warc.gz"
 

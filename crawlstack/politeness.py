@@ -7,7 +7,8 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
   per URL (start = max(now, next_slot), next_slot = start + delay) and the
   fetch message waits in SQS for the whole seconds (``DelaySeconds``); the
   fetcher sleeps the sub-second remainder.
-* ``window``: the URL fingerprints of the host currently in the fetch queue.
+* ``window``: the ``crawl_id#fingerprint`` of the host's URLs currently in the
+  fetch queue (``window_key``: crawls share hosts, not URLs).
   It holds at most 2 when the delay is above 0 (this request and the next)
   or ``host_concurrency`` when it is 0.  A URL that finds the window full is
   parked in the parked table; each fetch that leaves the window unparks the
@@ -95,10 +96,20 @@ def sqs_delay(not_before: float, now: float) -> int:
     return max(0, min(settings.MAX_SQS_DELAY_SECONDS, math.floor(not_before - now)))
 
 
+def window_key(task: FetchTask) -> str:
+    """The task's entry in its host's window: per crawl, since crawls share hosts but not URLs.
+
+    Two crawls may reach the same URL (the same fingerprint) on one host; each
+    fetches it once, so each holds its own place in the window.
+    """
+    return f"{task.crawl_id}#{task.fp}"
+
+
 def park_order(task: FetchTask) -> str:
-    # Shallow URLs first (breadth-first per host); deterministic, so a
-    # redelivered message parks onto the same item instead of a second one.
-    return f"{task.depth:04d}#{task.fp}"
+    # Shallow URLs first (breadth-first per host, across crawls); deterministic,
+    # so a redelivered message parks onto the same item instead of a second one;
+    # with the crawl id, so two crawls parking one URL keep a row each.
+    return f"{task.depth:04d}#{task.crawl_id}#{task.fp}"
 
 
 class Contention(RuntimeError):
@@ -126,11 +137,12 @@ class Politeness:
         known = self._known.get(task.host)
         state = known if known is not None else self.hosts.read_slot(task.host)
         fresh = known is None
+        key = window_key(task)
         for _ in range(16):
-            if task.fp in state.window and not fresh:
+            if key in state.window and not fresh:
                 state, fresh = self.hosts.read_slot(task.host), True
                 continue
-            if task.fp in state.window:
+            if key in state.window:
                 # Admitted by an earlier delivery of this message that may have
                 # died before sending it: send it again.  The fetcher's claim
                 # keeps the spacing and its outcome check drops a duplicate.
@@ -145,11 +157,9 @@ class Politeness:
                     return []
                 return list(self.unpark(task.host))
             start = max(self.clock(), state.next_slot)
-            conflict = self.hosts.reserve(task.host, task.fp, state, start + task.delay, task.window)
+            conflict = self.hosts.reserve(task.host, key, state, start + task.delay, task.window)
             if conflict is None:
-                self._remember(
-                    replace(state, exists=True, next_slot=start + task.delay, window=state.window | {task.fp})
-                )
+                self._remember(replace(state, exists=True, next_slot=start + task.delay, window=state.window | {key}))
                 return [(None, replace(task, not_before=start))]
             state, fresh = conflict, True
         raise Contention(f"host {task.host}: politeness state kept changing")
@@ -184,13 +194,13 @@ class Politeness:
             for order, body in rows:
                 task = FetchTask.from_json(body)
                 now = self.clock()
-                if task.fp not in state.window and len(state.window) >= task.window:
+                if window_key(task) not in state.window and len(state.window) >= task.window:
                     left_behind = task
                     break
                 if not self.parking.take(host, order, now, now - UNPARK_STALE_SECONDS):
                     left_behind = left_behind or task  # another unparker is on it right now
                     continue
-                if task.fp in state.window:
+                if window_key(task) in state.window:
                     out.append((order, replace(task, not_before=max(now, state.free_at))))
                     continue
                 reserved, state = self._reserve_parked(host, task, state)
@@ -215,10 +225,11 @@ class Politeness:
             if len(state.window) >= task.window:
                 return None, state
             start = max(self.clock(), state.next_slot)
-            conflict = self.hosts.reserve(host, task.fp, state, start + task.delay, task.window)
+            key = window_key(task)
+            conflict = self.hosts.reserve(host, key, state, start + task.delay, task.window)
             if conflict is None:
                 return replace(task, not_before=start), replace(
-                    state, exists=True, next_slot=start + task.delay, window=state.window | {task.fp}
+                    state, exists=True, next_slot=start + task.delay, window=state.window | {key}
                 )
             state = conflict
         raise Contention(f"host {host}: politeness state kept changing")
@@ -249,7 +260,7 @@ class Politeness:
     def release(self, task: FetchTask, finished_at: float) -> HostSlot:
         """Leave the window; with a delay, free the host ``delay`` after the request ended."""
         free_at = finished_at + task.delay if task.delay > 0 else None
-        return self.hosts.release(task.host, task.fp, free_at)
+        return self.hosts.release(task.host, window_key(task), free_at)
 
     def leave(self, task: FetchTask) -> HostSlot:
         """Leave the window without having claimed the host (no request was made).
@@ -258,4 +269,4 @@ class Politeness:
         belong to another fetcher's request in flight.  The slot the task
         reserved is not given back; later slots were reserved after it.
         """
-        return self.hosts.release(task.host, task.fp, None)
+        return self.hosts.release(task.host, window_key(task), None)

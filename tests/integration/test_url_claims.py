@@ -165,7 +165,7 @@ def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
     assert not list(aws.BlobStore().keys(settings.PAGES_PREFIX))
     # The skips left the window without holding the host, and moved the parked task up (it waits for its slot).
     slot = aws.HostStore().read_slot("shop.invalid")
-    assert slot.window == frozenset({fingerprint(third["url"])}) and not slot.busy
+    assert slot.window == frozenset({f"{CRAWL}#{fingerprint(third['url'])}"}) and not slot.busy
     assert aws.ParkStore().count() == 0
     attrs = aws.client("sqs").get_queue_attributes(
         QueueUrl=stack[settings.ENV_QUEUE_URL["fetch"]],

@@ -113,7 +113,7 @@ def test_duplicates_are_deduped_but_a_redelivery_is_sent_again(env: Env) -> None
     action, _, again = env.send(SEED, message_id="m1")
     assert action == "queued"
     assert [t.fp for t, _ in tasks(again)] == [t.fp for t, _ in tasks(first)]
-    assert env.hosts.read_slot("example.com").window == {fingerprint(SEED)}
+    assert env.hosts.read_slot("example.com").window == {f"c#{fingerprint(SEED)}"}
 
 
 def test_robots_disallow_is_skipped_with_an_outcome(env: Env) -> None:

@@ -14,7 +14,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
 from crawlstack.fetcher import MAX_REDIRECT_HOPS, Fetcher, warc_key
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, window_size
+from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, window_key, window_size
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords
 from crawlstack.urls import fingerprint
 from crawlstack.warc import read_warc
@@ -359,7 +359,7 @@ def test_release_unparks_the_next_url_of_the_host(slow: Env) -> None:
     assert nxt.url == parked.url
     assert nxt.not_before == pytest.approx(b.not_before + 2.0)
     assert list(outbox.unparked) == ["example.com"] and outbox.unparked["example.com"][0].startswith("0002#")
-    assert slow.hosts.read_slot("example.com").window == {b.fp, parked.fp}
+    assert slow.hosts.read_slot("example.com").window == {window_key(b), window_key(parked)}
 
 
 def test_a_task_already_done_still_unparks_the_next_url(slow: Env) -> None:
@@ -383,7 +383,7 @@ def test_a_failure_after_the_claim_gives_the_host_back(slow: Env, monkeypatch: p
     result = slow.fetcher.fetch_batch([a], Outbox())
     assert isinstance(result.errors[0], RuntimeError)
     slot = slow.hosts.read_slot("example.com")
-    assert not slot.busy and a.fp not in slot.window
+    assert not slot.busy and window_key(a) not in slot.window
     # Not held by the 90-second crash lease: free again one delay later.
     assert slot.free_at == pytest.approx(slow.clock.now + 2.0)
 
@@ -449,7 +449,7 @@ def test_the_skip_neither_waits_for_the_slot_nor_touches_the_host(slow: Env) -> 
     [skipped] = slow.fetcher.fetch_batch([far], outbox).fetched
     assert skipped.reason == RECORD_COMPLETE and outbox.fetch == []
     assert slow.clock.sleeps == [] and slow.web.calls == []
-    assert slow.hosts.calls[calls:] == [("release", "example.com", t.fp)]  # no claim of its own
+    assert slow.hosts.calls[calls:] == [("release", "example.com", window_key(t))]  # no claim of its own
     slot = slow.hosts.read_slot("example.com")
     # The request in flight keeps the host; only the window place was given back.
     assert (slot.busy, slot.free_at, slot.window) == (True, slow.clock.now + 999, frozenset())

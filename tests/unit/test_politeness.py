@@ -18,6 +18,7 @@ from crawlstack.politeness import (
     Politeness,
     park_order,
     sqs_delay,
+    window_key,
     window_size,
 )
 from crawlstack.urls import fingerprint
@@ -89,7 +90,7 @@ def test_slots_are_spaced_by_the_delay(pol: Politeness, hosts: FakeHosts, clock:
     assert (a.not_before, b.not_before) == (t0, t0 + 2.0)
     slot = hosts.read_slot(HOST)
     assert slot.next_slot == t0 + 4.0
-    assert slot.window == {a.fp, b.fp}
+    assert slot.window == {window_key(a), window_key(b)}
 
 
 def test_slot_starts_now_when_the_host_has_been_idle(pol: Politeness, hosts: FakeHosts, clock: FakeClock) -> None:
@@ -120,7 +121,7 @@ def test_full_window_parks_and_release_unparks_shallow_first(
 
     clock.advance(1.0)
     slot = pol.release(a, clock.now)
-    assert slot.parked_at is not None and slot.window == {b.fp}
+    assert slot.parked_at is not None and slot.window == {window_key(b)}
     unparked = pol.unpark(HOST)
     # One place in the window: the shallow URL takes it, the deep one waits.
     assert [(o, t.url) for o, t in unparked] == [(park_order(shallow), shallow.url)]
@@ -128,7 +129,7 @@ def test_full_window_parks_and_release_unparks_shallow_first(
     pol.unparked(HOST, [o for o, _ in unparked])
     assert parking.peek(HOST, 10) == [(park_order(deep), deep.to_json())]
     assert hosts.read_slot(HOST).parked_at is not None
-    assert hosts.read_slot(HOST).window == {b.fp, shallow.fp}
+    assert hosts.read_slot(HOST).window == {window_key(b), window_key(shallow)}
 
     pol.release(b, clock.now)
     [(order, nxt)] = pol.unpark(HOST)
@@ -206,14 +207,14 @@ def test_admit_retries_when_next_slot_moves_under_it(hosts: FakeHosts, parking: 
             if not self.raced:  # another dispatcher takes a slot between our read and our write
                 self.raced = True
                 other = task("other")
-                assert super().reserve(host, other.fp, expected, clock.now + 7.0, window) is None
+                assert super().reserve(host, window_key(other), expected, clock.now + 7.0, window) is None
             return super().reserve(host, fp, expected, new_next, window)
 
     racing = Racing(clock)
     pol = Politeness(racing, parking, clock)
     [(_, a)] = pol.admit(task("a"))
     assert a.not_before == clock.now + 7.0
-    assert racing.read_slot(HOST).window == {task("other").fp, a.fp}
+    assert racing.read_slot(HOST).window == {window_key(task("other")), window_key(a)}
 
 
 def test_admit_gives_up_after_endless_contention(parking: FakeParking, clock: FakeClock) -> None:
@@ -242,7 +243,7 @@ def test_parking_when_the_window_empties_meanwhile_unparks_at_once(parking: Fake
     assert [(o, t.url) for o, t in out] == [(park_order(c), c.url)]
     pol.unparked(HOST, [o for o, _ in out])
     assert parking.count() == 0
-    assert hosts.read_slot(HOST).window == {c.fp}
+    assert hosts.read_slot(HOST).window == {window_key(c)}
     assert hosts.read_slot(HOST).parked_at is None  # never flagged: nothing left to strand
 
 
