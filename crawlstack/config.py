@@ -5,7 +5,9 @@ robots.txt gives no longer Crawl-delay), ``user_agent``, ``max_depth``,
 ``max_pages`` (page budget, None for none), ``allow`` / ``deny`` (URL
 regexes), ``seed_hosts``, ``allow_private`` (CIDRs the address guard lets
 through) and ``host_concurrency`` (requests in flight per host when the delay
-is 0).  Defaults come from ``crawlstack.settings`` and, in Lambda, from the
+is 0), ``rules`` (the names of the mappings this crawl uses; None for all of
+them) and ``state`` (``running`` or ``stopped``: ``crawlstack.jobs``).
+Defaults come from ``crawlstack.settings`` and, in Lambda, from the
 ``CRAWLSTACK_DEFAULT_*`` environment variables.
 """
 
@@ -31,6 +33,12 @@ class CrawlConfig:
     seed_hosts: frozenset[str] = field(default_factory=frozenset)
     allow_private: tuple[str, ...] = ()
     host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
+    rules: tuple[str, ...] | None = None
+    state: str = "running"
+
+    @property
+    def stopped(self) -> bool:
+        return self.state == "stopped"
 
     @classmethod
     def defaults_from_env(cls, crawl_id: str | None = None) -> CrawlConfig:
@@ -51,7 +59,11 @@ class CrawlConfig:
             "user_agent": self.user_agent,
             "max_depth": self.max_depth,
             "host_concurrency": self.host_concurrency,
+            "state": self.state,
         }
+        if self.rules is not None:
+            # A list, not a set: an empty subset (no mapping at all) is a valid choice.
+            item["rules"] = list(self.rules)
         if self.max_pages is not None:
             item["max_pages"] = self.max_pages
         # DynamoDB refuses empty sets and lists are fine empty; keep both small.
@@ -69,6 +81,7 @@ class CrawlConfig:
             return default if value is None else value
 
         max_pages = item.get("max_pages")
+        rules = item.get("rules")
         return replace(
             defaults,
             crawl_id=str(item.get("crawl_id", defaults.crawl_id)),
@@ -81,6 +94,8 @@ class CrawlConfig:
             seed_hosts=frozenset(get("seed_hosts", set())) | defaults.seed_hosts,
             allow_private=tuple(get("allow_private", defaults.allow_private)),
             host_concurrency=int(get("host_concurrency", defaults.host_concurrency)),
+            rules=tuple(str(r) for r in rules) if rules is not None else defaults.rules,
+            state=str(get("state", defaults.state)),
         )
 
     def host_delay(self, robots_crawl_delay: float | None) -> float:

@@ -19,6 +19,9 @@ Steps, in order, for each message:
 6. politeness (``crawlstack.politeness``): a slot in the host's window, or
    parked behind it.
 
+A message of a stopped crawl (``crawlstack.jobs``) is held, before step 2,
+for ``resume`` to send back; it takes no claim.
+
 Each outcome of a URL that passed dedupe is written to the urls table.
 
 Record completion is read once per batch (``prepare``, one batched read for
@@ -36,6 +39,7 @@ from typing import Any, Protocol
 
 from crawlstack import http
 from crawlstack.config import CrawlConfig
+from crawlstack.jobs import Held, hold_message
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import SUB_SECOND, Blocked, Politeness, sqs_delay, window_size
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
@@ -95,7 +99,7 @@ class Decision:
     """What became of one message, for logs and metrics."""
 
     url: str
-    action: str  # queued | parked | dropped | skipped | deduped | retry
+    action: str  # queued | parked | dropped | skipped | deduped | retry | held
     reason: str = ""
 
 
@@ -111,8 +115,10 @@ class Dispatcher:
         sleep: Any = time.sleep,
         resolved: ResolvedRecords | None = None,
         completed: CompletedRecords | None = None,
+        held: Held | None = None,
     ) -> None:
         self.crawls = crawls
+        self.held = held
         self.urls = urls
         self.robots = robots
         self.politeness = politeness
@@ -155,6 +161,10 @@ class Dispatcher:
         except InvalidURL as exc:
             return Decision(msg.url, "dropped", f"invalid URL: {exc}")
         config = self.crawls.get(msg.crawl_id)
+        # The hold is conditional on the crawl being stopped in the table, so a
+        # stale cached state costs one failed write and nothing else.
+        if config.stopped and self.held is not None and hold_message(self.held, msg):
+            return Decision(url, "held", "crawl stopped")
         host = host_of(url)
         if msg.depth == 0 and host not in config.seed_hosts:
             self.crawls.add_seed_host(msg.crawl_id, host)

@@ -2,8 +2,8 @@
 
 For each archived 2xx response, the first mapping whose ``url_patterns``
 match runs its fields; the record goes to the results table and, with the
-rest of the WARC's records, into one gzipped JSON-lines object under
-``records/`` (for Athena).  Outlinks go to the frontier at depth + 1: from a
+rest of the WARC's records of its crawl, into one gzipped JSON-lines object
+under ``records/crawl_id=<id>/dt=<day>/`` (for Athena).  Outlinks go to the frontier at depth + 1: from a
 mapped page whose mapping has ``url_parsers``, the links those return; from
 any other page, every link on it that is in scope, unless this container
 sent it already (``SentLinks``; dispatch's dedupe stays the final word).  Pages with
@@ -32,13 +32,14 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
 from crawlstack.rules import Mapping, Page, RuleSet
-from crawlstack.scope import out_of_scope
+from crawlstack.scope import out_of_scope, rules_for
 from crawlstack.storable import json_safe
 from crawlstack.urls import InvalidURL, resolve_link
 from crawlstack.warc import WarcPage, read_warc
@@ -61,12 +62,27 @@ class Blobs(Protocol):
 class Extracted:
     records: list[dict[str, Any]] = field(default_factory=list)
     outlinks: list[FrontierMessage] = field(default_factory=list)
-    records_key: str | None = None
+    # The records objects written, one per crawl in the WARC (usually one).
+    records_keys: list[str] = field(default_factory=list)
+
+    @property
+    def records_key(self) -> str | None:
+        return self.records_keys[0] if self.records_keys else None
 
 
-def records_key(warc_key: str) -> str:
-    name = warc_key[len(settings.PAGES_PREFIX) :] if warc_key.startswith(settings.PAGES_PREFIX) else warc_key
-    return settings.RECORDS_PREFIX + name.replace(".warc.gz", ".jsonl.gz")
+def records_key(warc_key: str, crawl_id: str) -> str:
+    """``records/crawl_id=<id>/dt=<day>/<WARC name>.jsonl.gz``: Hive-style, for the Glue table's partition projection.
+
+    The day is the WARC's (``pages/dt=<day>/...``), so a redelivered S3 event
+    rewrites the same object.
+    """
+    name = warc_key.rsplit("/", 1)[-1].replace(".warc.gz", ".jsonl.gz")
+    parts = warc_key.split("/")
+    day = next((p[3:] for p in parts if p.startswith("dt=")), None)
+    if day is None:
+        return f"{settings.RECORDS_PREFIX}crawl_id={quote(crawl_id, safe='-_.')}/{name}"
+    # Same spelling of the crawl id as the crawl log's (crawlstack.crawllog).
+    return f"{settings.RECORDS_PREFIX}crawl_id={quote(crawl_id, safe='-_.')}/dt={day}/{name}"
 
 
 def record_line(record: dict[str, Any]) -> str:
@@ -148,9 +164,15 @@ class Extractor:
             unique.setdefault((link.crawl_id, link.record_id, link.url), link)
         out.outlinks = list(unique.values())
         if out.records:
-            out.records_key = records_key(key)
-            body = "".join(record_line(r) for r in out.records)
-            self.blobs.put(out.records_key, gzip.compress(body.encode("utf-8")), "application/x-ndjson")
+            # One object per crawl in the WARC, so each lands in its crawl's partition.
+            by_crawl: dict[str, list[dict[str, Any]]] = {}
+            for record in out.records:
+                by_crawl.setdefault(str(record.get("crawl_id", "")), []).append(record)
+            for crawl_id, records in by_crawl.items():
+                object_key = records_key(key, crawl_id)
+                out.records_keys.append(object_key)
+                body = "".join(record_line(r) for r in records)
+                self.blobs.put(object_key, gzip.compress(body.encode("utf-8")), "application/x-ndjson")
             for record in out.records:
                 self.results.put(record)
         return out
@@ -163,7 +185,8 @@ class Extractor:
         depth = int(meta.get("depth") or 0)
         config = self.crawls.get(crawl_id)
         page = Page(archived.url, archived.body, archived.content_type)
-        mapping = self.rules.match(archived.url, archived.content_type)
+        # Only the mappings the page's crawl uses (its config's ``rules``; all by default).
+        mapping = rules_for(self.rules, config).match(archived.url, archived.content_type)
         if mapping is not None:
             record: dict[str, Any] = {
                 "mapping": mapping.name,

@@ -17,6 +17,10 @@ claiming the host it leaves the window, and its URL is recorded as skipped,
 reason "record complete", in a state a later claim by another record may
 take over, since the page was never fetched.
 
+A task of a stopped crawl (``crawlstack.jobs``) is held for ``resume``
+before any wait or request: it leaves the window without claiming the host,
+and its URL stays queued.
+
 Settings: ``settings.MAX_BODY_BYTES`` and the timeouts in ``crawlstack.http``.
 """
 
@@ -34,6 +38,7 @@ from urllib.parse import urljoin
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
+from crawlstack.jobs import Held, hold_task
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, HostSlot, Politeness
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
@@ -99,8 +104,10 @@ class Fetcher:
         max_workers: int = settings.SQS_BATCH_SIZE,
         resolved: ResolvedRecords | None = None,
         completed: CompletedRecords | None = None,
+        held: Held | None = None,
     ) -> None:
         self.urls = urls
+        self.held = held
         self.crawls = crawls
         self.politeness = politeness
         self.blobs = blobs
@@ -118,6 +125,8 @@ class Fetcher:
         def run(i: int) -> None:
             try:
                 task = tasks[i]
+                if self._held(task, outbox):
+                    return
                 if task.record_id and task.want and (task.crawl_id, task.record_id) in complete:
                     results[i] = self._skip_for_record(task, task.record_id, outbox)
                 else:
@@ -165,6 +174,17 @@ class Fetcher:
             # The check only saves requests: a failed read must not stop the
             # batch (nor leave its tasks holding places in their windows).
             return {key for key in keys if key in self.completed}, exc
+
+    def _held(self, task: FetchTask, outbox: Outbox) -> bool:
+        """Hold a task of a stopped crawl: no request, no wait; its window place goes to the next parked URL."""
+        if self.held is None or not self.crawls.get(task.crawl_id).stopped:
+            return False
+        if not hold_task(self.held, task):
+            return False  # resumed meanwhile (the cached state was stale)
+        # Held first, then out of the window: a crash in between leaves the
+        # task to be redelivered and held again, never lost.
+        self._unpark_after(task.host, self.politeness.leave(task), outbox)
+        return True
 
     def _skip_for_record(self, task: FetchTask, record_id: str, outbox: Outbox) -> Fetched | None:
         """Give up a task of a complete record: no request, no wait for its slot, the URL's claim given back."""

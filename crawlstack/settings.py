@@ -152,6 +152,10 @@ TABLES = {
 BUCKET_NAME = "crawlstack-pages"
 PAGES_PREFIX = "pages/"
 RECORDS_PREFIX = "records/"
+# One gzipped JSON-lines object per fetch batch and crawl (crawlstack.crawllog).
+CRAWL_LOG_PREFIX = "crawl-log/"
+# Athena query results (the analytics construct's workgroup).
+ATHENA_RESULTS_PREFIX = "athena-results/"
 
 # --- environment variables the handlers read --------------------------------
 ENV_QUEUE_URL = {key: f"CRAWLSTACK_{key.upper()}_QUEUE_URL" for key in QUEUES}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -10,6 +11,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from crawlstack.crawllog import write_crawl_log
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FetchTask, InvalidMessage
 from crawlstack.resolution import RECORD_COMPLETE
@@ -38,6 +40,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
 
     batch = svc.fetcher.fetch_batch(tasks, outbox)
     failures = {owners[i]: exc for i, exc in batch.errors.items()}
+    try:
+        write_crawl_log(svc.fetcher.blobs, batch.fetched, time.time())
+    except Exception as exc:
+        # Only the log for Athena is missing: pages and outcomes are stored,
+        # and a retry would fetch nothing again, so the batch still succeeds.
+        logger.warning("crawl log not written", reason=str(exc))
+        metrics.add_metric(name="CrawlLogErrors", unit=MetricUnit.Count, value=1)
     if batch.completion_error is not None:
         # Fetched as if no record were complete: a missed saving, not a failure.
         logger.warning("record completion not read", reason=str(batch.completion_error))

@@ -371,7 +371,7 @@ def test_least_privilege_per_function(stack, resources):
     assert "resolved" in TABLE_ACCESS["extract"]
     assert TABLE_READS["dispatch"] == TABLE_READS["fetch"] == ("resolved",)
     assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"]
-    assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX,)
+    assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)
     assert BUCKET_ACCESS["extract"] == ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,))
 
 

@@ -270,6 +270,13 @@ def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(stack: dict[str,
     logo = items[canonicalize(site.base + "/logo.png")]
     assert (logo["state"], logo["reason"]) == ("skipped", "content-type image/png is not text")
     assert "warc" not in logo
+    # And the crawl log for Athena: one object, one line per outcome.
+    [log_key] = list(blobs.keys(settings.CRAWL_LOG_PREFIX))
+    assert log_key.startswith(f"{settings.CRAWL_LOG_PREFIX}crawl_id={CRAWL}/dt=")
+    log = {line["url"]: line for line in map(json.loads, gzip.decompress(blobs.get(log_key)).decode().splitlines())}
+    assert set(log) == set(items)
+    assert (log[logo["url"]]["outcome"], log[logo["url"]]["reason"]) == ("skipped", logo["reason"])
+    assert log[canonicalize(pages[0])]["status"] == 200
     # Every fetch left the host's window.
     assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
     assert all(ua == UA for _, ua in site.requests)
@@ -312,7 +319,8 @@ def test_extract_writes_records_and_sends_outlinks(stack: dict[str, str], site: 
 
     blobs = aws.BlobStore()
     [records_key] = list(blobs.keys(settings.RECORDS_PREFIX))
-    assert records_key == settings.RECORDS_PREFIX + key[len(settings.PAGES_PREFIX) :].replace(".warc.gz", ".jsonl.gz")
+    assert records_key.startswith(settings.RECORDS_PREFIX + "crawl_id=")
+    assert records_key.endswith("/" + key.rsplit("/", 1)[-1].replace(".warc.gz", ".jsonl.gz"))
     lines = [json.loads(x) for x in gzip.decompress(blobs.get(records_key)).decode().splitlines()]
     assert [(r["url"], r["fields"]) for r in lines] == [(canonicalize(book), {"title": "Emma"})]
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crawlstack.config import CrawlConfig
+from crawlstack.jobs import UnknownCrawl
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
@@ -229,12 +230,49 @@ class FakeCrawls:
             config = self.configs.get(crawl_id) or replace(self.defaults, crawl_id=crawl_id)
             self.configs[crawl_id] = replace(config, seed_hosts=config.seed_hosts | {host})
 
+    def set_state(self, crawl_id: str, state: str) -> None:
+        with self._lock:
+            if crawl_id not in self.configs:
+                raise UnknownCrawl(crawl_id)
+            self.configs[crawl_id] = replace(self.configs[crawl_id], state=state)
+
     def count_page(self, crawl_id: str, max_pages: int) -> bool:
         with self._lock:
             if self.pages.get(crawl_id, 0) >= max_pages:
                 return False
             self.pages[crawl_id] = self.pages.get(crawl_id, 0) + 1
             return True
+
+
+class FakeHeld:
+    """Held work of stopped crawls (``crawlstack.jobs``): written only while the crawl is stopped, atomically."""
+
+    def __init__(self, crawls: FakeCrawls) -> None:
+        self.crawls = crawls
+        self.items: dict[str, dict[str, str]] = {}
+        self.holds = 0
+
+    def hold(self, crawl_id: str, key: str, body: str) -> bool:
+        # The crawls' lock makes the check and the write one step, as the transaction does.
+        with self.crawls._lock:
+            config = self.crawls.configs.get(crawl_id)
+            if config is None or not config.stopped:
+                return False
+            self.items.setdefault(crawl_id, {})[key] = body
+            self.holds += 1
+            return True
+
+    def held(self, crawl_id: str, limit: int) -> list[tuple[str, str]]:
+        with self.crawls._lock:
+            return sorted(self.items.get(crawl_id, {}).items())[:limit]
+
+    def release(self, crawl_id: str, key: str) -> None:
+        with self.crawls._lock:
+            self.items.get(crawl_id, {}).pop(key, None)
+
+    def count(self) -> int:
+        with self.crawls._lock:
+            return sum(len(v) for v in self.items.values())
 
 
 class FakeUrls:

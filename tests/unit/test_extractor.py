@@ -75,9 +75,10 @@ def env() -> Env:
     return Env()
 
 
-def test_records_key() -> None:
-    assert records_key(KEY) == "records/dt=2024-01-02/abc.jsonl.gz"
-    assert records_key("other/x.warc.gz") == settings.RECORDS_PREFIX + "other/x.jsonl.gz"
+def test_records_key_is_partitioned_by_crawl_and_day() -> None:
+    assert records_key(KEY, "c") == "records/crawl_id=c/dt=2024-01-02/abc.jsonl.gz"
+    assert records_key(KEY, "a b/c=d") == "records/crawl_id=a%20b%2Fc%3Dd/dt=2024-01-02/abc.jsonl.gz"
+    assert records_key("other/x.warc.gz", "c") == settings.RECORDS_PREFIX + "crawl_id=c/x.jsonl.gz"
 
 
 def test_mapped_pages_become_records_in_the_table_and_one_records_object(env: Env) -> None:
@@ -86,7 +87,7 @@ def test_mapped_pages_become_records_in_the_table_and_one_records_object(env: En
         exchange("http://shop.example/books/middlemarch", html("Middlemarch")),
         exchange("http://shop.example/about", html("About")),
     )
-    assert out.records_key == "records/dt=2024-01-02/abc.jsonl.gz"
+    assert out.records_key == "records/crawl_id=c/dt=2024-01-02/abc.jsonl.gz"
     emma = {
         "mapping": "book",
         "url": "http://shop.example/books/emma",

@@ -1,0 +1,81 @@
+"""The crawl log in S3: what became of each fetch task, for Athena.
+
+Per fetch batch and crawl, one gzipped JSON-lines object
+``crawl-log/crawl_id=<id>/dt=<YYYY-MM-DD>/<batch hash>.jsonl.gz`` with one
+line per task outcome (fetched, skipped, failed).  The key layout is what the
+Glue table's partition projection expects (``infra/analytics.py``); the
+name is a hash of the batch's tasks, never anything from a URL, so a
+redelivered batch overwrites its own object instead of adding lines twice.
+
+Local mode keeps writing ``OUT/crawl-log.jsonl`` from the urls table
+(``crawlstack.local.runner``); these objects are the deployed stack's log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from crawlstack import settings
+from crawlstack.fetcher import Fetched
+
+CONTENT_TYPE = "application/x-ndjson"
+
+
+class Blobs(Protocol):
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+
+def partition_path(prefix: str, crawl_id: str, now: float) -> str:
+    """``<prefix>crawl_id=<id>/dt=<day>/``: Hive-style, as the Glue tables' partition projection reads it.
+
+    Ids of letters, digits, ``-``, ``_`` and ``.`` appear as they are; anything
+    else is percent-encoded so a key never gains a ``/`` or ``=`` from an id.
+    """
+    day = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
+    return f"{prefix}crawl_id={quote(crawl_id, safe='-_.')}/dt={day}/"
+
+
+def log_line(item: Fetched, now: float) -> dict[str, Any]:
+    task = item.task
+    fetched_at = now
+    if item.exchange is not None:
+        fetched_at = item.exchange.metadata.get("fetched_at") or now
+    return {
+        "url": task.url,
+        "outcome": item.outcome,
+        "reason": item.reason or None,
+        "status": item.status,
+        "depth": task.depth,
+        "crawl_id": task.crawl_id,
+        "host": task.host,
+        "fetched_at": fetched_at,
+    }
+
+
+def crawl_log_objects(fetched: Iterable[Fetched], now: float) -> dict[str, bytes]:
+    """Key -> gzipped JSON lines, one object per crawl in the batch."""
+    by_crawl: dict[str, list[Fetched]] = {}
+    for item in fetched:
+        by_crawl.setdefault(item.task.crawl_id, []).append(item)
+    objects: dict[str, bytes] = {}
+    for crawl_id, items in by_crawl.items():
+        digest = hashlib.sha256("|".join(sorted(f"{i.task.crawl_id}#{i.task.fp}" for i in items)).encode())
+        key = f"{partition_path(settings.CRAWL_LOG_PREFIX, crawl_id, now)}{digest.hexdigest()[:24]}.jsonl.gz"
+        body = "".join(json.dumps(log_line(i, now), ensure_ascii=False) + "\n" for i in items)
+        # mtime=0: the same lines give the same bytes, so a redelivery is a true overwrite.
+        objects[key] = gzip.compress(body.encode("utf-8"), mtime=0)
+    return objects
+
+
+def write_crawl_log(blobs: Blobs, fetched: Iterable[Fetched], now: float) -> list[str]:
+    """Write the batch's crawl-log objects; returns their keys."""
+    objects = crawl_log_objects(fetched, now)
+    for key, data in objects.items():
+        blobs.put(key, data, CONTENT_TYPE)
+    return list(objects)

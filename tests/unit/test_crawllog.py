@@ -1,0 +1,99 @@
+"""The crawl-log objects the fetch Lambda writes under crawl-log/ for Athena."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from fakes import FakeBlobs
+
+from crawlstack import settings
+from crawlstack.crawllog import crawl_log_objects, write_crawl_log
+from crawlstack.fetcher import Fetched
+from crawlstack.messages import FetchTask
+from crawlstack.urls import fingerprint
+from crawlstack.warc import Exchange
+
+NOW = 1_700_000_000.0  # 2023-11-14
+
+
+def task(url: str, crawl_id: str = "c", depth: int = 1) -> FetchTask:
+    host = url.split("/")[2]
+    return FetchTask(url=url, fp=fingerprint(url), host=host, depth=depth, crawl_id=crawl_id, not_before=0, delay=0)
+
+
+def fetched(url: str, crawl_id: str = "c") -> Fetched:
+    exchange = Exchange(
+        url=url,
+        method="GET",
+        request_headers=[],
+        status=200,
+        reason="OK",
+        response_headers=[],
+        body=b"",
+        ip_address=None,
+        metadata={"fetched_at": NOW - 5},
+    )
+    return Fetched(task(url, crawl_id), "fetched", 200, exchange=exchange)
+
+
+def lines(data: bytes) -> list[dict[str, object]]:
+    return [json.loads(line) for line in gzip.decompress(data).decode().splitlines()]
+
+
+def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
+    batch = [
+        fetched("http://a.example/1"),
+        Fetched(task("http://b.example/robots-no", depth=2), "skipped", reason="robots.txt"),
+        Fetched(task("http://a.example/2", crawl_id="other"), "failed", reason="timeout"),
+    ]
+    blobs = FakeBlobs()
+    keys = write_crawl_log(blobs, batch, NOW)
+    assert len(keys) == 2 and sorted(keys) == blobs.keys(settings.CRAWL_LOG_PREFIX)
+    by_crawl = {k.split("/")[1]: k for k in keys}
+    assert set(by_crawl) == {"crawl_id=c", "crawl_id=other"}
+    for key in keys:
+        assert key.startswith(settings.CRAWL_LOG_PREFIX) and "/dt=2023-11-14/" in key and key.endswith(".jsonl.gz")
+        assert "example" not in key
+        assert blobs.objects[(blobs.bucket, key)][1] == "application/x-ndjson"
+    assert lines(blobs.get(by_crawl["crawl_id=c"])) == [
+        {
+            "url": "http://a.example/1",
+            "outcome": "fetched",
+            "reason": None,
+            "status": 200,
+            "depth": 1,
+            "crawl_id": "c",
+            "host": "a.example",
+            "fetched_at": NOW - 5,
+        },
+        {
+            "url": "http://b.example/robots-no",
+            "outcome": "skipped",
+            "reason": "robots.txt",
+            "status": None,
+            "depth": 2,
+            "crawl_id": "c",
+            "host": "b.example",
+            "fetched_at": NOW,
+        },
+    ]
+    [other] = lines(blobs.get(by_crawl["crawl_id=other"]))
+    assert (other["outcome"], other["reason"], other["crawl_id"]) == ("failed", "timeout", "other")
+
+
+def test_a_redelivered_batch_overwrites_its_object() -> None:
+    first = crawl_log_objects([fetched("http://a.example/1"), fetched("http://a.example/2")], NOW)
+    again = crawl_log_objects([fetched("http://a.example/2"), fetched("http://a.example/1")], NOW + 10)
+    assert list(first) == list(again)
+    assert crawl_log_objects([fetched("http://a.example/1")], NOW).keys() != first.keys()
+
+
+def test_no_outcomes_no_object() -> None:
+    blobs = FakeBlobs()
+    assert write_crawl_log(blobs, [], NOW) == [] and blobs.objects == {}
+
+
+def test_odd_crawl_ids_cannot_break_the_partition_layout() -> None:
+    [key] = crawl_log_objects([fetched("http://a.example/1", crawl_id="x/y=z")], NOW)
+    assert key.split("/")[1] == "crawl_id=x%2Fy%3Dz"
