@@ -55,6 +55,8 @@ def log_line(item: Fetched, now: float) -> dict[str, Any]:
         "crawl_id": task.crawl_id,
         "host": task.host,
         "fetched_at": fetched_at,
+        # As in local mode's crawl-log.jsonl: the body was cut at MAX_BODY_BYTES.
+        "truncated": item.truncated or None,
     }
 
 

@@ -39,7 +39,7 @@ TABLE_READS: dict[str, tuple[str, ...]] = {
 # (read prefixes, write prefixes) in the bucket.
 BUCKET_ACCESS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dispatch": ((), ()),
-    "fetch": ((), (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)),
+    "fetch": ((), (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)),  # WARCs and the crawl log
     "extract": ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,)),
 }
 

@@ -8,6 +8,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from crawlstack import settings
+from infra.analytics import Analytics
 from infra.config import CrawlConfig, LambdaAssets
 from infra.functions import Functions
 from infra.monitoring import Monitoring
@@ -39,6 +40,7 @@ class CrawlstackStack(Stack):
         self.functions = Functions(
             self, "Functions", assets=assets, queues=self.queues, storage=self.storage, config=self.config
         )
+        self.analytics = Analytics(self, "Analytics", bucket=self.storage.bucket)
         self.monitoring = Monitoring(self, "Monitoring", queues=self.queues, functions=self.functions)
 
         for key, queue in self.queues.queues.items():
@@ -48,5 +50,7 @@ class CrawlstackStack(Stack):
             CfnOutput(self, settings.OUTPUT_TABLE[key], value=table.table_name)
         CfnOutput(self, settings.OUTPUT_BUCKET, value=self.storage.bucket.bucket_name)
         CfnOutput(self, settings.OUTPUT_DASHBOARD, value=self.monitoring.dashboard.dashboard_name)
+        CfnOutput(self, settings.OUTPUT_WORKGROUP, value=self.analytics.workgroup.ref)
+        CfnOutput(self, settings.OUTPUT_GLUE_DATABASE, value=self.analytics.database_name)
         for key, fn in self.functions.functions.items():
             CfnOutput(self, settings.OUTPUT_FUNCTION[key], value=fn.function_name)

@@ -523,3 +523,73 @@ def test_dashboard_shows_queues_pipeline_metrics_and_errors(template):
     for service, name, _ in PIPELINE_METRICS:
         assert f'"{name}"' in handlers and f'service="{service}"' in handlers, name
     assert f'namespace="{settings.METRICS_NAMESPACE}"' in handlers
+
+
+# --- Athena ------------------------------------------------------------------------
+
+
+def test_glue_tables_project_partitions_from_the_key_layout(stack, resources):
+    from crawlstack.crawllog import partition_path
+    from crawlstack.extractor import records_key
+
+    bucket_ref = {"Ref": lid(stack, stack.storage.bucket)}
+    (database,) = of_type(resources, "AWS::Glue::Database").values()
+    db_name = database["Properties"]["DatabaseInput"]["Name"]
+    tables = {
+        t["Properties"]["TableInput"]["Name"]: t["Properties"] for t in of_type(resources, "AWS::Glue::Table").values()
+    }
+    assert set(tables) == {settings.QUERY_TABLES["records"], settings.QUERY_TABLES["crawl_log"]}
+    # The keys the pipeline writes, in the layout the tables project.
+    written = {
+        settings.QUERY_TABLES["records"]: records_key("pages/dt=2024-05-06/abc.warc.gz", "c1"),
+        settings.QUERY_TABLES["crawl_log"]: partition_path(settings.CRAWL_LOG_PREFIX, "c1", 1714953600.0)
+        + "x.jsonl.gz",
+    }
+    for name, props in tables.items():
+        assert props["DatabaseName"] == db_name
+        table = props["TableInput"]
+        params = table["Parameters"]
+        assert params["projection.enabled"] == "true"
+        assert params["projection.crawl_id.type"] == "injected"
+        assert params["projection.dt.type"] == "date" and params["projection.dt.format"] == "yyyy-MM-dd"
+        template = params["storage.location.template"]["Fn::Join"][1]
+        assert template[0] == "s3://" and template[1] == bucket_ref
+        path = template[2].lstrip("/")  # e.g. records/crawl_id=${crawl_id}/dt=${dt}/
+        expected = path.replace("${crawl_id}", "c1").replace("${dt}", "2024-05-06")
+        assert written[name].startswith(expected), (name, written[name], expected)
+        assert [k["Name"] for k in table["PartitionKeys"]] == ["crawl_id", "dt"]
+        columns = {c["Name"] for c in table["StorageDescriptor"]["Columns"]}
+        assert "crawl_id" not in columns and {"url", "fetched_at"} <= columns
+        assert table["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"] == "org.openx.data.jsonserde.JsonSerDe"
+    log_columns = {c["Name"] for c in tables["crawl_log"]["TableInput"]["StorageDescriptor"]["Columns"]}
+    assert {"outcome", "reason", "status", "depth", "host"} <= log_columns
+
+
+def test_athena_workgroup_enforces_its_own_result_location(stack, resources):
+    (workgroup,) = of_type(resources, "AWS::Athena::WorkGroup").values()
+    config = workgroup["Properties"]["WorkGroupConfiguration"]
+    assert config["EnforceWorkGroupConfiguration"] is True
+    assert config["BytesScannedCutoffPerQuery"] > 0
+    location = config["ResultConfiguration"]["OutputLocation"]["Fn::Join"][1]
+    assert location[1] == {"Ref": lid(stack, stack.storage.bucket)}
+    assert location[2] == "/" + settings.ATHENA_RESULTS_PREFIX
+    assert config["ResultConfiguration"]["EncryptionConfiguration"] == {"EncryptionOption": "SSE_S3"}
+    rules = resources[lid(stack, stack.storage.bucket)]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert any(r.get("Prefix") == settings.ATHENA_RESULTS_PREFIX and r.get("ExpirationInDays") for r in rules)
+
+
+def test_named_queries(stack, resources):
+    queries = {q["Properties"]["Name"]: q["Properties"] for q in of_type(resources, "AWS::Athena::NamedQuery").values()}
+    assert set(queries) == {"records-by-mapping", "fetch-outcomes-by-host-and-status", "top-failing-hosts"}
+    workgroup_id = stack.get_logical_id(stack.analytics.workgroup)
+    for q in queries.values():
+        assert q["WorkGroup"] == {"Ref": workgroup_id}
+        # Partition projection injects crawl_id: a query without it would fail.
+        assert "WHERE crawl_id = " in q["QueryString"]
+    assert "GROUP BY mapping" in queries["records-by-mapping"]["QueryString"]
+    assert "GROUP BY host, outcome, status" in queries["fetch-outcomes-by-host-and-status"]["QueryString"]
+
+
+def test_athena_outputs_for_the_cli(template):
+    outputs = template.to_json()["Outputs"]
+    assert {settings.OUTPUT_WORKGROUP, settings.OUTPUT_GLUE_DATABASE, settings.OUTPUT_DASHBOARD} <= set(outputs)

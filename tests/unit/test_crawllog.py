@@ -66,6 +66,7 @@ def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
             "crawl_id": "c",
             "host": "a.example",
             "fetched_at": NOW - 5,
+            "truncated": None,
         },
         {
             "url": "http://b.example/robots-no",
@@ -76,6 +77,7 @@ def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
             "crawl_id": "c",
             "host": "b.example",
             "fetched_at": NOW,
+            "truncated": None,
         },
     ]
     [other] = lines(blobs.get(by_crawl["crawl_id=other"]))
