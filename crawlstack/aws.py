@@ -20,7 +20,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from crawlstack import settings, storable
+from crawlstack import jobs, settings, storable
 from crawlstack.config import CrawlConfig
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
@@ -117,8 +117,9 @@ class CrawlStore:
 
     table_key = "crawls"
 
-    def __init__(self, cache_seconds: float = 10.0) -> None:
-        self.cache_seconds = cache_seconds
+    def __init__(self, cache_seconds: float | None = None) -> None:
+        # The cache bounds how long a stop takes to reach this container.
+        self.cache_seconds = jobs.STATE_CACHE_SECONDS if cache_seconds is None else cache_seconds
         self._cache: dict[str, tuple[float, CrawlConfig]] = {}
         self._lock = threading.Lock()
 
@@ -154,6 +155,26 @@ class CrawlStore:
             UpdateExpression="ADD seed_hosts :h",
             ExpressionAttributeValues={":h": {"SS": [host]}},
         )
+        with self._lock:
+            self._cache.pop(crawl_id, None)
+
+    def set_state(self, crawl_id: str, state: str) -> None:
+        """Set a crawl ``running`` or ``stopped`` (``crawlstack.jobs``); UnknownCrawl if it has no item."""
+        if state not in jobs.STATES:
+            raise ValueError(f"crawl state must be one of {', '.join(jobs.STATES)}, not {state!r}")
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key={"crawl_id": {"S": crawl_id}},
+                UpdateExpression="SET #s = :s",
+                ConditionExpression="attribute_exists(crawl_id)",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={":s": {"S": state}},
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                raise jobs.UnknownCrawl(crawl_id) from exc
+            raise
         with self._lock:
             self._cache.pop(crawl_id, None)
 
@@ -821,6 +842,75 @@ class BlobStore:
             for obj in page.get("Contents", []):
                 if since is None or obj["LastModified"].timestamp() >= since:
                     yield obj["Key"]
+
+
+class HeldStore:
+    """Held work of stopped crawls (``crawlstack.jobs``), in the parked table under ``held#<crawl_id>``.
+
+    No table of its own: the parked table already holds fetch tasks by
+    partition and order, and a held partition is never a host's.
+    """
+
+    table_key = "frontier"
+
+    @property
+    def name(self) -> str:
+        return _env(settings.ENV_TABLE[self.table_key])
+
+    def hold(self, crawl_id: str, key: str, body: str) -> bool:
+        """Write the row only while the crawl is stopped, in one transaction with that check.
+
+        So no hold lands after ``resume`` set the crawl running and read the
+        held rows: False then, and the caller carries on as for a running crawl.
+        """
+        try:
+            client("dynamodb").transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": _env(settings.ENV_TABLE[CrawlStore.table_key]),
+                            "Key": {"crawl_id": {"S": crawl_id}},
+                            "ConditionExpression": "#s = :stopped",
+                            "ExpressionAttributeNames": {"#s": "state"},
+                            "ExpressionAttributeValues": {":stopped": {"S": jobs.STOPPED}},
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.name,
+                            "Item": {
+                                "host": {"S": jobs.held_host(crawl_id)},
+                                "order": {"S": key},
+                                "body": {"S": body},
+                            },
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            reasons = exc.response.get("CancellationReasons", [])  # type: ignore[typeddict-item]
+            cancelled = error.get("Code") == "TransactionCanceledException" and reasons
+            if cancelled and reasons[0].get("Code") == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    def held(self, crawl_id: str, limit: int) -> list[tuple[str, str]]:
+        resp = client("dynamodb").query(
+            TableName=self.name,
+            KeyConditionExpression="#h = :h",
+            ExpressionAttributeNames={"#h": "host"},
+            ExpressionAttributeValues={":h": {"S": jobs.held_host(crawl_id)}},
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", [])]
+
+    def release(self, crawl_id: str, key: str) -> None:
+        client("dynamodb").delete_item(
+            TableName=self.name, Key={"host": {"S": jobs.held_host(crawl_id)}, "order": {"S": key}}
+        )
 
 
 # --- marshalling ----------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
-from crawlstack import aws, settings
+from crawlstack import aws, jobs, settings
 from crawlstack.dispatcher import Dispatcher, Outbox
 from crawlstack.extractor import Extractor
 from crawlstack.fetcher import Fetcher
@@ -54,6 +54,10 @@ class Services:
         return CompletedRecords()
 
     @cached_property
+    def held(self) -> aws.HeldStore:
+        return aws.HeldStore()
+
+    @cached_property
     def politeness(self) -> Politeness:
         return Politeness(self.hosts, aws.ParkStore())
 
@@ -67,12 +71,19 @@ class Services:
             self.rules,
             resolved=self.resolved,
             completed=self.completed,
+            held=self.held,
         )
 
     @cached_property
     def fetcher(self) -> Fetcher:
         return Fetcher(
-            self.urls, self.crawls, self.politeness, aws.BlobStore(), resolved=self.resolved, completed=self.completed
+            self.urls,
+            self.crawls,
+            self.politeness,
+            aws.BlobStore(),
+            resolved=self.resolved,
+            completed=self.completed,
+            held=self.held,
         )
 
     @cached_property
@@ -143,3 +154,21 @@ def reset() -> None:
     with _lock:
         _services = None
     aws.reset_clients()
+
+
+def stop_crawl(crawl_id: str) -> None:
+    """``crawlstack.jobs.stop`` on the stack the environment names (the CLI's ``crawl stop``)."""
+    jobs.stop(crawl_id, aws.CrawlStore())
+
+
+def resume_crawl(crawl_id: str) -> int:
+    """``crawlstack.jobs.resume`` on the stack the environment names; how many held items were sent back."""
+    hosts = aws.HostStore()
+    return jobs.resume(
+        crawl_id,
+        aws.CrawlStore(),
+        aws.HeldStore(),
+        aws.Queue("frontier"),
+        aws.Queue("fetch"),
+        Politeness(hosts, aws.ParkStore()),
+    )

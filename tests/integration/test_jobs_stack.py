@@ -1,0 +1,102 @@
+"""Crawl jobs on the emulated stack (moto): two crawls on one host, stop and resume through the handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_handlers import ADDRESS, UA, Site, context, drain, sqs_event
+from test_handlers import site as web_site  # noqa: F401 (fixtures are found by the name they are bound to)
+from test_handlers import stack as emulated  # noqa: F401
+
+from crawlstack import aws, jobs, wiring
+from crawlstack.config import CrawlConfig
+from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.urls import canonicalize, fingerprint
+from functions.dispatch import handler as dispatch
+from functions.fetch import handler as fetch
+
+
+def put_crawl(crawl_id: str, **kw: Any) -> None:
+    aws.CrawlStore().put(
+        CrawlConfig(crawl_id=crawl_id, delay=0.0, user_agent=UA, max_depth=2, allow_private=("127.0.0.0/8",), **kw)
+    )
+
+
+def dispatch_urls(names: dict[str, str], crawl_id: str, *urls: str) -> None:
+    bodies = [FrontierMessage(url=u, crawl_id=crawl_id).to_json() for u in urls]
+    assert dispatch.handler(sqs_event(names, "frontier", *bodies), context("dispatch")) == {"batchItemFailures": []}
+
+
+def fetch_bodies(names: dict[str, str], bodies: list[str]) -> None:
+    assert fetch.handler(sqs_event(names, "fetch", *bodies), context("fetch")) == {"batchItemFailures": []}
+
+
+def page_requests(web_site: Site) -> list[str]:  # noqa: F811
+    return [path for path, _ in web_site.requests if path != "/robots.txt"]
+
+
+def test_two_crawls_on_one_host_fetch_the_same_url_once_each(emulated: dict[str, str], web_site: Site) -> None:  # noqa: F811
+    put_crawl("c1")
+    put_crawl("c2")
+    url = web_site.page("/same.html", "same")
+    dispatch_urls(emulated, "c1", url)
+    dispatch_urls(emulated, "c2", url)
+    tasks = [FetchTask.from_json(m["Body"]) for m in drain(emulated, "fetch")]
+    assert sorted(t.crawl_id for t in tasks) == ["c1", "c2"]
+    # Both hold a place in the host's window: keyed by crawl, the same fingerprint does not collide.
+    fp = fingerprint(canonicalize(url))
+    assert aws.HostStore().read_slot(ADDRESS).window == {f"c1#{fp}", f"c2#{fp}"}
+    fetch_bodies(emulated, [t.to_json() for t in tasks])
+    assert page_requests(web_site) == ["/same.html", "/same.html"]
+    store = aws.UrlStore()
+    assert store.state("c1", fp) == store.state("c2", fp) == "fetched"
+    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
+
+
+def test_stop_holds_work_and_resume_sends_it_back_once(emulated: dict[str, str], web_site: Site) -> None:  # noqa: F811
+    put_crawl("c1")
+    put_crawl("c2")
+    a, b, c = (web_site.page(f"/{n}.html", n) for n in "abc")
+    dispatch_urls(emulated, "c1", a, b)
+    queued = [m["Body"] for m in drain(emulated, "fetch")]
+    assert len(queued) == 2
+
+    wiring.stop_crawl("c1")
+    assert aws.CrawlStore().get("c1", max_age=0).stopped
+    wiring.services().crawls._cache.clear()  # what STATE_CACHE_SECONDS later looks like
+    dispatch_urls(emulated, "c1", c)  # a message arriving after the stop: held, unclaimed
+    fetch_bodies(emulated, queued)  # tasks queued before the stop: held, no request, out of the window
+    dispatch_urls(emulated, "c2", c)  # another crawl on the host goes on
+    assert drain(emulated, "frontier") == []
+    fetch_bodies(emulated, [m["Body"] for m in drain(emulated, "fetch")])
+    assert page_requests(web_site) == ["/c.html"]
+    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
+    held = aws.HeldStore().held("c1", 10)
+    assert sorted(k[:2] for k, _ in held) == ["f#", "t#", "t#"]
+    assert aws.UrlStore().state("c1", fingerprint(canonicalize(c))) is None
+    # A hold only succeeds while the crawl is stopped.
+    assert not aws.HeldStore().hold("c2", "f#x", "{}")
+    assert not aws.HeldStore().hold("unknown", "f#x", "{}")
+
+    assert wiring.resume_crawl("c1") == 3
+    assert aws.HeldStore().held("c1", 10) == []
+    assert wiring.resume_crawl("c1") == 0
+    wiring.services().crawls._cache.clear()
+    [frontier] = drain(emulated, "frontier")
+    assert FrontierMessage.from_json(frontier["Body"]).url == canonicalize(c)
+    assert dispatch.handler(sqs_event(emulated, "frontier", frontier["Body"]), context("dispatch")) == {
+        "batchItemFailures": []
+    }
+    fetch_bodies(emulated, [m["Body"] for m in drain(emulated, "fetch")])
+    assert sorted(page_requests(web_site)) == ["/a.html", "/b.html", "/c.html", "/c.html"]
+    assert {aws.UrlStore().state("c1", fingerprint(canonicalize(u))) for u in (a, b, c)} == {"fetched"}
+    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
+    assert aws.ParkStore().count() == 0
+
+
+def test_stop_and_resume_refuse_an_unknown_crawl(emulated: dict[str, str]) -> None:  # noqa: F811
+    with pytest.raises(jobs.UnknownCrawl):
+        wiring.stop_crawl("nope")
+    with pytest.raises(jobs.UnknownCrawl):
+        wiring.resume_crawl("nope")
