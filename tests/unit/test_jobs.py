@@ -154,3 +154,14 @@ def test_a_crawl_uses_only_the_mappings_its_rules_name() -> None:
     assert out_of_scope("http://authors.example/x", 1, everything, RULES) is None
     assert out_of_scope("http://authors.example/x", 1, books, RULES) is not None
     assert out_of_scope("http://books.example/x", 1, books, RULES) is None
+
+
+def test_extract_uses_only_the_mappings_its_crawl_names() -> None:
+    from test_extractor import AUTHOR, BOOK, Env, exchange, html
+
+    env = Env(CrawlConfig(crawl_id="c", max_depth=2, rules=("author",)), RuleSet((BOOK, AUTHOR)))
+    out = env.run(
+        exchange("http://shop.example/books/emma", html("Emma")),
+        exchange("http://shop.example/authors/austen", html("Jane Austen")),
+    )
+    assert [(r["mapping"], r["url"]) for r in out.records] == [("author", "http://shop.example/authors/austen")]
