@@ -4,8 +4,17 @@
     crawlstack rules validate PATH
     crawlstack rules test RULES_FILE_OR_DIR --url URL [--file SAVED_PAGE]
 
+For a deployed stack (its CloudFormation outputs, ``crawlstack.deployed``):
+
+    crawlstack seed URL... [--crawl-id ID] [--seeds-file F]
+    crawlstack status [ID]
+    crawlstack records [--crawl-id ID] [--mapping M] [--limit N] [--format jsonl|csv]
+    crawlstack query "SQL" [--local OUT_DIR]
+    crawlstack dlq show|redrive [QUEUE]
+
 Every user mistake (a bad URL, a broken rules file, a bad flag) ends in a
-one-line message on stderr and exit status 2, never a traceback.
+one-line message on stderr and exit status 2, never a traceback; a failure
+at run time (an AWS error, a failed query) is one line and exit status 1.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import ipaddress
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,13 +145,108 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between robots.txt and the page (robots.txt Crawl-delay wins if longer; default 1)",
     )
     test.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")
+    _add_deployed_commands(sub)
     return parser
+
+
+def _stack_options() -> argparse.ArgumentParser:
+    """The options every command for a deployed stack takes."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("stack")
+    group.add_argument(
+        "--stack",
+        default=settings.STACK_NAME,
+        metavar="NAME",
+        help=f"the deployed stack whose outputs name the resources (default {settings.STACK_NAME})",
+    )
+    group.add_argument("--region", metavar="REGION", help="AWS region (default: AWS_REGION or your AWS config)")
+    group.add_argument("--endpoint-url", metavar="URL", help="an AWS-compatible endpoint (moto server) instead of AWS")
+    return common
+
+
+def _add_deployed_commands(sub: Any) -> None:
+    common = _stack_options()
+    seed = sub.add_parser(
+        "seed",
+        parents=[common],
+        help="send seed URLs to a deployed stack's frontier queue",
+        description="Send seeds (depth 0) to the deployed stack's frontier queue, ten to a SendMessageBatch. "
+        "Without --crawl-id they join the stack's default crawl. Exits 1 if SQS refused any.",
+    )
+    seed.add_argument("seeds", nargs="*", metavar="URL", help="URLs to start from")
+    seed.add_argument("--crawl-id", metavar="ID", help="the crawl the seeds belong to (default: the stack's)")
+    seed.add_argument("--seeds-file", metavar="FILE", help='JSON lines: {"url", "record_id"?, "want"?}')
+    seed.add_argument("--rules", metavar="DIR", help="check each seed's want against these rules (the ones deployed)")
+
+    status = sub.add_parser(
+        "status",
+        parents=[common],
+        help="queue depths and a crawl's counts",
+        description="Queue depths (visible, in flight, delayed) and dead-letter depths, then URLs per outcome "
+        "and records extracted, per crawl or for crawl ID. The counts come from a Scan of the urls and results "
+        "tables, which reads every item: its cost grows with the tables (--no-counts skips it). The page budget "
+        "is the crawls table's counter.",
+    )
+    status.add_argument("crawl_id", nargs="?", metavar="ID", help="one crawl (default: every crawl)")
+    status.add_argument("--no-counts", action="store_true", help="queue depths only: no table scans")
+
+    records = sub.add_parser(
+        "records",
+        parents=[common],
+        help="print extracted records from the results table",
+        description="Scan the results table (filtered by crawl and mapping) and print records as JSON lines, "
+        "as records.jsonl has them, or as CSV with one column per field.",
+    )
+    records.add_argument("--crawl-id", metavar="ID", help="only this crawl's records")
+    records.add_argument("--mapping", metavar="NAME", help="only this mapping's records")
+    records.add_argument("--limit", type=_positive_int, metavar="N", help="stop after N records")
+    records.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+
+    query = sub.add_parser(
+        "query",
+        parents=[common],
+        help="run SQL on Athena, or with --local on DuckDB over OUT/",
+        description="Run SQL on Athena in the stack's workgroup and Glue database, wait, print a table. "
+        "With --local OUT_DIR the same SQL runs on DuckDB over a local crawl's output: tables records, "
+        "crawl_log and resolved; fields['name'] reads a record's field on both.",
+    )
+    query.add_argument("sql", metavar="SQL")
+    query.add_argument("--local", metavar="OUT_DIR", help="query a local crawl's output directory instead")
+    query.add_argument(
+        "--timeout",
+        type=_non_negative_float,
+        default=settings.QUERY_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
+    )
+    query.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
+
+    dlq = sub.add_parser("dlq", help="inspect or redrive dead-letter queues")
+    dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
+    queues = list(settings.QUEUES)
+    show = dlq_sub.add_parser(
+        "show",
+        parents=[common],
+        help="print dead-lettered messages without removing them",
+        description="Print messages of a dead-letter queue (receive count, sent time, body) and leave them there.",
+    )
+    show.add_argument("queue", nargs="?", choices=queues, metavar="QUEUE", help=f"one of {', '.join(queues)}")
+    show.add_argument("--limit", type=_positive_int, default=10, metavar="N", help="messages per queue (default 10)")
+    redrive = dlq_sub.add_parser(
+        "redrive",
+        parents=[common],
+        help="move dead-lettered messages back to their queue",
+        description="Move messages from a dead-letter queue back to its source queue: each batch is sent, "
+        "and deleted from the DLQ only once the send succeeded.",
+    )
+    redrive.add_argument("queue", nargs="?", choices=queues, metavar="QUEUE", help=f"one of {', '.join(queues)}")
+    redrive.add_argument("--limit", type=_positive_int, metavar="N", help="move at most N messages per queue")
 
 
 SEED_KEYS = frozenset({"url", "record_id", "want"})
 
 
-def _read_seeds(args: argparse.Namespace, rules: RuleSet | None = None) -> list[object]:
+def _read_seeds(args: argparse.Namespace, rules: RuleSet | None = None, check_want: bool = True) -> list[object]:
     from crawlstack.local.runner import Seed
 
     seeds: list[Seed] = []
@@ -158,7 +262,7 @@ def _read_seeds(args: argparse.Namespace, rules: RuleSet | None = None) -> list[
         wants: dict[str, tuple[str, ...]] = {}
         for number, line in enumerate(lines, 1):
             if line.strip():
-                seed = _seed_line(line, f"{path}:{number}", fields if rules is not None else None, wants)
+                seed = _seed_line(line, f"{path}:{number}", fields if rules is not None else None, wants, check_want)
                 seeds.append(seed)
         if not seeds:
             raise UsageError(f"no seeds: {path} has no seed lines")
@@ -167,8 +271,14 @@ def _read_seeds(args: argparse.Namespace, rules: RuleSet | None = None) -> list[
     return list(seeds)
 
 
-def _seed_line(line: str, where: str, fields: set[str] | None, wants: dict[str, tuple[str, ...]]) -> Any:
-    """One line of a seeds file, checked as strictly as a rules file: a typo must not pass silently."""
+def _seed_line(
+    line: str, where: str, fields: set[str] | None, wants: dict[str, tuple[str, ...]], check_want: bool = True
+) -> Any:
+    """One line of a seeds file, checked as strictly as a rules file: a typo must not pass silently.
+
+    ``check_want=False`` (seeding a deployed stack without --rules) leaves
+    out the one check that needs the rules: that a mapping extracts each wanted field.
+    """
     from crawlstack.local.runner import Seed
 
     try:
@@ -192,10 +302,10 @@ def _seed_line(line: str, where: str, fields: set[str] | None, wants: dict[str, 
         raise UsageError(f'{where}: "want" must be a list of field names')
     if want and record_id is None:
         raise UsageError(f'{where}: "want" needs a "record_id" to gather the fields into')
-    if want and fields is None:
+    if want and fields is None and check_want:
         raise UsageError(f'{where}: "want" needs --rules: no mapping extracts any field')
     missing = sorted(set(want) - (fields or set()))
-    if want and missing:
+    if want and missing and (check_want or fields is not None):
         raise UsageError(
             f"{where}: no mapping extracts a field named {missing[0]!r}, so the record would never complete"
         )
@@ -220,7 +330,7 @@ def _crawl(args: argparse.Namespace) -> int:
     if not args.local:
         raise UsageError(
             "only local crawls run from here (--local); to crawl with a deployed stack, "
-            "send seed messages to its frontier queue (see README)"
+            "seed it with `crawlstack seed URL...` (see README)"
         )
     if args.rules and not Path(args.rules).exists():
         raise UsageError(f"rules: {args.rules}: no such file or directory")
@@ -307,6 +417,160 @@ def _test(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- a deployed stack -------------------------------------------------------------
+
+
+def _stack(args: argparse.Namespace) -> Any:
+    from crawlstack.deployed import Connection, Stack
+
+    return Stack(Connection(args.region, args.endpoint_url), args.stack)
+
+
+def _seed(args: argparse.Namespace) -> int:
+    from crawlstack.deployed import Queues, frontier_body
+
+    if args.rules and not Path(args.rules).exists():
+        raise UsageError(f"rules: {args.rules}: no such file or directory")
+    ruleset = load_rules(args.rules, check_schema=True) if args.rules else None
+    seeds = _read_seeds(args, ruleset, check_want=ruleset is not None)  # every mistake before any message
+    stack = _stack(args)
+    url = stack.queue_url("frontier")
+    bodies = [frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]  # type: ignore[attr-defined]
+    failed = Queues(stack.connection).send(url, bodies)
+    crawl = args.crawl_id or "the stack's default crawl"
+    print(f"seeded {len(bodies) - len(failed)} of {len(bodies)} URLs into {crawl}")
+    for body, reason in failed:
+        print(f"crawlstack: not sent: {json.loads(body)['url']}: {reason}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells if i < len(r))]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from crawlstack.deployed import URL_STATES, Queues, Tables
+
+    stack = _stack(args)
+    queues = Queues(stack.connection)
+    rows = []
+    for key in settings.QUEUES:
+        depth, dead = queues.depth(stack.queue_url(key)), queues.depth(stack.dlq_url(key))
+        rows.append([key, depth.visible, depth.in_flight, depth.delayed, dead.visible + dead.in_flight])
+    _print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
+    if args.no_counts:
+        return 0
+    tables = Tables(stack.connection)
+    states = tables.url_states(stack.table("urls"), args.crawl_id)
+    extracted = tables.count(stack.table("results"), args.crawl_id)
+    crawls = sorted(set(states) | set(extracted) | ({args.crawl_id} if args.crawl_id else set()))
+    print()
+    if not crawls:
+        print("no crawl has seen a URL yet")
+        return 0
+    rows = []
+    for crawl_id in crawls:
+        counts: Mapping[str, int] = states.get(crawl_id, {})
+        config = tables.crawl(stack.table("crawls"), crawl_id) if args.crawl_id else {}
+        budget = ""
+        if config.get("max_pages") is not None:
+            budget = f"{config.get('pages_admitted', 0)}/{config['max_pages']}"
+        rows.append([crawl_id, *(counts.get(s, 0) for s in URL_STATES), extracted.get(crawl_id, 0), budget])
+    _print_table(["crawl", *URL_STATES, "extracted", "budget"], rows)
+    return 0
+
+
+def _records(args: argparse.Namespace) -> int:
+    import csv
+    import itertools
+
+    from crawlstack.deployed import Tables
+
+    stack = _stack(args)
+    found = Tables(stack.connection).records(stack.table("results"), args.crawl_id, args.mapping)
+    if args.limit:
+        found = itertools.islice(found, args.limit)
+    if args.format == "jsonl":
+        for record in found:
+            print(json.dumps(record, ensure_ascii=False, default=str))
+        return 0
+    # CSV needs every field name for its header: the records are read first.
+    records = list(found)
+    base = ["mapping", "url", "crawl_id", "depth", "fetched_at", "record_id"]
+    names = list(dict.fromkeys(n for r in records for n in (r.get("fields") or {})))
+    writer = csv.writer(sys.stdout)
+    writer.writerow(base + [f"fields.{n}" for n in names])
+    for r in records:
+        fields = r.get("fields") or {}
+        writer.writerow([_cell(r.get(c)) for c in base] + [_cell(fields.get(n)) for n in names])
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    import csv
+
+    from crawlstack.deployed import Athena
+
+    if args.local:
+        from crawlstack.local.query import query_local
+
+        result = query_local(args.local, args.sql)
+    else:
+        stack = _stack(args)
+        workgroup, database = stack.output(settings.OUTPUT_WORKGROUP), stack.output(settings.OUTPUT_GLUE_DATABASE)
+        result = Athena(stack.connection).run(args.sql, workgroup, database, args.timeout)
+    if args.format == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(result.columns)
+        writer.writerows([_cell(v) for v in row] for row in result.rows)
+    elif args.format == "jsonl":
+        for row in result.rows:
+            print(json.dumps(dict(zip(result.columns, row, strict=False)), ensure_ascii=False, default=str))
+    else:
+        _print_table(result.columns, result.rows)
+        print(f"({len(result.rows)} row{'' if len(result.rows) == 1 else 's'})")
+    return 0
+
+
+def _dlq(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from crawlstack.deployed import Queues
+
+    stack = _stack(args)
+    queues = Queues(stack.connection)
+    keys = [args.queue] if args.queue else list(settings.QUEUES)
+    status = 0
+    for key in keys:
+        dlq = stack.dlq_url(key)
+        if args.dlq_command == "show":
+            peeked = queues.peek(dlq, args.limit)
+            print(f"{key} dead-letter queue: {queues.depth(dlq).visible} messages" + (":" if peeked else ""))
+            for m in peeked:
+                sent = datetime.fromtimestamp(m.sent_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                print(f"  received {m.receive_count}x, sent {sent}: {m.body}")
+        else:
+            moved = queues.move(dlq, stack.queue_url(key), args.limit)
+            print(f"{key}: moved {moved.moved} messages back from its dead-letter queue")
+            for failure in moved.failed:
+                print(f"crawlstack: {key}: not moved: {failure}", file=sys.stderr)
+            status = status or (1 if moved.failed else 0)
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -317,6 +581,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args)
         if args.command == "rules" and args.rules_command == "test":
             return _test(args)
+        deployed = {"seed": _seed, "status": _status, "records": _records, "query": _query, "dlq": _dlq}
+        if args.command in deployed:
+            from crawlstack.deployed import DeployedError
+
+            try:
+                return deployed[args.command](args)
+            except DeployedError as exc:
+                print(f"crawlstack: error: {exc}", file=sys.stderr)
+                return exc.status
     except RulesInvalid as exc:
         for error in exc.errors:
             print(f"crawlstack: {error}", file=sys.stderr)

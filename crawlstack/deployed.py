@@ -1,0 +1,422 @@
+"""The AWS side of the CLI for a deployed stack: stack discovery and small adapters over SQS, DynamoDB and Athena.
+
+Everything is found from the stack's CloudFormation outputs
+(``settings.OUTPUT_QUEUE_URL``, ``OUTPUT_DLQ_URL``, ``OUTPUT_TABLE``,
+``OUTPUT_WORKGROUP``, ``OUTPUT_GLUE_DATABASE``) of the stack named
+``settings.STACK_NAME`` unless told otherwise.  Region and credentials come
+from the usual AWS environment and config files; ``endpoint_url`` points every
+client at an AWS-compatible endpoint (a moto server).  Clients are created
+lazily, on first use.
+
+Every failure is a :class:`DeployedError`: one line, and the exit status the
+CLI should give (2 for a user's mistake, 1 for a runtime failure).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+from crawlstack import settings
+from crawlstack.aws import _unmarshal
+
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
+
+
+class DeployedError(Exception):
+    """A one-line failure; ``status`` is the exit status (2: the user's mistake, 1: at run time)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@contextlib.contextmanager
+def aws_errors(what: str) -> Iterator[None]:
+    """Turn botocore's exceptions into one line naming what was being done."""
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "error"), error.get("Message", "") or str(exc)
+        raise DeployedError(f"{what}: {code}: {message}") from exc
+    except NoRegionError as exc:
+        raise DeployedError("no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), or pass --region", 2) from exc
+    except NoCredentialsError as exc:
+        raise DeployedError("no AWS credentials: configure them as for the aws CLI", 2) from exc
+    except BotoCoreError as exc:
+        raise DeployedError(f"{what}: {exc}") from exc
+
+
+class Connection:
+    """One boto3 session and its clients, optionally against an AWS-compatible endpoint."""
+
+    def __init__(self, region: str | None = None, endpoint_url: str | None = None) -> None:
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self._session: boto3.session.Session | None = None
+        self._clients: dict[str, Any] = {}
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            with aws_errors(f"{service} client"):
+                if self._session is None:
+                    self._session = boto3.session.Session(region_name=self.region)
+                self._clients[service] = self._session.client(  # type: ignore[call-overload]
+                    service, endpoint_url=self.endpoint_url, config=_CONFIG
+                )
+        return self._clients[service]
+
+
+class Stack:
+    """A deployed stack's outputs (DescribeStacks, read once)."""
+
+    def __init__(self, connection: Connection, name: str = settings.STACK_NAME) -> None:
+        self.connection = connection
+        self.name = name
+        self._outputs: dict[str, str] | None = None
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        if self._outputs is None:
+            cfn = self.connection.client("cloudformation")
+            try:
+                with aws_errors(f"stack {self.name}"):
+                    stacks = cfn.describe_stacks(StackName=self.name)["Stacks"]
+            except DeployedError as exc:
+                if "does not exist" in str(exc):
+                    raise DeployedError(
+                        f"no stack named {self.name!r} in this account and region (deploy it, or pass --stack NAME)", 2
+                    ) from exc
+                raise
+            self._outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+        return self._outputs
+
+    def output(self, key: str) -> str:
+        value = self.outputs.get(key)
+        if not value:
+            raise DeployedError(
+                f"stack {self.name!r} has no output {key!r}: deployed from an older version? (make infra-deploy)", 2
+            )
+        return value
+
+    def queue_url(self, key: str) -> str:
+        return self.output(settings.OUTPUT_QUEUE_URL[key])
+
+    def dlq_url(self, key: str) -> str:
+        return self.output(settings.OUTPUT_DLQ_URL[key])
+
+    def table(self, key: str) -> str:
+        return self.output(settings.OUTPUT_TABLE[key])
+
+
+# --- SQS --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Depth:
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+@dataclass(frozen=True)
+class Peeked:
+    message_id: str
+    body: str
+    receive_count: int
+    sent_at: float
+
+
+@dataclass
+class Moved:
+    moved: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+class Queues:
+    """SQS operations by queue URL."""
+
+    # Long enough for one peek or move round to finish with the messages it received.
+    HOLD_SECONDS = 30
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @property
+    def _sqs(self) -> Any:
+        return self.connection.client("sqs")
+
+    def depth(self, url: str) -> Depth:
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        with aws_errors(f"queue {url}"):
+            attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return Depth(*(int(attrs.get(name, 0)) for name in names))
+
+    def send(self, url: str, bodies: Iterable[str]) -> list[tuple[str, str]]:
+        """SendMessageBatch in chunks of ten; the (body, reason) of every message SQS refused."""
+        failed: list[tuple[str, str]] = []
+        items = list(bodies)
+        for start in range(0, len(items), settings.SQS_BATCH_SIZE):
+            chunk = items[start : start + settings.SQS_BATCH_SIZE]
+            entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(chunk)]
+            with aws_errors(f"send to {url}"):
+                resp = self._sqs.send_message_batch(QueueUrl=url, Entries=entries)
+            for f in resp.get("Failed", []):
+                failed.append((chunk[int(f["Id"])], f"{f.get('Code', 'error')}: {f.get('Message', '')}".rstrip(": ")))
+        return failed
+
+    def _receive(self, url: str, count: int, hold: int) -> list[dict[str, Any]]:
+        with aws_errors(f"receive from {url}"):
+            resp = self._sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=max(1, min(count, settings.SQS_BATCH_SIZE)),
+                VisibilityTimeout=hold,
+                WaitTimeSeconds=1,
+                AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
+                MessageAttributeNames=["All"],
+            )
+        messages: list[dict[str, Any]] = resp.get("Messages", [])
+        return messages
+
+    def _release(self, url: str, messages: list[dict[str, Any]]) -> None:
+        """Make received messages visible again at once."""
+        for start in range(0, len(messages), settings.SQS_BATCH_SIZE):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(messages[start : start + settings.SQS_BATCH_SIZE])
+            ]
+            with aws_errors(f"release messages of {url}"):
+                self._sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+
+    def peek(self, url: str, limit: int) -> list[Peeked]:
+        """Up to ``limit`` messages, left on the queue.
+
+        They are received with a short visibility timeout, so that each
+        receive brings new ones, then made visible again.  Each peek adds
+        one to their receive count (harmless on a DLQ, which has no redrive).
+        """
+        held: dict[str, dict[str, Any]] = {}
+        try:
+            while len(held) < limit:
+                batch = self._receive(url, limit - len(held), self.HOLD_SECONDS)
+                new = [m for m in batch if m["MessageId"] not in held]
+                if not new:
+                    break
+                for m in new:
+                    held[m["MessageId"]] = m
+        finally:
+            self._release(url, list(held.values()))
+        return [
+            Peeked(
+                m["MessageId"],
+                m.get("Body", ""),
+                int(m.get("Attributes", {}).get("ApproximateReceiveCount", 0)),
+                int(m.get("Attributes", {}).get("SentTimestamp", 0)) / 1000,
+            )
+            for m in list(held.values())[:limit]
+        ]
+
+    def move(self, source: str, target: str, limit: int | None = None) -> Moved:
+        """Move messages from ``source`` to ``target``: receive, send, then delete only what was sent.
+
+        moto has no StartMessageMoveTask, so this is the receive/send/delete
+        loop that works everywhere.  A crash between send and delete leaves a
+        message on both queues: delivered twice, which the handlers'
+        dedupe already has to absorb (SQS delivers at least once).
+        """
+        result = Moved()
+        while limit is None or result.moved + len(result.failed) < limit:
+            want = settings.SQS_BATCH_SIZE if limit is None else limit - result.moved - len(result.failed)
+            batch = self._receive(source, want, self.HOLD_SECONDS)
+            if not batch:
+                break
+            entries = []
+            for i, m in enumerate(batch):
+                entry: dict[str, Any] = {"Id": str(i), "MessageBody": m["Body"]}
+                if m.get("MessageAttributes"):
+                    entry["MessageAttributes"] = m["MessageAttributes"]
+                entries.append(entry)
+            with aws_errors(f"send to {target}"):
+                resp = self._sqs.send_message_batch(QueueUrl=target, Entries=entries)
+            refused = {f["Id"]: f.get("Message") or f.get("Code", "error") for f in resp.get("Failed", [])}
+            sent = [m for i, m in enumerate(batch) if str(i) not in refused]
+            if sent:
+                deletes = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(sent)]
+                with aws_errors(f"delete from {source}"):
+                    self._sqs.delete_message_batch(QueueUrl=source, Entries=deletes)
+            kept = [m for i, m in enumerate(batch) if str(i) in refused]
+            self._release(source, kept)
+            result.moved += len(sent)
+            result.failed.extend(
+                f"{m['MessageId']}: {refused[str(i)]}" for i, m in enumerate(batch) if str(i) in refused
+            )
+            if kept:
+                break  # the target refuses: stop rather than spin on the same messages
+        return result
+
+
+# --- DynamoDB ---------------------------------------------------------------
+
+
+URL_STATES = ("queued", "fetching", "fetched", "skipped", "failed")
+
+
+class Tables:
+    """Reads of the stack's tables for ``status`` and ``records``."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @property
+    def _ddb(self) -> Any:
+        return self.connection.client("dynamodb")
+
+    def _scan(self, what: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        with aws_errors(what):
+            yield from self._ddb.get_paginator("scan").paginate(**kwargs)
+
+    def url_states(self, table: str, crawl_id: str | None) -> dict[str, Counter[str]]:
+        """URL outcomes per crawl: one Scan of the urls table, reading every item (there is no counter)."""
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "ProjectionExpression": "crawl_id, #s",
+            "ExpressionAttributeNames": {"#s": "state"},
+        }
+        if crawl_id is not None:
+            kwargs["FilterExpression"] = "crawl_id = :c"
+            kwargs["ExpressionAttributeValues"] = {":c": {"S": crawl_id}}
+        counts: dict[str, Counter[str]] = {}
+        for page in self._scan(f"scan {table}", **kwargs):
+            for item in page.get("Items", []):
+                crawl = item.get("crawl_id", {}).get("S", "?")
+                counts.setdefault(crawl, Counter())[item.get("state", {}).get("S", "queued")] += 1
+        return counts
+
+    def count(self, table: str, crawl_id: str | None) -> dict[str, int]:
+        """Items per crawl (a Scan projecting crawl_id)."""
+        kwargs: dict[str, Any] = {"TableName": table, "ProjectionExpression": "crawl_id"}
+        if crawl_id is not None:
+            kwargs["FilterExpression"] = "crawl_id = :c"
+            kwargs["ExpressionAttributeValues"] = {":c": {"S": crawl_id}}
+        counts: Counter[str] = Counter()
+        for page in self._scan(f"scan {table}", **kwargs):
+            for item in page.get("Items", []):
+                counts[item.get("crawl_id", {}).get("S", "?")] += 1
+        return dict(counts)
+
+    def crawl(self, table: str, crawl_id: str) -> dict[str, Any]:
+        with aws_errors(f"read {table}"):
+            item = self._ddb.get_item(TableName=table, Key={"crawl_id": {"S": crawl_id}}).get("Item")
+        return _unmarshal(item)
+
+    def records(self, table: str, crawl_id: str | None, mapping: str | None) -> Iterator[dict[str, Any]]:
+        """Results items as records.jsonl has them (no key attributes), in table order."""
+        filters, values = [], {}
+        if crawl_id is not None:
+            filters.append("crawl_id = :c")
+            values[":c"] = {"S": crawl_id}
+        if mapping is not None:
+            filters.append("#m = :m")
+            values[":m"] = {"S": mapping}
+        kwargs: dict[str, Any] = {"TableName": table}
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+            kwargs["ExpressionAttributeValues"] = values
+            if mapping is not None:
+                kwargs["ExpressionAttributeNames"] = {"#m": "mapping"}
+        for page in self._scan(f"scan {table}", **kwargs):
+            for item in page.get("Items", []):
+                record = _unmarshal(item)
+                record.pop("pk", None)
+                record.pop("fp", None)
+                yield record
+
+
+# --- Athena -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+class Athena:
+    """Runs one SQL statement in the stack's workgroup and waits for it."""
+
+    def __init__(self, connection: Connection, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.connection = connection
+        self.sleep = sleep
+
+    @property
+    def _athena(self) -> Any:
+        return self.connection.client("athena")
+
+    def run(self, sql: str, workgroup: str, database: str, timeout: float) -> QueryResult:
+        with aws_errors("athena"):
+            qid = self._athena.start_query_execution(
+                QueryString=sql, WorkGroup=workgroup, QueryExecutionContext={"Database": database}
+            )["QueryExecutionId"]
+        deadline = time.monotonic() + timeout
+        pause = 0.25
+        while True:
+            with aws_errors("athena"):
+                status = self._athena.get_query_execution(QueryExecutionId=qid)["QueryExecution"]["Status"]
+            state = status.get("State")
+            if state == "SUCCEEDED":
+                break
+            if state in ("FAILED", "CANCELLED"):
+                reason = status.get("StateChangeReason") or state.lower()
+                # ErrorCategory 2 is the user's (bad SQL, no such table); 1 and 3 are Athena's.
+                user = status.get("AthenaError", {}).get("ErrorCategory") == 2
+                raise DeployedError(f"query {state.lower()}: {reason}", 2 if user else 1)
+            if time.monotonic() + pause > deadline:
+                with contextlib.suppress(DeployedError), aws_errors("athena"):
+                    self._athena.stop_query_execution(QueryExecutionId=qid)
+                raise DeployedError(f"query {qid} still {state} after {timeout:g}s: cancelled (raise --timeout)")
+            self.sleep(pause)
+            pause = min(pause * 2, 2.0)
+        columns: list[str] = []
+        rows: list[list[Any]] = []
+        first = True
+        with aws_errors("athena results"):
+            for page in self._athena.get_paginator("get_query_results").paginate(QueryExecutionId=qid):
+                result = page["ResultSet"]
+                if not columns:
+                    columns = [c["Name"] for c in result.get("ResultSetMetadata", {}).get("ColumnInfo", [])]
+                for row in result.get("Rows", []):
+                    values = [d.get("VarCharValue") for d in row.get("Data", [])]
+                    # A SELECT's first row repeats the column names.
+                    if first and columns and values == columns:
+                        first = False
+                        continue
+                    first = False
+                    rows.append(values)
+        return QueryResult(columns, rows)
+
+
+def frontier_body(url: str, crawl_id: str | None, record_id: str | None, want: tuple[str, ...]) -> str:
+    """A seed's frontier message, as local mode sends it; without ``crawl_id`` it joins the stack's default crawl."""
+    from crawlstack.messages import FrontierMessage
+
+    message = FrontierMessage(url=url, depth=0, record_id=record_id, want=want)
+    data = json.loads(message.to_json())
+    if crawl_id is None:
+        data.pop("crawl_id", None)
+    else:
+        data["crawl_id"] = crawl_id
+    return json.dumps(data, separators=(",", ":"))

@@ -1,0 +1,570 @@
+"""The CLI for a deployed stack, against a moto server holding the stack's resources.
+
+The resources come from ``crawlstack.local.resources.create_all`` (the same
+settings the CDK constructs are built from) and a CloudFormation stack whose
+outputs name them, as the deployed stack's do; the CLI finds everything
+through ``--stack`` and ``--endpoint-url`` only.
+
+What moto cannot check: Athena runs no SQL (it answers every query with the
+result set the test gives it, or none), so the Athena test covers the
+calls, the polling and the printing, not the SQL or the Glue tables.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from moto.server import ThreadedMotoServer
+from webs import Crawl, host_pattern, mapping, star_site
+
+from crawlstack import aws, settings
+from crawlstack.cli import main
+from crawlstack.demo.server import LoopbackWeb
+from crawlstack.local import resources
+
+STACK = "CrawlstackTest"
+WORKGROUP = "crawlstack-wg"
+DATABASE = "crawlstack_db"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Deployed:
+    endpoint: str
+    names: dict[str, str]
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1")
+
+    def queue(self, key: str) -> str:
+        return self.names[settings.ENV_QUEUE_URL[key]]
+
+    def dlq(self, key: str) -> str:
+        return self.names[f"CRAWLSTACK_{key.upper()}_DLQ_URL"]
+
+    def table(self, key: str) -> str:
+        return self.names[settings.ENV_TABLE[key]]
+
+    def receive_all(self, url: str) -> list[dict[str, Any]]:
+        sqs, out = self.client("sqs"), []
+        while True:
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300).get("Messages", [])
+            if not got:
+                return out
+            out += got
+
+
+def _outputs(names: dict[str, str]) -> dict[str, str]:
+    outputs = {settings.OUTPUT_BUCKET: names[settings.ENV_BUCKET]}
+    for key in settings.QUEUES:
+        outputs[settings.OUTPUT_QUEUE_URL[key]] = names[settings.ENV_QUEUE_URL[key]]
+        outputs[settings.OUTPUT_DLQ_URL[key]] = names[f"CRAWLSTACK_{key.upper()}_DLQ_URL"]
+    for key in settings.TABLES:
+        outputs[settings.OUTPUT_TABLE[key]] = names[settings.ENV_TABLE[key]]
+    outputs[settings.OUTPUT_WORKGROUP] = WORKGROUP
+    outputs[settings.OUTPUT_GLUE_DATABASE] = DATABASE
+    return outputs
+
+
+def _create_stack(cfn: Any, name: str, outputs: dict[str, str]) -> None:
+    # moto's CloudFormation keeps a template's literal outputs; the one
+    # resource is there because a template needs one (moto warns it cannot build it).
+    template = {
+        "Resources": {"Placeholder": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    with pytest.warns(UserWarning, match="WaitConditionHandle"):
+        cfn.create_stack(StackName=name, TemplateBody=json.dumps(template))
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    # The server's request log would land in the CLI's captured stderr.
+    monkeypatch.setattr(logging.getLogger("werkzeug"), "disabled", True)
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    # A threaded moto server keeps its state in the process's backends: start empty.
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        aws.reset_clients()
+        names = resources.create_all()
+        aws.reset_clients()
+        for key in settings.QUEUES:  # S3 announced its bucket notification with a test event
+            boto3.client("sqs", endpoint_url=endpoint).purge_queue(QueueUrl=names[settings.ENV_QUEUE_URL[key]])
+        # The CLI must find the endpoint through --endpoint-url alone.
+        monkeypatch.delenv("AWS_ENDPOINT_URL")
+        stack = Deployed(endpoint, names)
+        stack.client("athena").create_work_group(
+            Name=WORKGROUP, Configuration={"ResultConfiguration": {"OutputLocation": "s3://results/athena/"}}
+        )
+        _create_stack(stack.client("cloudformation"), STACK, _outputs(names))
+        yield stack
+    finally:
+        aws.reset_clients()
+        server.stop()
+
+
+def run(capsys: pytest.CaptureFixture[str], deployed: Deployed, *argv: str, stack: str = STACK) -> tuple[int, str, str]:
+    code = main([*argv, "--stack", stack, "--endpoint-url", deployed.endpoint])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- stack discovery ------------------------------------------------------------------
+
+
+def test_no_such_stack_is_one_line_and_status_2(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    code, out, err = run(capsys, deployed, "status", stack="Nope")
+    assert code == 2
+    assert err.strip() == (
+        "crawlstack: error: no stack named 'Nope' in this account and region (deploy it, or pass --stack NAME)"
+    )
+    assert "Traceback" not in out + err
+
+
+def test_a_missing_output_is_named(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    outputs = _outputs(deployed.names)
+    del outputs[settings.OUTPUT_WORKGROUP]
+    _create_stack(deployed.client("cloudformation"), "Older", outputs)
+    code, _, err = run(capsys, deployed, "query", "SELECT 1", stack="Older")
+    assert code == 2
+    assert err.count("\n") == 1
+    assert f"stack 'Older' has no output '{settings.OUTPUT_WORKGROUP}'" in err
+
+
+def test_an_unreachable_endpoint_is_one_line_and_status_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    code = main(["status", "--endpoint-url", f"http://127.0.0.1:{_free_port()}", "--region", "us-east-1"])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith("crawlstack: error: stack Crawlstack: ")
+
+
+def test_no_credentials_is_a_usage_error(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    code = main(["status", "--endpoint-url", f"http://127.0.0.1:{_free_port()}", "--region", "us-east-1"])
+    assert (code, capsys.readouterr().err) == (
+        2,
+        "crawlstack: error: no AWS credentials: configure them as for the aws CLI\n",
+    )
+
+
+# --- seed ---------------------------------------------------------------------------------
+
+
+def test_seed_sends_frontier_messages_in_batches(
+    capsys: pytest.CaptureFixture[str], deployed: Deployed, tmp_path: Path
+) -> None:
+    seeds = tmp_path / "seeds.jsonl"
+    lines = [{"url": f"https://example.com/{i}", "record_id": f"r{i}", "want": ["title"]} for i in range(11)]
+    seeds.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, out, err = run(capsys, deployed, "seed", "https://a.example/", "--seeds-file", str(seeds), "--crawl-id", "c1")
+    assert (code, err) == (0, "")
+    assert out == "seeded 12 of 12 URLs into c1\n"
+    bodies = [json.loads(m["Body"]) for m in deployed.receive_all(deployed.queue("frontier"))]
+    assert len(bodies) == 12
+    assert {"url": "https://a.example/", "depth": 0, "crawl_id": "c1"} in bodies
+    assert {
+        "url": "https://example.com/3",
+        "depth": 0,
+        "crawl_id": "c1",
+        "record_id": "r3",
+        "want": ["title"],
+    } in bodies
+
+
+def test_seed_without_crawl_id_joins_the_stacks_default_crawl(
+    capsys: pytest.CaptureFixture[str], deployed: Deployed
+) -> None:
+    code, out, _ = run(capsys, deployed, "seed", "https://a.example/")
+    assert code == 0 and "the stack's default crawl" in out
+    (message,) = deployed.receive_all(deployed.queue("frontier"))
+    assert json.loads(message["Body"]) == {"url": "https://a.example/", "depth": 0}
+
+
+def test_seed_checks_every_seed_before_sending_any(
+    capsys: pytest.CaptureFixture[str], deployed: Deployed, tmp_path: Path
+) -> None:
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text('{"url": "https://ok.example/"}\n{"url": "https://ok.example/", "wnat": ["x"]}\n')
+    code, _, err = run(capsys, deployed, "seed", "https://a.example/", "--seeds-file", str(seeds))
+    assert code == 2
+    assert err == f"crawlstack: error: {seeds}:2: unknown key 'wnat' (allowed: record_id, url, want)\n"
+    code, _, err = run(capsys, deployed, "seed", "ftp://nope")
+    assert code == 2 and err.startswith("crawlstack: error: seed: invalid URL 'ftp://nope'")
+    assert deployed.receive_all(deployed.queue("frontier")) == []
+
+
+def test_seed_reports_what_sqs_refused() -> None:
+    # moto accepts every body, so a stand-in client refuses one entry, as SQS does per entry.
+    from crawlstack.deployed import Connection, Queues
+
+    class RefusingSqs:
+        def __init__(self) -> None:
+            self.batches: list[int] = []
+
+        def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+            self.batches.append(len(Entries))
+            return {"Failed": [{"Id": "1", "Code": "InvalidMessageContents", "SenderFault": True}]}
+
+    fake = RefusingSqs()
+    connection = Connection("us-east-1")
+    connection._clients["sqs"] = fake
+    failed = Queues(connection).send("https://q", [f"body{i}" for i in range(23)])
+    assert fake.batches == [10, 10, 3]
+    assert failed == [(f"body{i}", "InvalidMessageContents") for i in (1, 11, 21)]
+
+
+# --- status -------------------------------------------------------------------------------
+
+
+def _put_urls(deployed: Deployed, crawl_id: str, states: dict[str, int]) -> None:
+    ddb = deployed.client("dynamodb")
+    n = 0
+    for state, count in states.items():
+        for _ in range(count):
+            n += 1
+            ddb.put_item(
+                TableName=deployed.table("urls"),
+                Item={
+                    "pk": {"S": f"{crawl_id}#{n}"},
+                    "crawl_id": {"S": crawl_id},
+                    "url": {"S": f"https://x/{n}"},
+                    "state": {"S": state},
+                },
+            )
+
+
+def _put_records(deployed: Deployed, crawl_id: str, records: list[dict[str, Any]]) -> None:
+    # Written the way the extract handler writes them.
+    table = deployed.table("results")
+    ddb = deployed.client("dynamodb")
+    for i, record in enumerate(records):
+        item = {"pk": f"{crawl_id}#fp{i}", "fp": f"fp{i}", "crawl_id": crawl_id, "depth": 1, **record}
+        ddb.put_item(TableName=table, Item=aws._marshal_exact(item))
+
+
+def test_status_gives_queue_depths_and_counts_per_crawl(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    sqs = deployed.client("sqs")
+    for i in range(3):
+        sqs.send_message(QueueUrl=deployed.queue("frontier"), MessageBody=f"m{i}")
+    sqs.receive_message(QueueUrl=deployed.queue("frontier"), MaxNumberOfMessages=1, VisibilityTimeout=300)
+    sqs.send_message(QueueUrl=deployed.queue("fetch"), MessageBody="later", DelaySeconds=600)
+    sqs.send_message(QueueUrl=deployed.dlq("extract"), MessageBody="dead")
+    _put_urls(deployed, "a", {"fetched": 4, "failed": 1, "skipped": 2, "queued": 1})
+    _put_urls(deployed, "b", {"fetched": 1})
+    _put_records(deployed, "a", [{"mapping": "m", "url": "https://x/1", "fields": {}}] * 3)
+    deployed.client("dynamodb").put_item(
+        TableName=deployed.table("crawls"),
+        Item={"crawl_id": {"S": "a"}, "max_pages": {"N": "10"}, "pages_admitted": {"N": "6"}},
+    )
+
+    code, out, err = run(capsys, deployed, "status")
+    assert (code, err) == (0, "")
+    lines = [line.split() for line in out.splitlines()]
+    assert lines[0] == ["queue", "visible", "in", "flight", "delayed", "dead-lettered"]
+    assert lines[2] == ["frontier", "2", "1", "0", "0"]
+    assert lines[3] == ["fetch", "0", "0", "1", "0"]
+    assert lines[4] == ["extract", "0", "0", "0", "1"]
+    assert lines[6] == ["crawl", "queued", "fetching", "fetched", "skipped", "failed", "extracted", "budget"]
+    assert lines[8] == ["a", "1", "0", "4", "2", "1", "3"]
+    assert lines[9] == ["b", "0", "0", "1", "0", "0", "0"]
+
+    code, out, _ = run(capsys, deployed, "status", "a")
+    assert code == 0
+    assert out.splitlines()[-1].split() == ["a", "1", "0", "4", "2", "1", "3", "6/10"]
+
+    code, out, _ = run(capsys, deployed, "status", "--no-counts")
+    assert code == 0 and "crawl" not in out and len(out.splitlines()) == 5
+
+
+# --- records ------------------------------------------------------------------------------
+
+RECORDS = [
+    {"mapping": "book", "url": "https://b/1", "fields": {"title": "Emma", "price": 8.5}, "fetched_at": 1.0},
+    {"mapping": "book", "url": "https://b/2", "fields": {"title": "Middlemarch", "tags": ["a", "b"]}},
+    {"mapping": "author", "url": "https://a/1", "fields": {"name": "Jane Austen"}, "record_id": "emma"},
+]
+
+
+def test_records_as_json_lines_filtered_and_limited(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    _put_records(deployed, "a", RECORDS)
+    _put_records(deployed, "b", RECORDS[:1])
+
+    code, out, _ = run(capsys, deployed, "records", "--crawl-id", "a")
+    assert code == 0
+    got = sorted((json.loads(line) for line in out.splitlines()), key=lambda r: r["url"])
+    assert [r["url"] for r in got] == ["https://a/1", "https://b/1", "https://b/2"]
+    assert got[1] == {**RECORDS[0], "crawl_id": "a", "depth": 1}
+    assert got[2]["fields"]["tags"] == ["a", "b"]
+
+    code, out, _ = run(capsys, deployed, "records", "--crawl-id", "a", "--mapping", "book")
+    assert sorted(json.loads(line)["url"] for line in out.splitlines()) == ["https://b/1", "https://b/2"]
+    code, out, _ = run(capsys, deployed, "records", "--limit", "2")
+    assert len(out.splitlines()) == 2
+    code, out, _ = run(capsys, deployed, "records")
+    assert len(out.splitlines()) == 4
+
+
+def test_records_as_csv_have_a_column_per_field(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    _put_records(deployed, "a", RECORDS)
+    code, out, _ = run(capsys, deployed, "records", "--format", "csv", "--mapping", "book")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert sorted(rows[0]) == sorted(
+        [
+            "mapping",
+            "url",
+            "crawl_id",
+            "depth",
+            "fetched_at",
+            "record_id",
+            "fields.title",
+            "fields.price",
+            "fields.tags",
+        ]
+    )
+    by_url = {r["url"]: r for r in rows}
+    assert by_url["https://b/1"]["fields.title"] == "Emma"
+    assert by_url["https://b/1"]["fields.price"] == "8.5"
+    assert by_url["https://b/2"]["fields.tags"] == '["a", "b"]'
+    assert by_url["https://b/2"]["fields.price"] == ""
+
+
+# --- query --------------------------------------------------------------------------------
+
+
+def _out_dir(tmp_path: Path, crawl_id: str = "local") -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "records.jsonl").write_text(
+        "".join(json.dumps({"crawl_id": crawl_id, "depth": 0, "fetched_at": 1.7e9, **r}) + "\n" for r in RECORDS)
+    )
+    (out / "summary.json").write_text(json.dumps({"crawl_id": crawl_id}))
+    log = [
+        {"url": "https://b/1", "outcome": "fetched", "status": 200, "depth": 0},
+        {"url": "https://b/3", "outcome": "failed", "reason": "timeout", "depth": 1},
+        {"url": "https://b/4", "outcome": "skipped", "reason": "robots.txt", "depth": 1},
+    ]
+    (out / "crawl-log.jsonl").write_text("".join(json.dumps(line) + "\n" for line in log))
+    return out
+
+
+def test_query_local_runs_sql_on_duckdb_over_out(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = _out_dir(tmp_path)
+    sql = "SELECT fields['title'] AS title, fields['tags'] AS tags FROM records WHERE mapping = 'book' ORDER BY url"
+    code = main(["query", sql, "--local", str(out)])
+    printed, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert printed.splitlines() == [
+        "title        tags",
+        "-----------  ---------",
+        "Emma",
+        'Middlemarch  ["a","b"]',
+        "(2 rows)",
+    ]
+
+    code = main(["query", "SELECT outcome, count(*) AS n FROM crawl_log GROUP BY 1 ORDER BY 1", "--local", str(out)])
+    assert code == 0
+    assert capsys.readouterr().out.splitlines()[2:5] == ["failed   1", "fetched  1", "skipped  1"]
+
+    # No resolved.jsonl: the table is there, empty.
+    code = main(["query", "SELECT count(*) AS n FROM resolved", "--local", str(out), "--format", "jsonl"])
+    assert code == 0 and capsys.readouterr().out == '{"n": 0}\n'
+
+
+def test_the_stacks_named_queries_run_locally_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # infra imports aws_cdk, whose node process must not warn about the node version (as make/infra.mk says).
+    monkeypatch.setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    from infra.analytics import NAMED_QUERIES
+
+    out = _out_dir(tmp_path, settings.DEFAULT_CRAWL_ID)
+    results = {}
+    for name, (_, sql) in NAMED_QUERIES.items():
+        assert main(["query", sql, "--local", str(out), "--format", "jsonl"]) == 0, capsys.readouterr().err
+        results[name] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["mapping"], r["records"]) for r in results["records-by-mapping"]] == [("book", 2), ("author", 1)]
+    assert results["top-failing-hosts"] == [{"host": "b", "failures": 1, "urls": 3, "failed_pct": 33.3}]
+    assert len(results["fetch-outcomes-by-host-and-status"]) == 3
+
+
+def test_query_local_mistakes_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = _out_dir(tmp_path)
+    assert main(["query", "SELEC 1", "--local", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("crawlstack: error: query: Parser Error: syntax error")
+    assert main(["query", "SELECT * FROM nope", "--local", str(out)]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["query", "SELECT 1", "--local", str(tmp_path / "missing")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_query_on_athena_waits_and_prints_a_table(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    columns = [{"Name": "mapping", "Type": "varchar"}, {"Name": "n", "Type": "bigint"}]
+    rows = [
+        {"Data": [{"VarCharValue": "mapping"}, {"VarCharValue": "n"}]},
+        {"Data": [{"VarCharValue": "book"}, {"VarCharValue": "2"}]},
+        {"Data": [{"VarCharValue": "author"}, {"VarCharValue": "1"}]},
+    ]
+    requests.post(
+        f"{deployed.endpoint}/moto-api/static/athena/query-results",
+        json={"region": "us-east-1", "results": [{"rows": rows, "column_info": columns}]},
+        timeout=10,
+    ).raise_for_status()
+    code, out, err = run(capsys, deployed, "query", "SELECT mapping, count(*) AS n FROM records GROUP BY 1")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["mapping  n", "-------  -", "book     2", "author   1", "(2 rows)"]
+    (execution,) = deployed.client("athena").list_query_executions(WorkGroup=WORKGROUP)["QueryExecutionIds"]
+    details = deployed.client("athena").get_query_execution(QueryExecutionId=execution)["QueryExecution"]
+    assert details["QueryExecutionContext"] == {"Database": DATABASE}
+    assert details["Query"] == "SELECT mapping, count(*) AS n FROM records GROUP BY 1"
+
+
+# moto's queries succeed at once; failure and timeout are checked on a stand-in client.
+
+
+class _FakeAthena:
+    def __init__(self, states: list[dict[str, Any]]) -> None:
+        self.states = states
+        self.stopped: list[str] = []
+
+    def start_query_execution(self, **kwargs: Any) -> dict[str, Any]:
+        return {"QueryExecutionId": "q1"}
+
+    def get_query_execution(self, QueryExecutionId: str) -> dict[str, Any]:
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        return {"QueryExecution": {"Status": state}}
+
+    def stop_query_execution(self, QueryExecutionId: str) -> None:
+        self.stopped.append(QueryExecutionId)
+
+
+def _athena(fake: _FakeAthena, sleeps: list[float]) -> Any:
+    from crawlstack.deployed import Athena, Connection
+
+    connection = Connection("us-east-1")
+    connection._clients["athena"] = fake
+    return Athena(connection, sleep=sleeps.append)
+
+
+def test_athena_failures_say_why() -> None:
+    from crawlstack.deployed import DeployedError
+
+    sleeps: list[float] = []
+    failed = {
+        "State": "FAILED",
+        "StateChangeReason": "line 1:8: Column 'x' cannot be resolved",
+        "AthenaError": {"ErrorCategory": 2},
+    }
+    athena = _athena(_FakeAthena([{"State": "QUEUED"}, {"State": "RUNNING"}, failed]), sleeps)
+    with pytest.raises(DeployedError) as caught:
+        athena.run("SELECT x", "wg", "db", timeout=60)
+    assert str(caught.value) == "query failed: line 1:8: Column 'x' cannot be resolved"
+    assert caught.value.status == 2
+    assert sleeps == [0.25, 0.5]  # backing off between polls
+
+
+def test_athena_timeout_cancels_the_query() -> None:
+    from crawlstack.deployed import DeployedError
+
+    fake = _FakeAthena([{"State": "RUNNING"}])
+    athena = _athena(fake, [])
+    with pytest.raises(DeployedError, match=r"still RUNNING after 0s: cancelled"):
+        athena.run("SELECT 1", "wg", "db", timeout=0)
+    assert fake.stopped == ["q1"]
+
+
+# --- dlq ----------------------------------------------------------------------------------
+
+
+def test_dlq_show_leaves_messages_and_redrive_moves_them_back(
+    capsys: pytest.CaptureFixture[str], deployed: Deployed
+) -> None:
+    sqs = deployed.client("sqs")
+    bodies = [json.dumps({"url": f"https://x/{i}", "depth": 1}) for i in range(13)]
+    for body in bodies:
+        sqs.send_message(QueueUrl=deployed.dlq("frontier"), MessageBody=body)
+
+    code, out, _ = run(capsys, deployed, "dlq", "show", "frontier", "--limit", "12")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "frontier dead-letter queue: 13 messages:"
+    assert len(lines) == 13
+    assert all(line.startswith("  received 1x, sent ") for line in lines[1:])
+    assert {line.split(": ", 1)[1] for line in lines[1:]} <= set(bodies)
+    # Still there, and visible at once.
+    attrs = sqs.get_queue_attributes(QueueUrl=deployed.dlq("frontier"), AttributeNames=["All"])["Attributes"]
+    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("13", "0")
+
+    code, out, _ = run(capsys, deployed, "dlq", "show")
+    assert code == 0
+    assert "fetch dead-letter queue: 0 messages\n" in out and "extract dead-letter queue: 0 messages\n" in out
+
+    code, out, _ = run(capsys, deployed, "dlq", "redrive", "frontier", "--limit", "4")
+    assert (code, out) == (0, "frontier: moved 4 messages back from its dead-letter queue\n")
+    code, out, _ = run(capsys, deployed, "dlq", "redrive")
+    assert code == 0
+    assert "frontier: moved 9 messages back from its dead-letter queue" in out
+    assert deployed.receive_all(deployed.dlq("frontier")) == []
+    assert sorted(m["Body"] for m in deployed.receive_all(deployed.queue("frontier"))) == sorted(bodies)
+
+
+def test_a_bad_queue_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["dlq", "show", "frontierr"])
+    assert caught.value.code == 2
+
+
+def test_query_local_reads_a_real_crawls_out(
+    capsys: pytest.CaptureFixture[str], web: LoopbackWeb, crawl: Crawl
+) -> None:
+    address = "127.0.0.2"
+    web.add_host(address, star_site(3))
+    rules = [mapping("page", host_pattern(address, r"/p\d\.html"), {"title": "//h1/text()"})]
+    result = crawl(web.url(address, "/"), rules=rules)
+    capsys.readouterr()
+    sql = (
+        "SELECT r.fields['title'] AS title, l.outcome, l.host, r.crawl_id = l.crawl_id AS same_crawl "
+        "FROM records r JOIN crawl_log l USING (url) ORDER BY title"
+    )
+    assert main(["query", sql, "--local", str(result.out), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "title,outcome,host,same_crawl",
+        *(f"page {i},fetched,{address},True" for i in (1, 2, 3)),
+    ]
