@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
 
 from crawlstack import settings
 from infra.config import CTX_LAMBDA_BUILD_DIR, ConfigError, CrawlConfig, LambdaAssets
@@ -26,6 +27,10 @@ def main() -> None:
         config = CrawlConfig.from_context(app.node)
     except ConfigError as exc:
         sys.exit(f"error: {exc}")
+    # cdk-nag's AwsSolutions rules at every synth; reports=True writes
+    # AwsSolutions-<stack>-NagReport.csv into cdk.out.  Unsuppressed errors
+    # fail the synth; each suppression's reason is in infra/nag.py.
+    cdk.Aspects.of(app).add(AwsSolutionsChecks(reports=True, verbose=True))
     CrawlstackStack(
         app,
         settings.STACK_NAME,

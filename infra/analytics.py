@@ -137,11 +137,10 @@ class Analytics(Construct):
                 "".join(part.capitalize() for part in name.split("-")),
                 name=name,
                 description=description,
-                database=self.database_name,
+                database=self.database.ref,  # Ref: the name, and the dependency
                 work_group=self.workgroup.ref,
                 query_string=sql,
             )
-            query.add_dependency(self.database)
             self.named_queries[name] = query
 
     def _table(self, bucket: s3.Bucket, name: str, prefix: str, columns: tuple[tuple[str, str], ...]) -> glue.CfnTable:
@@ -150,7 +149,7 @@ class Analytics(Construct):
             self,
             f"{''.join(p.capitalize() for p in name.split('_'))}Table",
             catalog_id=Aws.ACCOUNT_ID,
-            database_name=self.database_name,
+            database_name=self.database.ref,
             table_input=glue.CfnTable.TableInputProperty(
                 name=name,
                 description=f"gzipped JSON lines under s3://<bucket>/{prefix}crawl_id=<id>/dt=<YYYY-MM-DD>/",
@@ -182,5 +181,4 @@ class Analytics(Construct):
                 ),
             ),
         )
-        table.add_dependency(self.database)
         return table

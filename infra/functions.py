@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
@@ -141,10 +142,13 @@ class Functions(Construct):
             for table in TABLE_READS[key]:
                 storage.tables[table].grant_read_data(fn)
             reads, writes = BUCKET_ACCESS[key]
-            for prefix in reads:
-                storage.bucket.grant_read(fn, f"{prefix}*")
-            for prefix in writes:
-                storage.bucket.grant_put(fn, f"{prefix}*")
+            # iam.Grant with exact actions rather than bucket.grant_read/put,
+            # whose action wildcards (s3:GetObject*, s3:List*, s3:Abort*)
+            # allow more than one GET or PUT of an object.
+            for prefix, action in [(p, "s3:GetObject") for p in reads] + [(p, "s3:PutObject") for p in writes]:
+                iam.Grant.add_to_principal(
+                    grantee=fn, actions=[action], resource_arns=[storage.bucket.arn_for_objects(f"{prefix}*")]
+                )
 
 
 def _format_number(value: float) -> str:

@@ -12,6 +12,7 @@ from infra.analytics import Analytics
 from infra.config import CrawlConfig, LambdaAssets
 from infra.functions import Functions
 from infra.monitoring import Monitoring
+from infra.nag import suppress
 from infra.queues import Queues
 from infra.storage import Storage
 
@@ -42,6 +43,7 @@ class CrawlstackStack(Stack):
         )
         self.analytics = Analytics(self, "Analytics", bucket=self.storage.bucket)
         self.monitoring = Monitoring(self, "Monitoring", queues=self.queues, functions=self.functions)
+        suppress(self, functions=self.functions)
 
         for key, queue in self.queues.queues.items():
             CfnOutput(self, settings.OUTPUT_QUEUE_URL[key], value=queue.queue_url)

@@ -12,6 +12,7 @@ from constructs import Construct
 from crawlstack import settings
 
 WARC_SUFFIX = ".warc.gz"
+ACCESS_LOG_DAYS = 90
 
 
 class Storage(Construct):
@@ -34,9 +35,23 @@ class Storage(Construct):
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if retain_data else RemovalPolicy.DESTROY
 
+        # Server access logs of the pages bucket: who read or wrote what.
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=removal,
+            auto_delete_objects=not retain_data,
+            lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(ACCESS_LOG_DAYS))],
+        )
         self.bucket = s3.Bucket(
             self,
             "Pages",
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="pages-bucket/",
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,

@@ -11,15 +11,26 @@ CDK_FLAGS ?=
 # does not need this.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 
-.PHONY: build-lambda synth infra-test infra-diff infra-deploy infra-clean
+# W3005 (a DependsOn also implied by a GetAtt) is how CDK writes some
+# dependencies; harmless, and not ours to change.
+CFN_LINT_FLAGS ?= --ignore-checks=W3005
+STACK_TEMPLATE ?= cdk.out/Crawlstack.template.json
+
+.PHONY: build-lambda synth infra-lint infra-test infra-diff infra-deploy infra-clean
 
 ## Vendored deps layer (cached on the requirements hash) + code asset
 build-lambda:
 	$(PY) scripts/build_lambda.py --out $(LAMBDA_BUILD_DIR)
 
-## CloudFormation template in cdk.out/ (no Docker, no AWS account needed)
+## CloudFormation template in cdk.out/ (no Docker, no AWS account needed); cdk-nag
+## runs in the app (report: cdk.out/AwsSolutions-*-NagReport.csv), then cfn-lint
 synth: build-lambda
 	$(CDK) synth --quiet -c crawlstack:lambda_build_dir=$(LAMBDA_BUILD_DIR) $(CDK_FLAGS)
+	$(MAKE) -f make/infra.mk infra-lint PY=$(PY)
+
+## cfn-lint on the synthesized template (`make synth` first)
+infra-lint:
+	$(dir $(PY))cfn-lint $(CFN_LINT_FLAGS) $(STACK_TEMPLATE)
 
 ## CDK template assertion tests (no build needed)
 infra-test:
