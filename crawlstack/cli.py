@@ -445,6 +445,8 @@ def _seed(args: argparse.Namespace) -> int:
 
 
 def _print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    if not columns:  # a statement without a result set (DDL)
+        return
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells if i < len(r))]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
