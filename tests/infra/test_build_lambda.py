@@ -119,3 +119,12 @@ def test_script_refuses_invalid_rules_without_a_traceback(tmp_path):
     assert result.stderr.splitlines() == BAD_RULES_ERRORS
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_import_time_is_measured_in_a_fresh_interpreter(build, tmp_path):
+    (tmp_path / "probe_mod.py").write_text("import json\nVALUE = 1\n")
+    seconds = build.import_seconds(tmp_path, "probe_mod", runs=1)
+    assert 0 < seconds < 10
+    (tmp_path / "broken_mod.py").write_text("raise ImportError('nope')\n")
+    with pytest.raises(RuntimeError, match="broken_mod"):
+        build.import_seconds(tmp_path, "broken_mod", runs=1)
