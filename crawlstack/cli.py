@@ -184,8 +184,8 @@ def _add_deployed_commands(sub: Any) -> None:
         help="queue depths and a crawl's counts",
         description="Queue depths (visible, in flight, delayed) and dead-letter depths, then URLs per outcome "
         "and records extracted, per crawl or for crawl ID. The counts come from a Scan of the urls and results "
-        "tables, which reads every item: its cost grows with the tables (--no-counts skips it). The page budget "
-        "is the crawls table's counter.",
+        "tables, which reads every item: its cost grows with the tables (--no-counts skips it). A crawl's state "
+        "(running or stopped) and page budget come from the crawls table.",
     )
     status.add_argument("crawl_id", nargs="?", metavar="ID", help="one crawl (default: every crawl)")
     status.add_argument("--no-counts", action="store_true", help="queue depths only: no table scans")
@@ -478,7 +478,8 @@ def _status(args: argparse.Namespace) -> int:
     tables = Tables(stack.connection)
     states = tables.url_states(stack.table("urls"), args.crawl_id)
     extracted = tables.count(stack.table("results"), args.crawl_id)
-    crawls = sorted(set(states) | set(extracted) | ({args.crawl_id} if args.crawl_id else set()))
+    configs = tables.crawls(stack.table("crawls"), args.crawl_id)
+    crawls = sorted(set(states) | set(extracted) | set(configs) | ({args.crawl_id} if args.crawl_id else set()))
     print()
     if not crawls:
         print("no crawl has seen a URL yet")
@@ -486,12 +487,14 @@ def _status(args: argparse.Namespace) -> int:
     rows = []
     for crawl_id in crawls:
         counts: Mapping[str, int] = states.get(crawl_id, {})
-        config = tables.crawl(stack.table("crawls"), crawl_id) if args.crawl_id else {}
+        config = configs.get(crawl_id, {})
         budget = ""
         if config.get("max_pages") is not None:
             budget = f"{config.get('pages_admitted', 0)}/{config['max_pages']}"
-        rows.append([crawl_id, *(counts.get(s, 0) for s in URL_STATES), extracted.get(crawl_id, 0), budget])
-    _print_table(["crawl", *URL_STATES, "extracted", "budget"], rows)
+        # A crawl without a config item runs on the stack's defaults.
+        state = config.get("state", "running")
+        rows.append([crawl_id, state, *(counts.get(s, 0) for s in URL_STATES), extracted.get(crawl_id, 0), budget])
+    _print_table(["crawl", "state", *URL_STATES, "extracted", "budget"], rows)
     return 0
 
 

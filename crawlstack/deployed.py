@@ -318,10 +318,23 @@ class Tables:
                 counts[item.get("crawl_id", {}).get("S", "?")] += 1
         return dict(counts)
 
-    def crawl(self, table: str, crawl_id: str) -> dict[str, Any]:
-        with aws_errors(f"read {table}"):
-            item = self._ddb.get_item(TableName=table, Key={"crawl_id": {"S": crawl_id}}).get("Item")
-        return _unmarshal(item)
+    def crawls(self, table: str, crawl_id: str | None) -> dict[str, dict[str, Any]]:
+        """Crawl configs with their state and page budget counter (the crawls table holds one item per crawl)."""
+        if crawl_id is not None:
+            with aws_errors(f"read {table}"):
+                item = self._ddb.get_item(TableName=table, Key={"crawl_id": {"S": crawl_id}}).get("Item")
+            return {crawl_id: _unmarshal(item)} if item else {}
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "ProjectionExpression": "crawl_id, #s, max_pages, pages_admitted",
+            "ExpressionAttributeNames": {"#s": "state"},
+        }
+        found = {}
+        for page in self._scan(f"scan {table}", **kwargs):
+            for item in page.get("Items", []):
+                data = _unmarshal(item)
+                found[str(data["crawl_id"])] = data
+        return found
 
     def records(self, table: str, crawl_id: str | None, mapping: str | None) -> Iterator[dict[str, Any]]:
         """Results items as records.jsonl has them (no key attributes), in table order."""

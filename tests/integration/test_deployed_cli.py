@@ -292,6 +292,9 @@ def test_status_gives_queue_depths_and_counts_per_crawl(capsys: pytest.CaptureFi
         TableName=deployed.table("crawls"),
         Item={"crawl_id": {"S": "a"}, "max_pages": {"N": "10"}, "pages_admitted": {"N": "6"}},
     )
+    deployed.client("dynamodb").put_item(
+        TableName=deployed.table("crawls"), Item={"crawl_id": {"S": "c"}, "state": {"S": "stopped"}}
+    )
 
     code, out, err = run(capsys, deployed, "status")
     assert (code, err) == (0, "")
@@ -300,13 +303,16 @@ def test_status_gives_queue_depths_and_counts_per_crawl(capsys: pytest.CaptureFi
     assert lines[2] == ["frontier", "2", "1", "0", "0"]
     assert lines[3] == ["fetch", "0", "0", "1", "0"]
     assert lines[4] == ["extract", "0", "0", "0", "1"]
-    assert lines[6] == ["crawl", "queued", "fetching", "fetched", "skipped", "failed", "extracted", "budget"]
-    assert lines[8] == ["a", "1", "0", "4", "2", "1", "3"]
-    assert lines[9] == ["b", "0", "0", "1", "0", "0", "0"]
+    assert lines[6] == ["crawl", "state", "queued", "fetching", "fetched", "skipped", "failed", "extracted", "budget"]
+    assert lines[8] == ["a", "running", "1", "0", "4", "2", "1", "3", "6/10"]
+    assert lines[9] == ["b", "running", "0", "0", "1", "0", "0", "0"]
+    assert lines[10] == ["c", "stopped", "0", "0", "0", "0", "0", "0"]  # a crawl with a config and no URL yet
 
     code, out, _ = run(capsys, deployed, "status", "a")
     assert code == 0
-    assert out.splitlines()[-1].split() == ["a", "1", "0", "4", "2", "1", "3", "6/10"]
+    assert out.splitlines()[-1].split() == ["a", "running", "1", "0", "4", "2", "1", "3", "6/10"]
+    code, out, _ = run(capsys, deployed, "status", "c")
+    assert out.splitlines()[-1].split() == ["c", "stopped", "0", "0", "0", "0", "0", "0"]
 
     code, out, _ = run(capsys, deployed, "status", "--no-counts")
     assert code == 0 and "crawl" not in out and len(out.splitlines()) == 5
