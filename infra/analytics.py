@@ -50,10 +50,10 @@ RECORDS = settings.QUERY_TABLES["records"]
 CRAWL_LOG = settings.QUERY_TABLES["crawl_log"]
 # Partition projection injects crawl_id: every query must name its crawl(s).
 NAMED_QUERIES = {
+    # Plain SQL that DuckDB runs too (`crawlstack query --local`).
     "records-by-mapping": (
         "Records of one crawl, counted by mapping",
-        f"SELECT mapping, count(*) AS records, min(from_unixtime(fetched_at)) AS first, "
-        f"max(from_unixtime(fetched_at)) AS last\nFROM {RECORDS}\n"
+        f"SELECT mapping, count(*) AS records, count(DISTINCT record_id) AS seed_records\nFROM {RECORDS}\n"
         f"WHERE crawl_id = '{settings.DEFAULT_CRAWL_ID}'\nGROUP BY mapping\nORDER BY records DESC",
     ),
     "fetch-outcomes-by-host-and-status": (
