@@ -175,12 +175,16 @@ class Fetcher:
             # batch (nor leave its tasks holding places in their windows).
             return {key for key in keys if key in self.completed}, exc
 
-    def _held(self, task: FetchTask, outbox: Outbox) -> bool:
-        """Hold a task of a stopped crawl: no request, no wait; its window place goes to the next parked URL."""
+    def _hold_if_stopped(self, task: FetchTask) -> bool:
+        """Hold the task if its crawl is stopped; False if it runs (a stale cached state included)."""
         if self.held is None or not self.crawls.get(task.crawl_id).stopped:
             return False
-        if not hold_task(self.held, task):
-            return False  # resumed meanwhile (the cached state was stale)
+        return hold_task(self.held, task)
+
+    def _held(self, task: FetchTask, outbox: Outbox) -> bool:
+        """Hold a task of a stopped crawl: no request, no wait; its window place goes to the next parked URL."""
+        if not self._hold_if_stopped(task):
+            return False
         # Held first, then out of the window: a crash in between leaves the
         # task to be redelivered and held again, never lost.
         self._unpark_after(task.host, self.politeness.leave(task), outbox)
@@ -229,7 +233,7 @@ class Fetcher:
         if slot.parked_at is None:
             return
         now = self.clock()
-        for order, ready in self.politeness.unpark(host):
+        for order, ready in self.politeness.unpark(host, hold=self._hold_if_stopped):
             outbox.add_fetch(ready, now, order)
 
     def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:

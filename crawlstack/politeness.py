@@ -169,7 +169,7 @@ class Politeness:
             self._known.clear()
         self._known[state.host] = state
 
-    def unpark(self, host: str) -> list[tuple[str | None, FetchTask]]:
+    def unpark(self, host: str, hold: Callable[[FetchTask], bool] | None = None) -> list[tuple[str | None, FetchTask]]:
         """Move parked URLs of ``host`` into its window, oldest first.
 
         Returns (order, task) pairs.  The caller sends the tasks, then calls
@@ -180,6 +180,11 @@ class Politeness:
         sent again even though its URL already holds a place in the window.
         Whenever URLs stay parked behind a full window, the ``parked_at`` flag
         is left set, so a later release comes back for them.
+
+        ``hold``: called with each taken row's task before it gets a slot; when
+        it returns True (its crawl is stopped and the task is held,
+        ``crawlstack.jobs``) the row is deleted and the place goes to the next
+        row, so a stopped crawl's backlog spends none of the host's slots.
         """
         out: list[tuple[str | None, FetchTask]] = []
         limit = settings.DEFAULT_HOST_CONCURRENCY
@@ -202,6 +207,9 @@ class Politeness:
                     continue
                 if window_key(task) in state.window:
                     out.append((order, replace(task, not_before=max(now, state.free_at))))
+                    continue
+                if hold is not None and hold(task):
+                    self.parking.delete(host, order)
                     continue
                 reserved, state = self._reserve_parked(host, task, state)
                 if reserved is None:

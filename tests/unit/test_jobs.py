@@ -94,6 +94,22 @@ def test_a_stopped_crawl_makes_no_request_holds_its_work_and_its_host_neighbour_
     assert_nothing_leaked(sim)
 
 
+def test_a_stopped_crawls_parked_backlog_spends_none_of_the_hosts_time(sim: SimCrawl) -> None:
+    a, b = urls("a", 10), urls("b", 10)
+    sim.seed("a", *a)  # a fills the window and parks first, b parks behind it
+    sim.seed("b", *b)
+    sim.run(until=sim.clock.now + 0.5)
+    jobs.stop("a", sim.crawls)
+    stopped_at = sim.clock.now
+    sim.run()
+    b_after = [t for u, t in sim.requests if u in b and t >= stopped_at]
+    assert len(b_after) == len(b)
+    # Held straight from the parked table: no slot reserved for a's backlog, b runs at the host's pace.
+    assert max(b_after) - stopped_at <= (len(b) + 2) * DELAY
+    assert sim.held.count() == len(a) - len([u for u, _ in sim.requests if u in a])
+    assert_nothing_leaked(sim)
+
+
 def test_stop_before_dispatch_holds_messages_unclaimed_and_resume_sends_each_once(sim: SimCrawl) -> None:
     jobs.stop("a", sim.crawls)
     sim.seed("a", *urls("a", 5))
