@@ -401,6 +401,9 @@ def test_cdk_json_defaults_match_settings():
     assert context[CTX_MAX_DEPTH] == settings.DEFAULT_MAX_DEPTH
     assert context[CTX_FETCH_CONCURRENCY] == 10
     assert context[CTX_PAGE_RETENTION_DAYS] == 30
+    assert context[CTX_LOG_RETENTION_DAYS] == 30
+    for key, spec in settings.FUNCTIONS.items():
+        assert context[CTX_MEMORY_MB[key]] == spec.memory_mb
 
 
 def test_context_overrides(assets):
