@@ -196,6 +196,7 @@ OUTPUT_DLQ_URL = {key: f"{key.capitalize()}DlqUrl" for key in QUEUES}
 OUTPUT_TABLE = {key: f"{key.capitalize()}TableName" for key in TABLES}
 OUTPUT_BUCKET = "BucketName"
 OUTPUT_DASHBOARD = "DashboardName"
+OUTPUT_ALARM_TOPIC = "AlarmTopicArn"
 OUTPUT_FUNCTION = {key: f"{key.capitalize()}FunctionName" for key in FUNCTIONS}
 
 # --- the CLI for a deployed stack (crawlstack.deployed) ---------------------

@@ -18,6 +18,7 @@ CTX_PAGE_RETENTION_DAYS = "crawlstack:page_retention_days"
 CTX_RETAIN_DATA = "crawlstack:retain_data"
 CTX_LAMBDA_BUILD_DIR = "crawlstack:lambda_build_dir"
 CTX_LOG_RETENTION_DAYS = "crawlstack:log_retention_days"
+CTX_ALARM_EMAIL = "crawlstack:alarm_email"
 # One memory size per function: crawlstack:dispatch_memory_mb and so on.
 CTX_MEMORY_MB = {key: f"crawlstack:{key}_memory_mb" for key in settings.FUNCTIONS}
 
@@ -83,6 +84,17 @@ def _number(key: str, value: Any, kind: type[int] | type[float], low: float, hig
     return number
 
 
+def _email(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    if "@" not in text or " " in text:
+        raise ConfigError(f"context {CTX_ALARM_EMAIL}={value!r}: expected an email address")
+    return text
+
+
 def _log_retention(value: Any) -> int:
     days = _number(CTX_LOG_RETENTION_DAYS, value, int, 1)
     if days not in LOG_RETENTION_CHOICES:
@@ -102,6 +114,8 @@ class CrawlConfig:
     # Keep the bucket and tables when the stack is deleted.
     retain_data: bool = True
     log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS
+    # Subscribed to the alarm topic when set.
+    alarm_email: str | None = None
     # Function key -> MB; a function left out keeps settings.FUNCTIONS' size.
     memory_mb: dict[str, int] = field(default_factory=dict)
 
@@ -134,6 +148,7 @@ class CrawlConfig:
                 CTX_PAGE_RETENTION_DAYS, get(CTX_PAGE_RETENTION_DAYS, DEFAULT_PAGE_RETENTION_DAYS), int, 1
             ),
             retain_data=_bool(CTX_RETAIN_DATA, get(CTX_RETAIN_DATA, True)),
+            alarm_email=_email(get(CTX_ALARM_EMAIL, None)),
             log_retention_days=_log_retention(get(CTX_LOG_RETENTION_DAYS, DEFAULT_LOG_RETENTION_DAYS)),
             memory_mb={
                 key: _number(

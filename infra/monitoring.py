@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from crawlstack import settings
@@ -37,12 +40,24 @@ def emf_metric(service: str, name: str, label: str) -> cw.Metric:
 class Monitoring(Construct):
     """One dashboard, and alarms on every DLQ's depth and every function's errors and throttles.
 
-    The alarms have no actions: subscribe an SNS topic (``alarm.add_alarm_action``)
-    or watch them in the console; who gets paged is a per-account choice.
+    Every alarm notifies one SNS topic (output ``AlarmTopicArn``); context
+    ``crawlstack:alarm_email`` subscribes an address to it, or subscribe
+    anything else to the topic after deploying.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, queues: Queues, functions: Functions) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        queues: Queues,
+        functions: Functions,
+        alarm_email: str | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
+        self.topic = sns.Topic(self, "Alarms", display_name=f"{settings.APP_NAME} alarms", enforce_ssl=True)
+        if alarm_email:
+            self.topic.add_subscription(subs.EmailSubscription(alarm_email))
         self.alarms: list[cw.Alarm] = []
         for key, dlq in queues.dlqs.items():
             self.alarms.append(
@@ -74,6 +89,9 @@ class Monitoring(Construct):
                         treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
                     )
                 )
+
+        for alarm in self.alarms:
+            alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
         queue_depth = [

@@ -42,7 +42,9 @@ class CrawlstackStack(Stack):
             self, "Functions", assets=assets, queues=self.queues, storage=self.storage, config=self.config
         )
         self.analytics = Analytics(self, "Analytics", bucket=self.storage.bucket)
-        self.monitoring = Monitoring(self, "Monitoring", queues=self.queues, functions=self.functions)
+        self.monitoring = Monitoring(
+            self, "Monitoring", queues=self.queues, functions=self.functions, alarm_email=self.config.alarm_email
+        )
         suppress(self, functions=self.functions)
 
         for key, queue in self.queues.queues.items():
@@ -52,6 +54,7 @@ class CrawlstackStack(Stack):
             CfnOutput(self, settings.OUTPUT_TABLE[key], value=table.table_name)
         CfnOutput(self, settings.OUTPUT_BUCKET, value=self.storage.bucket.bucket_name)
         CfnOutput(self, settings.OUTPUT_DASHBOARD, value=self.monitoring.dashboard.dashboard_name)
+        CfnOutput(self, settings.OUTPUT_ALARM_TOPIC, value=self.monitoring.topic.topic_arn)
         CfnOutput(self, settings.OUTPUT_WORKGROUP, value=self.analytics.workgroup.ref)
         CfnOutput(self, settings.OUTPUT_GLUE_DATABASE, value=self.analytics.database_name)
         for key, fn in self.functions.functions.items():

@@ -22,6 +22,7 @@ from aws_cdk.assertions import Match, Template  # noqa: E402
 
 from crawlstack import settings  # noqa: E402
 from infra.config import (  # noqa: E402
+    CTX_ALARM_EMAIL,
     CTX_DELAY,
     CTX_FETCH_CONCURRENCY,
     CTX_LOG_RETENTION_DAYS,
@@ -503,9 +504,20 @@ def test_alarms_on_every_dlq_and_function(stack, resources):
             if a["Properties"]["MetricName"] == name and a["Properties"]["Namespace"] == "AWS/Lambda"
         }
         assert watched == set(function_ids(stack).values())
+    topic = {"Ref": stack.get_logical_id(stack.monitoring.topic.node.default_child)}
     for a in alarms:
         assert a["Properties"]["Threshold"] == 0
         assert a["Properties"]["ComparisonOperator"] == "GreaterThanThreshold"
+        assert a["Properties"]["AlarmActions"] == [topic]
+    # No address unless one is given in context.
+    assert of_type(resources, "AWS::SNS::Subscription") == {}
+
+
+def test_alarm_email_from_context(assets):
+    _, template = synth(assets, **{CTX_ALARM_EMAIL: "ops@example.com"})
+    template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
+    with pytest.raises(ConfigError):
+        CrawlConfig.from_context(cdk.App(context={CTX_ALARM_EMAIL: "not an address"}).node)
 
 
 def test_dashboard_shows_queues_pipeline_metrics_and_errors(template):
@@ -597,4 +609,10 @@ def test_named_queries(stack, resources):
 
 def test_athena_outputs_for_the_cli(template):
     outputs = template.to_json()["Outputs"]
-    assert {settings.OUTPUT_WORKGROUP, settings.OUTPUT_GLUE_DATABASE, settings.OUTPUT_DASHBOARD} <= set(outputs)
+    expected = {
+        settings.OUTPUT_WORKGROUP,
+        settings.OUTPUT_GLUE_DATABASE,
+        settings.OUTPUT_DASHBOARD,
+        settings.OUTPUT_ALARM_TOPIC,
+    }
+    assert expected <= set(outputs)
