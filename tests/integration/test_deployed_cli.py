@@ -574,3 +574,29 @@ def test_query_local_reads_a_real_crawls_out(
         "title,outcome,host,same_crawl",
         *(f"page {i},fetched,{address},True" for i in (1, 2, 3)),
     ]
+
+
+def test_the_installed_command_as_an_operator_runs_it(deployed: Deployed, tmp_path: Path) -> None:
+    """Through the console script, in its own process: the region from the environment, nothing else shared."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(sys.executable).with_name("crawlstack")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLSTACK_")}
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(script), *argv, "--stack", STACK, "--endpoint-url", deployed.endpoint],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+
+    seeded = cli("seed", "https://a.example/", "https://b.example/", "--crawl-id", "ops")
+    assert (seeded.returncode, seeded.stdout, seeded.stderr) == (0, "seeded 2 of 2 URLs into ops\n", "")
+    status = cli("status", "ops")
+    assert status.returncode == 0 and status.stdout.splitlines()[2].split() == ["frontier", "2", "0", "0", "0"]
+    bad = cli("query", "SELECT 1", "--local", str(tmp_path / "nowhere"))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
