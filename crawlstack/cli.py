@@ -8,7 +8,7 @@ For a deployed stack (its CloudFormation outputs, ``crawlstack.deployed``):
 
     crawlstack seed URL... [--crawl-id ID] [--seeds-file F]
     crawlstack status [ID]
-    crawlstack records [--crawl-id ID] [--mapping M] [--limit N] [--format jsonl|csv]
+    crawlstack records [--crawl-id ID] [--mapping M | --resolved] [--limit N] [--format jsonl|csv]
     crawlstack query "SQL" [--local OUT_DIR]
     crawlstack dlq show|redrive [QUEUE]
 
@@ -201,6 +201,11 @@ def _add_deployed_commands(sub: Any) -> None:
     records.add_argument("--mapping", metavar="NAME", help="only this mapping's records")
     records.add_argument("--limit", type=_positive_int, metavar="N", help="stop after N records")
     records.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    records.add_argument(
+        "--resolved",
+        action="store_true",
+        help="the resolved table instead: one merged record per seed record_id, as resolved.jsonl has them",
+    )
 
     query = sub.add_parser(
         "query",
@@ -504,8 +509,16 @@ def _records(args: argparse.Namespace) -> int:
 
     from crawlstack.deployed import Tables
 
+    if args.resolved and args.mapping:
+        raise UsageError("--mapping: resolved records merge pages of any mapping; leave it out with --resolved")
     stack = _stack(args)
-    found = Tables(stack.connection).records(stack.table("results"), args.crawl_id, args.mapping)
+    tables = Tables(stack.connection)
+    if args.resolved:
+        found = tables.resolved(stack.table("resolved"), args.crawl_id)
+        base = ["crawl_id", "record_id", "complete"]
+    else:
+        found = tables.records(stack.table("results"), args.crawl_id, args.mapping)
+        base = ["mapping", "url", "crawl_id", "depth", "fetched_at", "record_id"]
     if args.limit:
         found = itertools.islice(found, args.limit)
     if args.format == "jsonl":
@@ -514,7 +527,6 @@ def _records(args: argparse.Namespace) -> int:
         return 0
     # CSV needs every field name for its header: the records are read first.
     records = list(found)
-    base = ["mapping", "url", "crawl_id", "depth", "fetched_at", "record_id"]
     names = list(dict.fromkeys(n for r in records for n in (r.get("fields") or {})))
     writer = csv.writer(sys.stdout)
     writer.writerow(base + [f"fields.{n}" for n in names])

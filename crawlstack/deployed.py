@@ -358,6 +358,19 @@ class Tables:
                 record.pop("fp", None)
                 yield record
 
+    def resolved(self, table: str, crawl_id: str | None) -> Iterator[dict[str, Any]]:
+        """Resolved records as resolved.jsonl has them, with their crawl id, in table order."""
+        from crawlstack.aws import ResolvedStore
+
+        kwargs: dict[str, Any] = {"TableName": table}
+        if crawl_id is not None:
+            kwargs["FilterExpression"] = "crawl_id = :c"
+            kwargs["ExpressionAttributeValues"] = {":c": {"S": crawl_id}}
+        for page in self._scan(f"scan {table}", **kwargs):
+            for item in page.get("Items", []):
+                crawl, record_id = item["crawl_id"]["S"], item["record_id"]["S"]
+                yield {"crawl_id": crawl, **ResolvedStore._record(crawl, record_id, item).to_line()}
+
 
 # --- Athena -----------------------------------------------------------------
 

@@ -371,6 +371,40 @@ def test_records_as_csv_have_a_column_per_field(capsys: pytest.CaptureFixture[st
     assert by_url["https://b/2"]["fields.price"] == ""
 
 
+def test_resolved_records(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    ddb = deployed.client("dynamodb")
+    for crawl_id, record_id, fields in [("a", "emma", {"title": "Emma", "price": "8.50"}), ("b", "x", {})]:
+        item = {
+            "pk": f"{crawl_id}#{record_id}",
+            "crawl_id": crawl_id,
+            "record_id": record_id,
+            "want": ["title", "price"],
+        }
+        # Flat field./source. attributes, as aws.ResolvedStore writes them.
+        item |= {f"field.{k}": v for k, v in fields.items()} | {f"source.{k}": "https://b/1" for k in fields}
+        ddb.put_item(TableName=deployed.table("resolved"), Item=aws._marshal(item))
+
+    code, out, _ = run(capsys, deployed, "records", "--resolved", "--crawl-id", "a")
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {
+            "crawl_id": "a",
+            "record_id": "emma",
+            "fields": {"price": "8.50", "title": "Emma"},
+            "sources": {"price": "https://b/1", "title": "https://b/1"},
+            "complete": True,
+        }
+    ]
+    code, out, _ = run(capsys, deployed, "records", "--resolved", "--format", "csv")
+    rows = sorted(csv.DictReader(io.StringIO(out)), key=lambda r: r["record_id"])
+    assert [(r["record_id"], r["complete"], r["fields.title"]) for r in rows] == [
+        ("emma", "True", "Emma"),
+        ("x", "False", ""),
+    ]
+    code, _, err = run(capsys, deployed, "records", "--resolved", "--mapping", "book")
+    assert code == 2 and err.startswith("crawlstack: error: --mapping: ")
+
+
 # --- query --------------------------------------------------------------------------------
 
 
