@@ -128,6 +128,8 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         yield stack
     finally:
         aws.reset_clients()
+        # Leave the process's moto backends empty for later tests (test_endpoint's server shares them).
+        requests.post(f"{endpoint}/moto-api/reset", timeout=10)
         server.stop()
 
 
