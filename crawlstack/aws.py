@@ -432,7 +432,9 @@ class HostStore:
                 TableName=self.name,
                 Key=self._key(host, "slot"),
                 UpdateExpression="SET parked_at = :stamp",
-                ConditionExpression="size(#w) >= :cap",
+                # attribute_exists first: false either way on DynamoDB, but moto
+                # raises on size() of a missing attribute (an empty window).
+                ConditionExpression="attribute_exists(#w) AND size(#w) >= :cap",
                 ExpressionAttributeNames={"#w": "window"},
                 ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":cap": {"N": str(window)}},
             )

@@ -73,7 +73,8 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
             wiring.stop_crawl(CRAWL)
             stopped = time.monotonic()
             thread.join(60)
-            assert not thread.is_alive()
+            assert not thread.is_alive(), f"the pump did not settle: {pump.handler_errors}"
+            assert not pump.handler_errors
 
             before = page_requests(web, ADDRESS)
             late = [e for e in before if e.arrived > stopped + CACHE + SLACK]
