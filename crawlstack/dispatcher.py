@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from crawlstack import http
 from crawlstack.config import CrawlConfig
-from crawlstack.jobs import Held, hold_message
+from crawlstack.jobs import Held, hold_message, hold_task
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import SUB_SECOND, Blocked, Politeness, sqs_delay, window_size
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
@@ -223,11 +223,17 @@ class Dispatcher:
             record_id=msg.record_id,
             want=msg.want,
         )
-        admitted = self.politeness.admit(task)
+        admitted = self.politeness.admit(task, hold=self._hold_if_stopped)
         now = self.clock()
         for order, ready in admitted:
             outbox.add_fetch(ready, now, order)
         return Decision(url, "queued" if any(t.fp == fp for _, t in admitted) else "parked")
+
+    def _hold_if_stopped(self, task: FetchTask) -> bool:
+        """For parked tasks this dispatcher unparks: hold those of a stopped crawl instead of giving them slots."""
+        if self.held is None or not self.crawls.get(task.crawl_id).stopped:
+            return False
+        return hold_task(self.held, task)
 
     def _robots(self, url: str, config: CrawlConfig) -> RobotsPolicy | None:
         origin = origin_of(url)

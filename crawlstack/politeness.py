@@ -123,13 +123,16 @@ class Politeness:
     clock: Callable[[], float] = time.time
     _known: dict[str, HostSlot] = field(default_factory=dict, repr=False)
 
-    def admit(self, task: FetchTask) -> list[tuple[str | None, FetchTask]]:
+    def admit(
+        self, task: FetchTask, hold: Callable[[FetchTask], bool] | None = None
+    ) -> list[tuple[str | None, FetchTask]]:
         """Give the task a slot in the host's window, or park it.
 
         Returns (parked order or None, task) pairs to send to the fetch queue
         now: the task itself with ``not_before`` set, or nothing when it was
         parked, or (rarely) tasks unparked because the window emptied while
         parking.  Send them, then call ``unparked`` with the orders.
+        ``hold`` goes to that ``unpark``.
         """
         # The state this container last wrote is a good guess at the current
         # one: the conditional write checks it, and a stale guess costs only
@@ -155,7 +158,7 @@ class Politeness:
                 self.parking.put(task.host, park_order(task), task.to_json())
                 if self.hosts.mark_parked(task.host, task.window, self.clock()):
                     return []
-                return list(self.unpark(task.host))
+                return list(self.unpark(task.host, hold))
             start = max(self.clock(), state.next_slot)
             conflict = self.hosts.reserve(task.host, key, state, start + task.delay, task.window)
             if conflict is None:
