@@ -101,6 +101,11 @@ def test_delay_callable_fallback_and_stop() -> None:
         assert get(web.url("127.0.0.4", "/slow")).text == "zzz"
         assert time.monotonic() - t0 >= 0.19
         slow = web.requests_for("127.0.0.4")[-1]
+        # The server stamps `finished` just after the last byte goes out, which
+        # the client may already have read: give it a moment.
+        deadline = time.monotonic() + 2
+        while slow.finished is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert slow.finished is not None and slow.finished - slow.arrived >= 0.19
 
         dyn = get(web.url("127.0.0.4", "/dyn?a=1"))
