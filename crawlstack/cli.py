@@ -11,6 +11,7 @@ For a deployed stack (its CloudFormation outputs, ``crawlstack.deployed``):
     crawlstack records [--crawl-id ID] [--mapping M | --resolved] [--limit N] [--format jsonl|csv]
     crawlstack query "SQL" [--local OUT_DIR]
     crawlstack dlq show|redrive [QUEUE]
+    crawlstack crawl stop|resume ID
 
 Every user mistake (a bad URL, a broken rules file, a bad flag) ends in a
 one-line message on stderr and exit status 2, never a traceback; a failure
@@ -588,7 +589,91 @@ def _dlq(args: argparse.Namespace) -> int:
     return status
 
 
+JOB_ACTIONS = ("stop", "resume")
+
+
+def _job_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crawlstack crawl",
+        parents=[_stack_options()],
+        description="Stop or resume a crawl of a deployed stack. A stopped crawl makes no new request within "
+        f"{jobs_bound()} s; its messages and tasks are held in DynamoDB until resume sends each back once.",
+    )
+    parser.add_argument("action", choices=JOB_ACTIONS)
+    parser.add_argument("crawl_id", metavar="ID", help="the crawl's id")
+    return parser
+
+
+def jobs_bound() -> str:
+    from crawlstack import jobs
+
+    return f"{jobs.STATE_CACHE_SECONDS:g}"
+
+
+def _crawl_job(args: argparse.Namespace) -> int:
+    """``crawl stop|resume ID``: the jobs API on the resources the stack's outputs name, through ``crawlstack.aws``."""
+    import os
+
+    from crawlstack import aws, jobs
+    from crawlstack.deployed import aws_errors
+
+    stack = _stack(args)
+    env = {settings.ENV_TABLE[key]: stack.table(key) for key in ("crawls", "frontier", "hosts")}
+    env |= {settings.ENV_QUEUE_URL[key]: stack.queue_url(key) for key in ("frontier", "fetch")}
+    if args.endpoint_url:
+        env["AWS_ENDPOINT_URL"] = args.endpoint_url
+    if args.region:
+        env["AWS_DEFAULT_REGION"] = args.region
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    aws.reset_clients()
+    try:
+        with aws_errors(f"crawl {args.action} {args.crawl_id}"):
+            return _run_job(args)
+    except jobs.UnknownCrawl:
+        print(f"crawlstack: error: the stack's crawls table has no crawl {args.crawl_id!r}", file=sys.stderr)
+        return 2
+    finally:
+        aws.reset_clients()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _run_job(args: argparse.Namespace) -> int:
+    from crawlstack import wiring
+
+    if args.action == "stop":
+        wiring.stop_crawl(args.crawl_id)
+        print(
+            f"stopped {args.crawl_id}: no new request within {jobs_bound()} s; "
+            f"its work is held until 'crawlstack crawl resume {args.crawl_id}'"
+        )
+    else:
+        sent = wiring.resume_crawl(args.crawl_id)
+        print(f"resumed {args.crawl_id}: {sent} held message{'' if sent == 1 else 's'} or task sent back")
+    return 0
+
+
+def _deployed_call(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a deployed-stack command; its DeployedError is one line on stderr and its exit status."""
+    from crawlstack.deployed import DeployedError
+
+    try:
+        return command(args)
+    except DeployedError as exc:
+        print(f"crawlstack: error: {exc}", file=sys.stderr)
+        return exc.status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and argv[0] == "crawl" and argv[1] in JOB_ACTIONS:
+        # Parsed apart: ``crawl`` takes seed URLs as positionals, and
+        # ``crawl --local`` must keep working exactly as before.
+        return _deployed_call(_crawl_job, _job_parser().parse_args(argv[1:]))
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
