@@ -178,6 +178,18 @@ def _add_deployed_commands(sub: Any) -> None:
     seed.add_argument("--crawl-id", metavar="ID", help="the crawl the seeds belong to (default: the stack's)")
     seed.add_argument("--seeds-file", metavar="FILE", help='JSON lines: {"url", "record_id"?, "want"?}')
     seed.add_argument("--rules", metavar="DIR", help="check each seed's want against these rules (the ones deployed)")
+    config = seed.add_argument_group(
+        "a new crawl's config (with --crawl-id; stored once, when the crawl is created; unset ones follow the stack)"
+    )
+    config.add_argument("--max-depth", type=_non_negative_int, metavar="N")
+    config.add_argument("--max-pages", type=_positive_int, metavar="N", help="page budget")
+    config.add_argument("--delay", type=_non_negative_float, metavar="SECONDS")
+    config.add_argument("--user-agent", metavar="STRING")
+    config.add_argument("--allow", type=_regex, action="append", metavar="REGEX", help="also follow (repeatable)")
+    config.add_argument("--deny", type=_regex, action="append", metavar="REGEX", help="never follow (repeatable)")
+    config.add_argument(
+        "--rules-set", action="append", metavar="MAPPING", help="extract with only these mappings (repeatable)"
+    )
 
     status = sub.add_parser(
         "status",
@@ -439,7 +451,20 @@ def _seed(args: argparse.Namespace) -> int:
         raise UsageError(f"rules: {args.rules}: no such file or directory")
     ruleset = load_rules(args.rules, check_schema=True) if args.rules else None
     seeds = _read_seeds(args, ruleset, check_want=ruleset is not None)  # every mistake before any message
+    config = _crawl_settings(args)
+    if config and not args.crawl_id:
+        raise UsageError(
+            "crawl settings (--max-depth, --delay, ...) need --crawl-id: the default crawl's come from the stack"
+        )
+    if ruleset is not None and args.rules_set:
+        unknown = sorted(set(args.rules_set) - {m.name for m in ruleset})
+        if unknown:
+            raise UsageError(f"--rules-set: no mapping named {unknown[0]!r} in {args.rules}")
     stack = _stack(args)
+    if config:
+        from crawlstack.deployed import Tables
+
+        Tables(stack.connection).create_crawl(stack.table("crawls"), args.crawl_id, config)
     url = stack.queue_url("frontier")
     bodies = [frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]  # type: ignore[attr-defined]
     failed = Queues(stack.connection).send(url, bodies)
@@ -448,6 +473,27 @@ def _seed(args: argparse.Namespace) -> int:
     for body, reason in failed:
         print(f"crawlstack: not sent: {json.loads(body)['url']}: {reason}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _crawl_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The crawl settings given on the command line, as the crawls table stores them (CrawlConfig.to_item)."""
+    from decimal import Decimal
+
+    given: dict[str, Any] = {}
+    if args.max_depth is not None:
+        given["max_depth"] = args.max_depth
+    if args.max_pages is not None:
+        given["max_pages"] = args.max_pages
+    if args.delay is not None:
+        given["delay"] = Decimal(str(args.delay))
+    if args.user_agent:
+        given["user_agent"] = args.user_agent
+    for name in ("allow", "deny"):
+        if getattr(args, name):
+            given[name] = list(getattr(args, name))
+    if args.rules_set:
+        given["rules"] = list(dict.fromkeys(args.rules_set))
+    return given
 
 
 def _print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

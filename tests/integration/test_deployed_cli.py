@@ -30,6 +30,7 @@ from webs import Crawl, host_pattern, mapping, star_site
 
 from crawlstack import aws, settings
 from crawlstack.cli import main
+from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local import resources
 
@@ -229,6 +230,25 @@ def test_seed_checks_every_seed_before_sending_any(
     code, _, err = run(capsys, deployed, "seed", "ftp://nope")
     assert code == 2 and err.startswith("crawlstack: error: seed: invalid URL 'ftp://nope'")
     assert deployed.receive_all(deployed.queue("frontier")) == []
+
+
+def test_seed_creates_a_new_crawls_config_once(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
+    argv = ["seed", "https://a.example/", "--crawl-id", "jobs", "--max-pages", "50", "--delay", "2.5"]
+    code, _, err = run(capsys, deployed, *argv, "--deny", "/private/", "--rules-set", "book", "--max-depth", "1")
+    assert (code, err) == (0, "")
+    item = deployed.client("dynamodb").get_item(
+        TableName=deployed.names[settings.ENV_TABLE["crawls"]], Key={"crawl_id": {"S": "jobs"}}
+    )["Item"]
+    config = CrawlConfig.from_item(aws._unmarshal(item), CrawlConfig())
+    assert (config.max_pages, config.delay, config.max_depth) == (50, 2.5, 1)
+    assert (config.deny, config.rules, config.state) == (("/private/",), ("book",), "running")
+    assert config.user_agent == CrawlConfig().user_agent  # not given: the defaults apply
+    # A crawl's config is fixed once stored; seeding it again without settings is fine.
+    code, _, err = run(capsys, deployed, "seed", "https://b.example/", "--crawl-id", "jobs", "--max-pages", "9")
+    assert code == 2 and err.count("\n") == 1 and "already exists" in err
+    assert run(capsys, deployed, "seed", "https://b.example/", "--crawl-id", "jobs")[0] == 0
+    code, _, err = run(capsys, deployed, "seed", "https://b.example/", "--max-pages", "9")
+    assert code == 2 and "need --crawl-id" in err
 
 
 def test_seed_reports_what_sqs_refused() -> None:
