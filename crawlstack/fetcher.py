@@ -83,6 +83,27 @@ class BatchResult:
     completion_error: Exception | None = None
 
 
+FAILURE_CLASSES = ("timeout", "address_refused", "dns", "connection", "redirects", "corrupt_body", "other")
+
+
+def failure_class(reason: str) -> str:
+    """A failed fetch's class: the ``FetchFailuresByClass`` metric's dimension (a few values, fit for alarms)."""
+    text = reason.lower()
+    if "timeout" in text or "deadline" in text:
+        return "timeout"
+    if "not public" in text or "refused address" in text:
+        return "address_refused"
+    if "dns" in text:
+        return "dns"
+    if "connection" in text:
+        return "connection"
+    if "redirects" in text:
+        return "redirects"
+    if "corrupt" in text or "decod" in text:
+        return "corrupt_body"
+    return "other"
+
+
 def warc_key(tasks: list[FetchTask], now: float) -> str:
     # Named by a hash of the batch, never by anything from a URL; a
     # redelivered batch overwrites its own file.  The crawl id is in the

@@ -6,13 +6,14 @@ import time
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack.crawllog import write_crawl_log
 from crawlstack.dispatcher import Outbox
+from crawlstack.fetcher import failure_class
 from crawlstack.messages import FetchTask, InvalidMessage
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.wiring import services
@@ -58,6 +59,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         else:
             name = {"fetched": "PagesFetched", "skipped": "PagesSkipped"}.get(item.outcome, "FetchFailures")
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+        if item.outcome == "failed":
+            # Its own EMF line: a dimension on the shared metric set would split every other metric too.
+            with single_metric(
+                name="FetchFailuresByClass", unit=MetricUnit.Count, value=1, namespace=metrics.namespace
+            ) as failure:
+                failure.add_dimension(name="FailureClass", value=failure_class(item.reason))
 
     def record_handler(record: SQSRecord) -> None:
         if record.message_id in failures:

@@ -12,7 +12,7 @@ from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, Fake
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
-from crawlstack.fetcher import MAX_REDIRECT_HOPS, Fetcher, warc_key
+from crawlstack.fetcher import FAILURE_CLASSES, MAX_REDIRECT_HOPS, Fetcher, failure_class, warc_key
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, window_key, window_size
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords
@@ -533,3 +533,21 @@ def test_a_failed_completion_read_fetches_as_before(env: Env, monkeypatch: pytes
     result = env.fetcher.fetch_batch([t], Outbox())
     assert [f.outcome for f in result.fetched] == ["fetched"] and result.errors == {}
     assert str(result.completion_error) == "AccessDenied"
+
+
+@pytest.mark.parametrize(
+    ("reason", "klass"),
+    [
+        ("read timeout", "timeout"),
+        ("deadline of 60s exceeded", "timeout"),
+        ("address 10.0.0.1 is not public (use --allow-private to allow it)", "address_refused"),
+        ("DNS lookup failed: [Errno -2] Name or service not known", "dns"),
+        ("connection failed", "connection"),
+        ("more than 5 redirects", "redirects"),
+        ("corrupt compressed body", "corrupt_body"),
+        ("no response", "other"),
+    ],
+)
+def test_failure_classes_for_the_metric(reason: str, klass: str) -> None:
+    assert failure_class(reason) == klass
+    assert klass in FAILURE_CLASSES
