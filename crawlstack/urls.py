@@ -100,3 +100,11 @@ def is_ip_literal(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def url_correlation_id(url: str) -> str | None:
+    """The fingerprint of ``url``'s canonical form (the urls table's key), or None for a URL that has none."""
+    try:
+        return fingerprint(canonicalize(url))
+    except InvalidURL:
+        return None

@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack.dispatcher import RECORD_COMPLETE, Outbox
 from crawlstack.messages import FrontierMessage, InvalidMessage
+from crawlstack.urls import url_correlation_id
 from crawlstack.wiring import services
 
 logger = Logger(service="dispatch")
@@ -41,6 +42,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             metrics.add_metric(name="InvalidMessages", unit=MetricUnit.Count, value=1)
             return
         logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
+        # The URL's fingerprint (its key in the urls table) ties its log lines together across functions.
+        logger.set_correlation_id(url_correlation_id(msg.url))
         decision = svc.dispatcher.dispatch(msg, outbox, message_id=record.message_id)
         logger.debug("dispatched", action=decision.action, reason=decision.reason)
         if decision.action == "skipped" and decision.reason == "robots":

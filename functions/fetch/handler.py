@@ -53,7 +53,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         logger.warning("record completion not read", reason=str(batch.completion_error))
         metrics.add_metric(name="CompletionReadErrors", unit=MetricUnit.Count, value=1)
     for item in batch.fetched:
-        logger.info("fetched", url=item.task.url, outcome=item.outcome, status=item.status, reason=item.reason)
+        logger.info(
+            "fetched",
+            url=item.task.url,
+            correlation_id=item.task.fp,
+            outcome=item.outcome,
+            status=item.status,
+            reason=item.reason,
+        )
         if item.outcome == "skipped" and item.reason == RECORD_COMPLETE:
             name = "RecordCompleteSkips"
         else:

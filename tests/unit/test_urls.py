@@ -146,3 +146,12 @@ def test_canonicalize_is_idempotent_and_raises_only_invalid_url(text: str) -> No
     assert once.startswith(("http://", "https://"))
     assert "#" not in once
     assert host_of(once)
+
+
+def test_url_correlation_id_is_the_urls_table_fingerprint() -> None:
+    from crawlstack.urls import url_correlation_id
+
+    assert url_correlation_id("HTTP://Example.com/a?b=1&a=2") == fingerprint(
+        canonicalize("http://example.com/a?a=2&b=1")
+    )
+    assert url_correlation_id("not a url") is None
