@@ -51,6 +51,17 @@ def _env(name: str) -> str:
     return value
 
 
+def _conditional_write(operation: str, **request: Any) -> bool:
+    """Run one conditional DynamoDB write (``put_item``, ``update_item``...); False when its condition failed."""
+    try:
+        getattr(client("dynamodb"), operation)(**request)
+    except ClientError as exc:
+        if _is_conditional_failure(exc):
+            return False
+        raise
+    return True
+
+
 def _is_conditional_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
@@ -180,19 +191,14 @@ class CrawlStore:
 
     def count_page(self, crawl_id: str, max_pages: int) -> bool:
         """Take one page from the budget; False once it is spent."""
-        try:
-            client("dynamodb").update_item(
-                TableName=self.name,
-                Key={"crawl_id": {"S": crawl_id}},
-                UpdateExpression="ADD pages_admitted :one",
-                ConditionExpression="attribute_not_exists(pages_admitted) OR pages_admitted < :max",
-                ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(max_pages)}},
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key={"crawl_id": {"S": crawl_id}},
+            UpdateExpression="ADD pages_admitted :one",
+            ConditionExpression="attribute_not_exists(pages_admitted) OR pages_admitted < :max",
+            ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(max_pages)}},
+        )
 
 
 class UrlStore:
@@ -239,19 +245,14 @@ class UrlStore:
             condition += " OR (claimed_by = :me AND #s = :queued)"
             values |= {":me": {"S": claimer}, ":queued": {"S": "queued"}}
             kwargs = {"ExpressionAttributeNames": {"#s": "state"}}
-        try:
-            client("dynamodb").put_item(
-                TableName=self.name,
-                Item=item,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-                **kwargs,
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "put_item",
+            TableName=self.name,
+            Item=item,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            **kwargs,
+        )
 
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None:
         present = {"state": outcome, "finished_at": time.time(), **{k: v for k, v in fields.items() if v is not None}}
@@ -268,25 +269,20 @@ class UrlStore:
 
     def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool:
         """Mark the URL as being fetched; False if it is done, or being fetched since ``stale_before``."""
-        try:
-            client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self.key(crawl_id, fp),
-                UpdateExpression="SET #s = :fetching, started_at = :now",
-                ConditionExpression="#s = :queued OR (#s = :fetching AND started_at < :stale)",
-                ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={
-                    ":fetching": {"S": "fetching"},
-                    ":queued": {"S": "queued"},
-                    ":now": {"N": str(_num(now))},
-                    ":stale": {"N": str(_num(stale_before))},
-                },
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET #s = :fetching, started_at = :now",
+            ConditionExpression="#s = :queued OR (#s = :fetching AND started_at < :stale)",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues={
+                ":fetching": {"S": "fetching"},
+                ":queued": {"S": "queued"},
+                ":now": {"N": str(_num(now))},
+                ":stale": {"N": str(_num(stale_before))},
+            },
+        )
 
     def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         """Record a URL skipped without claiming it, only if the crawl has no item for it yet.
@@ -305,13 +301,9 @@ class UrlStore:
             "seen_at": {"N": now},
             "finished_at": {"N": now},
         }
-        try:
-            client("dynamodb").put_item(TableName=self.name, Item=item, ConditionExpression="attribute_not_exists(pk)")
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "put_item", TableName=self.name, Item=item, ConditionExpression="attribute_not_exists(pk)"
+        )
 
     def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
         """Record a claimed, unfetched URL as skipped and ``claimable`` again.
@@ -320,29 +312,24 @@ class UrlStore:
         being fetched since before ``stale_before``, by a fetcher that died),
         so a page fetched or being fetched is never offered a second time.
         """
-        try:
-            client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self.key(crawl_id, fp),
-                UpdateExpression="SET #s = :skipped, #r = :reason, finished_at = :now, claimable = :yes",
-                ConditionExpression="record_id = :rid AND (#s = :queued OR (#s = :fetching AND started_at < :stale))",
-                ExpressionAttributeNames={"#s": "state", "#r": "reason"},
-                ExpressionAttributeValues={
-                    ":skipped": {"S": "skipped"},
-                    ":reason": {"S": reason},
-                    ":now": {"N": str(_num(time.time()))},
-                    ":yes": {"BOOL": True},
-                    ":rid": {"S": record_id},
-                    ":queued": {"S": "queued"},
-                    ":fetching": {"S": "fetching"},
-                    ":stale": {"N": str(_num(stale_before))},
-                },
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET #s = :skipped, #r = :reason, finished_at = :now, claimable = :yes",
+            ConditionExpression="record_id = :rid AND (#s = :queued OR (#s = :fetching AND started_at < :stale))",
+            ExpressionAttributeNames={"#s": "state", "#r": "reason"},
+            ExpressionAttributeValues={
+                ":skipped": {"S": "skipped"},
+                ":reason": {"S": reason},
+                ":now": {"N": str(_num(time.time()))},
+                ":yes": {"BOOL": True},
+                ":rid": {"S": record_id},
+                ":queued": {"S": "queued"},
+                ":fetching": {"S": "fetching"},
+                ":stale": {"N": str(_num(stale_before))},
+            },
+        )
 
     def state(self, crawl_id: str, fp: str) -> str | None:
         item = (
@@ -427,22 +414,17 @@ class HostStore:
         The window being full at this moment means some request of the host
         is still to finish, and its release will look in the parked table.
         """
-        try:
-            client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self._key(host, "slot"),
-                UpdateExpression="SET parked_at = :stamp",
-                # attribute_exists first: false either way on DynamoDB, but moto
-                # raises on size() of a missing attribute (an empty window).
-                ConditionExpression="attribute_exists(#w) AND size(#w) >= :cap",
-                ExpressionAttributeNames={"#w": "window"},
-                ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":cap": {"N": str(window)}},
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self._key(host, "slot"),
+            UpdateExpression="SET parked_at = :stamp",
+            # attribute_exists first: false either way on DynamoDB, but moto
+            # raises on size() of a missing attribute (an empty window).
+            ConditionExpression="attribute_exists(#w) AND size(#w) >= :cap",
+            ExpressionAttributeNames={"#w": "window"},
+            ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":cap": {"N": str(window)}},
+        )
 
     def clear_parked(self, host: str, stamp: float) -> None:
         """Drop the flag, unless somebody parked again since ``stamp`` was read."""
@@ -547,19 +529,14 @@ class HostStore:
     def lock_robots(self, origin: str, until: float) -> bool:
         """Become the one fetcher of this origin's robots.txt (until a lease ends)."""
         now = time.time()
-        try:
-            client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self._key(origin, "robots"),
-                UpdateExpression="SET robots_lock = :until, expires_at = if_not_exists(expires_at, :until)",
-                ConditionExpression="attribute_not_exists(robots_lock) OR robots_lock < :now",
-                ExpressionAttributeValues={":until": {"N": str(_num(until))}, ":now": {"N": str(_num(now))}},
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self._key(origin, "robots"),
+            UpdateExpression="SET robots_lock = :until, expires_at = if_not_exists(expires_at, :until)",
+            ConditionExpression="attribute_not_exists(robots_lock) OR robots_lock < :now",
+            ExpressionAttributeValues={":until": {"N": str(_num(until))}, ":now": {"N": str(_num(now))}},
+        )
 
     def unlock_robots(self, origin: str) -> None:
         client("dynamodb").update_item(
@@ -608,19 +585,14 @@ class ParkStore:
 
     def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
         """Become the one unparker of a row (unless another took it after ``stale_before``)."""
-        try:
-            client("dynamodb").update_item(
-                TableName=self.name,
-                Key={"host": {"S": host}, "order": {"S": order}},
-                UpdateExpression="SET taken_at = :stamp",
-                ConditionExpression="attribute_exists(body) AND (attribute_not_exists(taken_at) OR taken_at < :stale)",
-                ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":stale": {"N": str(_num(stale_before))}},
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key={"host": {"S": host}, "order": {"S": order}},
+            UpdateExpression="SET taken_at = :stamp",
+            ConditionExpression="attribute_exists(body) AND (attribute_not_exists(taken_at) OR taken_at < :stale)",
+            ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":stale": {"N": str(_num(stale_before))}},
+        )
 
     def untake(self, host: str, order: str, stamp: float) -> None:
         try:
