@@ -1,5 +1,7 @@
 """Fixtures for the local-crawl integration tests.
 
+``stack``: the stack's queues, tables and bucket on the embedded emulator, their
+names in the environment as the Lambdas see them (no rules loaded).
 ``web``: a running, empty :class:`LoopbackWeb`; add hosts with ``web.add_host``.
 ``crawl``: runs ``crawlstack crawl --local`` (in-process through
 ``crawlstack.cli.main``, or as a subprocess) and loads its outputs into a
@@ -22,7 +24,10 @@ from typing import Any
 import pytest
 from webs import ALLOW_LOOPBACK, UA, Crawl, CrawlResult, describe, read_jsonl, write_rules
 
+from crawlstack import settings, wiring
 from crawlstack.demo.server import LoopbackWeb
+from crawlstack.local import resources
+from crawlstack.local.emulator import EmbeddedAws
 
 # A crawl that takes longer fails its test (with the server log and the crawl's stack) instead of hanging the run.
 CRAWL_TIMEOUT_SECONDS = float(os.environ.get("CRAWLSTACK_ITEST_TIMEOUT", "60"))
@@ -58,6 +63,22 @@ def _run_in_process(argv: list[str], timeout: float) -> tuple[int | None, str]:
     if "error" in outcome:
         return 1, outcome["error"]
     return int(outcome.get("code") or 0), ""
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    monkeypatch.setenv(settings.ENV_RULES_DIR, "")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    with EmbeddedAws():
+        wiring.reset()
+        names = resources.create_all(visibility_timeout=30)
+        for key, value in names.items():
+            monkeypatch.setenv(key, value)
+        try:
+            yield names
+        finally:
+            wiring.reset()
 
 
 @pytest.fixture

@@ -8,33 +8,16 @@ as the ``crawlstack.storable.omitted`` marker.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from crawlstack import aws, settings, wiring
-from crawlstack.local import resources
-from crawlstack.local.emulator import EmbeddedAws
+from crawlstack import aws, settings
 from crawlstack.storable import OMITTED_PREFIX, omitted, size
 
 CRAWL = "itest"
 HUGE = "x" * 720_000
-
-
-@pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    monkeypatch.setenv(settings.ENV_RULES_DIR, "")
-    with EmbeddedAws():
-        wiring.reset()
-        names = resources.create_all(visibility_timeout=30)
-        for key, value in names.items():
-            monkeypatch.setenv(key, value)
-        try:
-            yield names
-        finally:
-            wiring.reset()
 
 
 def stored_result(fp: str) -> dict[str, Any]:

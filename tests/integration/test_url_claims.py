@@ -9,15 +9,12 @@ handler's skip, end to end.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from crawlstack import aws, settings, wiring
+from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
-from crawlstack.local import resources
-from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.pump import LambdaContext
 from crawlstack.messages import FetchTask
 from crawlstack.politeness import Politeness, window_size
@@ -28,22 +25,6 @@ from functions.fetch import handler as fetch
 CRAWL = "itest"
 URL = "http://shop.invalid/p/new.html"
 FP = fingerprint(URL)
-
-
-@pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    monkeypatch.setenv(settings.ENV_RULES_DIR, "")
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
-    with EmbeddedAws():
-        wiring.reset()
-        names = resources.create_all(visibility_timeout=30)
-        for key, value in names.items():
-            monkeypatch.setenv(key, value)
-        try:
-            yield names
-        finally:
-            wiring.reset()
 
 
 @pytest.fixture
