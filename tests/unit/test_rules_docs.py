@@ -23,8 +23,8 @@ import pytest
 
 from crawlstack.rules import Page, RuleSet
 from crawlstack.rules.mapping import compile_mapping
-from crawlstack.rules.processors import PROCESSORS
 from crawlstack.rules.schema import load_schema, schema_errors
+from crawlstack.rules_tester import run_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "rules.md"
@@ -71,28 +71,6 @@ def is_full_mapping(data: Any) -> bool:
     return isinstance(data, dict) and "name" in data and "url_patterns" in data
 
 
-def processor_types(data: Any) -> Iterator[str]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if key == "processors" and isinstance(value, list):
-                yield from (p["type"] for p in value if isinstance(p, dict) and isinstance(p.get("type"), str))
-            yield from processor_types(value)
-    elif isinstance(data, list):
-        for item in data:
-            yield from processor_types(item)
-
-
-def engine_lacks(data: Any) -> list[str]:
-    """Catalogue processors ``data`` uses that the engine does not register (yet: the catalogue grew in steps)."""
-    return sorted({t for t in processor_types(data) if t in CATALOGUE and t not in PROCESSORS})
-
-
-def needs_engine(data: Any) -> Any:
-    """Skip running a doc example until the engine has every processor it uses."""
-    lacking = engine_lacks(data)
-    return pytest.mark.skipif(bool(lacking), reason=f"the engine has no {', '.join(lacking)} processor yet")
-
-
 def one_field(chain: list[Any]) -> dict[str, Any]:
     return {
         "name": "example",
@@ -105,7 +83,7 @@ MAPPINGS: list[tuple[Block, dict[str, Any]]] = [
     (b, json.loads(b.text)) for b in JSON_BLOCKS if is_full_mapping(json.loads(b.text))
 ]
 # Full mappings, each marked to be compiled once the engine has their processors.
-FULL_MAPPINGS = [pytest.param(data, id=b.id, marks=needs_engine(data)) for b, data in MAPPINGS]
+FULL_MAPPINGS = [pytest.param(data, id=b.id) for b, data in MAPPINGS]
 
 
 @dataclass(frozen=True)
@@ -166,9 +144,7 @@ def test_example_chain_passes_the_schema(example: Example) -> None:
     assert [str(e) for e in schema_errors(example.page.id, one_field(example.chain))] == []
 
 
-@pytest.mark.parametrize(
-    "example", [pytest.param(e, id=e.kind, marks=needs_engine(one_field(e.chain))) for e in EXAMPLES]
-)
+@pytest.mark.parametrize("example", [pytest.param(e, id=e.kind) for e in EXAMPLES])
 def test_example_gives_what_the_doc_says(example: Example) -> None:
     content_type = "application/json" if example.page.lang == "json" else "text/html; charset=utf-8"
     page = Page(EXAMPLE_URL, example.page.text.encode("utf-8"), content_type)
@@ -178,13 +154,10 @@ def test_example_gives_what_the_doc_says(example: Example) -> None:
 
 
 def test_rules_test_example_prints_what_the_doc_says() -> None:
-    rules_tester = pytest.importorskip("crawlstack.rules_tester")
     section = [b for b in BLOCKS if b.chapter == "## Trying rules on a page"]
     (page,) = [b for b in section if b.lang == "html"]
     (printed,) = [json.loads(b.text) for b in section if b.lang == "json"]
     book = next(data for _, data in MAPPINGS if data["name"] == "book")
-    if engine_lacks(book):
-        pytest.skip(f"the engine has no {', '.join(engine_lacks(book))} processor yet")
     rules = RuleSet((compile_mapping("book.json", book),))
-    result = rules_tester.run_rules(rules, printed["url"], page.text.encode("utf-8"), printed["content_type"])
+    result = run_rules(rules, printed["url"], page.text.encode("utf-8"), printed["content_type"])
     assert result == {k: printed[k] for k in ("mapping", "fields", "links")}
