@@ -48,7 +48,10 @@ class RobotsRecord:
     def from_fetch(cls, origin: str, status: int | None, body: bytes, error: str = "") -> RobotsRecord:
         now = time.time()
         if status is not None and 200 <= status < 300:
-            text = body[: settings.ROBOTS_MAX_BYTES].decode("utf-8", errors="replace")
+            if len(body) >= settings.ROBOTS_MAX_BYTES:
+                # Parsed up to the limit, as RFC 9309 §2.5 allows: whole lines only.
+                body = body[: body.rfind(b"\n", 0, settings.ROBOTS_MAX_BYTES) + 1]
+            text = body.decode("utf-8", errors="replace")
             return cls(origin, PARSED, text, status, now, now + settings.ROBOTS_TTL_SECONDS)
         if status is not None and 400 <= status < 500:
             return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, f"robots.txt {status}")

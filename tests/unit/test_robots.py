@@ -110,12 +110,23 @@ def test_crawl_delay_is_clamped() -> None:
     assert p.crawl_delay(UA) == settings.MAX_CRAWL_DELAY_SECONDS
 
 
-def test_body_is_capped() -> None:
-    pad = b"#" * (settings.ROBOTS_MAX_BYTES - 1) + b"\n"
-    p = policy(200, pad + b"User-agent: *\nDisallow: /\n")
+def test_body_is_parsed_up_to_the_cap() -> None:
+    head = b"User-agent: *\nDisallow: /private\n"
+    pad = b"#" * (settings.ROBOTS_MAX_BYTES - len(head) - 1) + b"\n"
+    p = policy(200, head + pad + b"Disallow: /\n")
     assert len(p.record.body) == settings.ROBOTS_MAX_BYTES
-    # The rule beyond the cap is not seen.
+    # Rules before the cap apply; the one beyond it is not seen.
+    assert not p.allows(f"{ORIGIN}/private/x", UA)
     assert p.allows(f"{ORIGIN}/x", UA)
+
+
+def test_a_line_cut_by_the_cap_is_dropped_not_half_read() -> None:
+    head = b"User-agent: *\n"
+    # "Disallow: /abc" straddles the cap: read up to it, it would say "Disallow: /".
+    pad = b"#" * (settings.ROBOTS_MAX_BYTES - len(head) - len(b"Disallow: /") - 1) + b"\n"
+    p = policy(200, head + pad + b"Disallow: /abc\n")
+    assert p.allows(f"{ORIGIN}/x", UA)
+    assert not p.record.body.endswith("Disallow: /")
 
 
 def test_non_utf8_body_is_read_with_replacement() -> None:
