@@ -55,7 +55,12 @@ class RobotsRecord:
             return cls(origin, PARSED, text, status, now, now + settings.ROBOTS_TTL_SECONDS)
         if status is not None and 400 <= status < 500:
             return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, f"robots.txt {status}")
-        reason = f"robots.txt {status}" if status is not None else f"robots.txt unreachable: {error}"
+        if status is not None:
+            reason = f"robots.txt {status}"
+        elif error.startswith("address "):
+            reason = error  # the address guard refused the host: say so, not "unreachable"
+        else:
+            reason = f"robots.txt unreachable: {error}"
         return cls(origin, DISALLOW_ALL, "", status, now, now + settings.ROBOTS_ERROR_TTL_SECONDS, reason)
 
     def expired(self, now: float | None = None) -> bool:
@@ -86,5 +91,7 @@ class RobotsPolicy:
 
     def disallow_reason(self) -> str:
         if self.record.kind == DISALLOW_ALL:
+            if self.record.reason.startswith("address "):
+                return self.record.reason
             return f"robots: {self.record.reason}, host disallowed"
         return "robots: disallowed by robots.txt"

@@ -49,6 +49,13 @@ def test_5xx_disallows_everything_for_a_shorter_time(status: int) -> None:
     assert p.disallow_reason() == f"robots: robots.txt {status}, host disallowed"
 
 
+def test_a_refused_address_is_the_reason_not_unreachable() -> None:
+    refused = "address 10.0.0.1 is not public (use --allow-private to allow it)"
+    p = RobotsPolicy(RobotsRecord.from_fetch(ORIGIN, None, b"", refused))
+    assert not p.allows(f"{ORIGIN}/x", UA)
+    assert p.disallow_reason() == refused
+
+
 def test_unreachable_disallows_everything_with_the_error() -> None:
     p = policy(None, error="connection failed")
     assert p.record.kind == DISALLOW_ALL
