@@ -1,8 +1,27 @@
-"""HTTP fetching: streamed bodies with a size cap, timeouts, and the address guard.
+"""HTTP fetching for a hostile web: the address guard, caps, deadlines and sniffing.
 
 Settings: ``settings.MAX_BODY_BYTES``, ``CONNECT_TIMEOUT_SECONDS``,
 ``READ_TIMEOUT_SECONDS``, ``TOTAL_DEADLINE_SECONDS``, ``TEXT_CONTENT_TYPES``,
-``ROBOTS_MAX_REDIRECTS``; per crawl, ``allow_private`` CIDRs.
+``ROBOTS_MAX_BYTES``, ``ROBOTS_MAX_REDIRECTS``; per crawl, ``allow_private``
+CIDRs.
+
+* **Address guard.**  Every new connection resolves the host, refuses it if
+  any address is loopback, private, link-local (169.254.169.254 included),
+  reserved, multicast or unspecified (unless an ``allow_private`` CIDR holds
+  it), and then connects to one of those same checked addresses.  The check
+  and the connect share one DNS answer, so a name that re-resolves to an
+  internal address between them (DNS rebinding) gains nothing.  TLS still
+  verifies the certificate against the host name.
+* **Bodies** are read raw and decompressed here (gzip, deflate; nothing else
+  is offered), at most ``max_bytes`` of output however small the input, so a
+  decompression bomb costs at most the cap.  A larger body is cut off and
+  marked truncated; a corrupt compressed body is an error, not a crash.
+* **Slow servers**: connect and read timeouts bound each wait, and a
+  watchdog shuts the socket at the total deadline, so a server dripping a
+  byte at a time is cut off too (headers or body).
+* **Content**: a declared non-text type is not read at all; a body that
+  claims to be text but starts with binary bytes (the WHATWG MIME sniffing
+  "binary data byte" test, BOMs excepted) is dropped and marked ``binary``.
 
 Page fetches do not follow redirects: a 3xx is recorded and its Location
 goes back to the frontier, so every hop passes scope, dedupe, robots.txt and
@@ -12,20 +31,35 @@ RFC 9309 asks.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urljoin, urlsplit
+from typing import Any, cast
+from urllib.parse import urljoin
 
 import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from crawlstack import settings
 
 ROBOTS_TIMEOUTS = (5.0, 10.0)
 ROBOTS_DEADLINE_SECONDS = 15.0
+READ_CHUNK_BYTES = 64 * 1024
+# Bytes the sniffer looks at, as in the WHATWG MIME sniffing standard.
+SNIFF_BYTES = 512
+ACCEPT_ENCODING = "gzip, deflate"
+
+_BINARY_BYTES = frozenset([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+_TEXT_BOMS = (b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")
 
 
 class AddressRefused(Exception):
@@ -40,22 +74,30 @@ class AddressGuard:
 
     def __init__(self, allow_private: Iterable[str] = ()) -> None:
         self.allowed = [ipaddress.ip_network(c.strip(), strict=False) for c in allow_private if c.strip()]
+        self.key = tuple(sorted(str(net) for net in self.allowed))
 
-    def check(self, host: str, port: int) -> str:
-        """Resolve ``host`` and return the first address, or raise AddressRefused."""
+    def resolve(self, host: str, port: int) -> list[str]:
+        """Every address ``host`` resolves to, all of them checked; raises AddressRefused."""
         try:
             infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
             raise AddressRefused(f"DNS lookup failed: {exc}") from exc
-        addresses = [str(info[4][0]) for info in infos]
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         for addr in addresses:
             ip = ipaddress.ip_address(addr.split("%", 1)[0])
             if self._refused(ip) and not any(ip in net for net in self.allowed):
                 raise AddressRefused(f"address {ip} is not public (use --allow-private to allow it)")
-        return addresses[0]
+        return addresses
+
+    def check(self, host: str, port: int) -> str:
+        """Resolve ``host`` and return the first address, or raise AddressRefused."""
+        return self.resolve(host, port)[0]
 
     @staticmethod
     def _refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        mapped = getattr(ip, "ipv4_mapped", None)
+        if mapped is not None:  # ::ffff:127.0.0.1 is loopback too
+            ip = mapped
         return (
             ip.is_private
             or ip.is_loopback
@@ -79,6 +121,10 @@ class FetchResult:
     ip_address: str | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
+    # The body claimed a text type but its first bytes are binary; it was not kept.
+    binary: bool = False
+    # The body could not be decompressed; ``error`` says how.
+    corrupt: bool = False
 
     def header(self, name: str) -> str:
         name = name.lower()
@@ -92,22 +138,207 @@ class FetchResult:
         return self.header("content-type").split(";", 1)[0].strip().lower()
 
 
+# --- the guarded connection ---------------------------------------------------
+
+
+class _Watchdog:
+    """Shuts the request's socket down at the deadline, waking any blocked read."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.expired and sock is not None:
+                _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                _shutdown(self._sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 _local = threading.local()
 
 
-def _session() -> requests.Session:
-    # One session per thread: connection reuse without sharing a pool across
-    # threads, which requests does not promise to be safe.
-    session = getattr(_local, "session", None)
+def _watchdog() -> _Watchdog | None:
+    return getattr(_local, "watchdog", None)
+
+
+class _GuardedConnectionMixin:
+    """Connects only to addresses the guard checked, from the same DNS answer."""
+
+    guard: AddressGuard
+    host: str
+    port: int
+    timeout: Any
+    source_address: Any
+    socket_options: Any
+    sock: socket.socket | None
+
+    def _new_conn(self) -> socket.socket:
+        last: OSError | None = None
+        for address in self.guard.resolve(self.host, self.port):
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                for level, option, value in self.socket_options or ():
+                    sock.setsockopt(level, option, value)
+                if isinstance(self.timeout, int | float):
+                    sock.settimeout(self.timeout)
+                if self.source_address:
+                    sock.bind(self.source_address)
+                sock.connect((address, self.port))
+                return sock
+            except TimeoutError as exc:
+                sock.close()
+                raise ConnectTimeoutError(self, f"connect timeout to {self.host}") from exc
+            except OSError as exc:
+                sock.close()
+                last = exc
+        raise NewConnectionError(cast(HTTPConnection, self), f"Failed to establish a new connection: {last}")
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        watchdog = _watchdog()
+        if watchdog is not None:
+            watchdog.watch(self.sock)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        # A reused keep-alive connection never calls connect(): watch it here.
+        watchdog = _watchdog()
+        if watchdog is not None and self.sock is not None:
+            watchdog.watch(self.sock)
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _GuardedHTTPConnection(_GuardedConnectionMixin, HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
+    pass
+
+
+class _GuardedAdapter(HTTPAdapter):
+    def __init__(self, guard: AddressGuard) -> None:
+        self.guard = guard
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        guard = self.guard
+        http_conn = type("GuardedHTTPConnection", (_GuardedHTTPConnection,), {"guard": guard})
+        https_conn = type("GuardedHTTPSConnection", (_GuardedHTTPSConnection,), {"guard": guard})
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": type("GuardedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn}),
+            "https": type("GuardedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn}),
+        }
+
+
+def _session(guard: AddressGuard) -> requests.Session:
+    # One session per thread and guard: connection reuse without sharing a
+    # pool across threads (requests does not promise that is safe), and a
+    # pooled connection only ever reused under the guard that checked it.
+    sessions: dict[tuple[str, ...], requests.Session] | None = getattr(_local, "sessions", None)
+    if sessions is None:
+        sessions = _local.sessions = {}
+    session = sessions.get(guard.key)
     if session is None:
         session = requests.Session()
-        session.trust_env = False
-        _local.session = session
+        session.trust_env = False  # no proxies from the environment: they would bypass the guard
+        adapter = _GuardedAdapter(guard)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        sessions[guard.key] = session
     return session
+
+
+# --- bodies ---------------------------------------------------------------------
 
 
 def is_text_type(content_type: str) -> bool:
     return content_type in settings.TEXT_CONTENT_TYPES or content_type.endswith(("+xml", "+json"))
+
+
+def looks_binary(head: bytes) -> bool:
+    """True when the first bytes hold a binary data byte (WHATWG MIME sniffing), BOMs excepted."""
+    if head.startswith(_TEXT_BOMS):
+        return False
+    return any(b in _BINARY_BYTES for b in head[:SNIFF_BYTES])
+
+
+class CorruptBody(Exception):
+    """A compressed body that cannot be decompressed."""
+
+
+class _Decoder:
+    """Content-Encoding decoding with the output capped, whatever the input ratio."""
+
+    def __init__(self, encodings: list[str]) -> None:
+        self._stages: list[Any] = []
+        # Applied in reverse of the order the server listed them.
+        for name in reversed(encodings):
+            if name in ("gzip", "x-gzip"):
+                self._stages.append(zlib.decompressobj(16 + zlib.MAX_WBITS))
+            elif name == "deflate":
+                self._stages.append(_Deflate())
+            elif name not in ("identity", ""):
+                raise CorruptBody(f"unsupported content-encoding {name!r}")
+
+    def decode(self, data: bytes, limit: int) -> bytes:
+        """Decode ``data``; at most ``limit`` bytes out (the rest of the input is dropped)."""
+        try:
+            for stage in self._stages:
+                data = _bounded(stage, data, limit)
+        except zlib.error as exc:
+            raise CorruptBody(f"corrupt compressed body: {exc}") from exc
+        return data[:limit]
+
+
+class _Deflate:
+    """``deflate`` as servers send it: zlib-wrapped, or (wrongly, but often) raw."""
+
+    def __init__(self) -> None:
+        self._obj: Any = None
+        self.unconsumed_tail = b""
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        if self._obj is None:
+            wrapped = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] * 256 + data[1]) % 31 == 0
+            self._obj = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+        out: bytes = self._obj.decompress(data, max_length)
+        self.unconsumed_tail = self._obj.unconsumed_tail
+        return out
+
+
+def _bounded(stage: Any, data: bytes, limit: int) -> bytes:
+    out = bytearray()
+    while data and len(out) < limit:
+        out += stage.decompress(data, limit - len(out))
+        data = stage.unconsumed_tail
+    return bytes(out)
+
+
+# --- fetching -------------------------------------------------------------------
 
 
 def fetch(
@@ -115,54 +346,96 @@ def fetch(
     user_agent: str,
     guard: AddressGuard,
     *,
-    max_bytes: int = settings.MAX_BODY_BYTES,
+    max_bytes: int | None = None,
     text_only: bool = True,
-    timeouts: tuple[float, float] = (settings.CONNECT_TIMEOUT_SECONDS, settings.READ_TIMEOUT_SECONDS),
-    deadline_seconds: float = settings.TOTAL_DEADLINE_SECONDS,
+    timeouts: tuple[float, float] | None = None,
+    deadline_seconds: float | None = None,
 ) -> FetchResult:
-    """GET ``url`` once.  Never raises for network trouble: see ``error``."""
+    """GET ``url`` once.  Never raises for network or body trouble: see ``error``.
+
+    Limits left out are read from ``settings`` at call time.
+    """
+    if max_bytes is None:
+        max_bytes = settings.MAX_BODY_BYTES
+    if timeouts is None:
+        timeouts = (settings.CONNECT_TIMEOUT_SECONDS, settings.READ_TIMEOUT_SECONDS)
+    if deadline_seconds is None:
+        deadline_seconds = settings.TOTAL_DEADLINE_SECONDS
     result = FetchResult(url=url, started_at=time.time())
-    parts = urlsplit(url)
-    try:
-        result.ip_address = guard.check(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
-    except AddressRefused as exc:
-        result.error = str(exc)
-        result.finished_at = time.time()
-        return result
-    headers = {"User-Agent": user_agent, "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    headers = {
+        "User-Agent": user_agent,
+        "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+        "Accept-Encoding": ACCEPT_ENCODING,
+    }
     result.request_headers = list(headers.items())
-    deadline = result.started_at + deadline_seconds
-    try:
-        with _session().get(
-            url,
-            headers=headers,
-            stream=True,
-            allow_redirects=False,
-            timeout=timeouts,
-        ) as resp:
-            result.status = resp.status_code
-            result.reason = resp.reason or ""
-            result.headers = list(resp.headers.items())
-            result.request_headers = [(k, str(v)) for k, v in resp.request.headers.items()]
-            if text_only and result.content_type and not is_text_type(result.content_type):
-                result.finished_at = time.time()
-                return result
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in resp.iter_content(64 * 1024):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > max_bytes:
-                    result.truncated = True
-                    break
-                if time.time() > deadline:
-                    result.error = f"deadline of {deadline_seconds:.0f}s exceeded"
-                    break
-            result.body = b"".join(chunks)[:max_bytes]
-    except requests.RequestException as exc:
-        result.error = _describe(exc)
+    with _Watchdog(deadline_seconds) as watchdog:
+        _local.watchdog = watchdog
+        try:
+            _get(url, headers, guard, result, max_bytes, text_only, timeouts)
+        except AddressRefused as exc:
+            result.error = str(exc)
+        except CorruptBody as exc:
+            result.error, result.corrupt = str(exc), True
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            result.error = _describe(exc)
+        finally:
+            _local.watchdog = None
+        if watchdog.expired:
+            # Whatever the read reported when its socket was shut: the deadline did it.
+            result.error = f"deadline of {deadline_seconds:g}s exceeded"
     result.finished_at = time.time()
     return result
+
+
+def _get(
+    url: str,
+    headers: dict[str, str],
+    guard: AddressGuard,
+    result: FetchResult,
+    max_bytes: int,
+    text_only: bool,
+    timeouts: tuple[float, float],
+) -> None:
+    with _session(guard).get(url, headers=headers, stream=True, allow_redirects=False, timeout=timeouts) as resp:
+        result.status = resp.status_code
+        result.reason = resp.reason or ""
+        result.headers = list(resp.headers.items())
+        result.request_headers = [(k, str(v)) for k, v in resp.request.headers.items()]
+        result.ip_address = _peer_address(resp)
+        if text_only and result.content_type and not is_text_type(result.content_type):
+            return
+        encodings = [e.strip().lower() for e in result.header("content-encoding").split(",") if e.strip()]
+        decoder = _Decoder(encodings)
+        body = bytearray()
+        sniffed = not text_only
+        # What arrived is kept in ``body`` before anything can fail, so a body
+        # cut short by the deadline or a reset keeps what it had.
+        try:
+            for raw in resp.raw.stream(READ_CHUNK_BYTES, decode_content=False):
+                body += decoder.decode(raw, max_bytes + 1 - len(body))
+                if not sniffed and len(body) >= SNIFF_BYTES:
+                    sniffed = True
+                    if looks_binary(bytes(body[:SNIFF_BYTES])):
+                        result.binary = True
+                        return  # not read further
+                if len(body) > max_bytes:
+                    result.truncated = True
+                    break
+        finally:
+            if result.binary:
+                body.clear()
+            elif not sniffed and looks_binary(bytes(body[:SNIFF_BYTES])):
+                result.binary = True
+                body.clear()
+            result.body = bytes(body[:max_bytes])
+
+
+def _peer_address(resp: requests.Response) -> str | None:
+    try:
+        sock = resp.raw.connection.sock  # type: ignore[union-attr]
+        return str(sock.getpeername()[0])
+    except (AttributeError, OSError):
+        return None
 
 
 def fetch_robots(origin: str, user_agent: str, guard: AddressGuard) -> FetchResult:
@@ -189,13 +462,16 @@ def fetch_robots(origin: str, user_agent: str, guard: AddressGuard) -> FetchResu
     return result
 
 
-def _describe(exc: requests.RequestException) -> str:
-    if isinstance(exc, requests.ConnectTimeout):
+def _describe(exc: BaseException) -> str:
+    # The body is read from urllib3 directly, so its exceptions arrive unwrapped.
+    if isinstance(exc, requests.ConnectTimeout | urllib3.exceptions.ConnectTimeoutError):
         return "connect timeout"
-    if isinstance(exc, requests.ReadTimeout):
+    if isinstance(exc, requests.ReadTimeout | urllib3.exceptions.ReadTimeoutError | TimeoutError):
         return "read timeout"
-    if isinstance(exc, requests.ConnectionError):
+    if isinstance(exc, urllib3.exceptions.ProtocolError):
+        return "connection closed mid-response"
+    if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.InvalidSchema):
+        return f"invalid URL: {exc}"
+    if isinstance(exc, requests.ConnectionError | requests.exceptions.ChunkedEncodingError):
         return "connection failed"
-    if isinstance(exc, requests.exceptions.ContentDecodingError):
-        return "corrupt compressed body"
     return type(exc).__name__

@@ -86,7 +86,8 @@ class Response:
     ``content_type`` defaults to ``text/html; charset=utf-8`` unless ``headers``
     has a Content-Type.  A ``str`` body is encoded as UTF-8 after placeholder
     substitution.  ``delay`` seconds are slept after the request arrives and
-    before the status line is sent.
+    before the status line is sent; ``drip`` seconds before each byte of the
+    body (a server that trickles its answer).
     """
 
     body: bytes | str = b""
@@ -94,6 +95,7 @@ class Response:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
     content_type: str | None = None
+    drip: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -256,7 +258,13 @@ class _Handler(BaseHTTPRequestHandler):
                     self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            if self.command != "HEAD":
+            if self.command != "HEAD" and response.drip > 0:
+                self.wfile.flush()
+                for i in range(len(body)):
+                    time.sleep(response.drip)
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+            elif self.command != "HEAD":
                 self.wfile.write(body)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):

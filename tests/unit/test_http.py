@@ -1,0 +1,183 @@
+"""crawlstack.http against hostile answers from a loopback host: caps, bombs, drips, binary, the guard."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from crawlstack import http
+from crawlstack.demo.server import LoopbackWeb, Response
+
+UA = "crawlstack-test/1.0"
+HOST = "127.0.0.2"
+LOOPBACK = http.AddressGuard(["127.0.0.0/8"])
+FAST = {"timeouts": (2.0, 5.0), "deadline_seconds": 10.0}
+
+
+@pytest.fixture
+def web() -> Iterator[LoopbackWeb]:
+    with LoopbackWeb() as w:
+        yield w
+
+
+def serve(web: LoopbackWeb, path: str, response: Response) -> str:
+    if HOST not in web.hosts:
+        web.add_host(HOST, {})
+    web.hosts[HOST].routes[path] = response
+    return web.url(HOST, path)
+
+
+def fetch(url: str, **kw: Any) -> http.FetchResult:
+    return http.fetch(url, UA, LOOPBACK, **{**FAST, **kw})
+
+
+def test_a_plain_page_is_read_whole(web: LoopbackWeb) -> None:
+    r = fetch(serve(web, "/", Response("<p>hello</p>")))
+    assert (r.status, r.body, r.truncated, r.error, r.binary) == (200, b"<p>hello</p>", False, "", False)
+    assert r.ip_address == HOST
+    assert ("Accept-Encoding", http.ACCEPT_ENCODING) in r.request_headers
+
+
+def test_a_body_over_the_cap_is_cut_and_marked_truncated(web: LoopbackWeb) -> None:
+    r = fetch(serve(web, "/big", Response(b"a" * 300_000, content_type="text/plain")), max_bytes=100_000)
+    assert r.truncated and len(r.body) == 100_000 and r.status == 200
+
+
+@pytest.mark.parametrize(
+    "encoding, compress",
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("deflate", lambda b: zlib.compress(b)[2:-4]),  # raw deflate, as some servers send it
+    ],
+)
+def test_a_decompression_bomb_stops_at_the_cap(web: LoopbackWeb, encoding: str, compress: Any) -> None:
+    bomb = compress(b"a" * (64 * 1024 * 1024))  # 64 MiB of output from well under 1 MiB
+    assert len(bomb) < 1024 * 1024
+    url = serve(web, "/bomb", Response(bomb, headers={"Content-Encoding": encoding}, content_type="text/html"))
+    r = fetch(url, max_bytes=1_000_000)
+    assert r.truncated and r.body == b"a" * 1_000_000
+    assert not r.error
+
+
+def test_a_gzipped_page_is_decoded(web: LoopbackWeb) -> None:
+    url = serve(web, "/gz", Response(gzip.compress(b"<p>zipped</p>"), headers={"Content-Encoding": "gzip"}))
+    r = fetch(url)
+    assert r.body == b"<p>zipped</p>" and not r.truncated and not r.error
+
+
+def test_a_corrupt_compressed_body_fails_cleanly(web: LoopbackWeb) -> None:
+    url = serve(web, "/bad", Response(b"\x1f\x8b\x08\x00not really gzip" * 10, headers={"Content-Encoding": "gzip"}))
+    r = fetch(url)
+    assert r.status == 200 and r.corrupt
+    assert r.error.startswith("corrupt compressed body")
+
+
+def test_an_unknown_content_encoding_is_an_error_not_garbage(web: LoopbackWeb) -> None:
+    r = fetch(serve(web, "/br", Response(b"\x0b\x02\x80hello", headers={"Content-Encoding": "br"})))
+    assert r.corrupt and r.error == "unsupported content-encoding 'br'" and r.body == b""
+
+
+def test_a_dripping_body_is_cut_off_at_the_total_deadline(web: LoopbackWeb) -> None:
+    # Each byte arrives well within the read timeout; only the deadline can stop it.
+    url = serve(web, "/drip", Response("x" * 200, drip=0.05, content_type="text/plain"))
+    r = fetch(url, timeouts=(2.0, 5.0), deadline_seconds=0.6)
+    assert r.status == 200
+    assert r.error == "deadline of 0.6s exceeded"
+    assert 0 < len(r.body) < 200  # what arrived is kept
+
+
+def test_slow_headers_are_cut_off_at_the_total_deadline(web: LoopbackWeb) -> None:
+    url = serve(web, "/slow", Response("late", delay=3.0))
+    r = fetch(url, timeouts=(2.0, 10.0), deadline_seconds=0.5)
+    assert r.status is None and r.error == "deadline of 0.5s exceeded"
+
+
+def test_a_read_timeout_is_reported(web: LoopbackWeb) -> None:
+    r = fetch(serve(web, "/slow", Response("late", delay=2.0)), timeouts=(2.0, 0.3))
+    assert r.status is None and r.error == "read timeout"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x89PNG\r\n\x1a\n" + b"\x00" * 600,
+        b"%PDF-1.7\n\x00\x01\x02" + b"x" * 600,
+        b"GIF89a\x01\x00\x01\x00\x00\x00\x00" + b"y" * 600,
+        b"\x00\x00\x00\x18ftypmp42" + b"z" * 10,
+    ],
+)
+def test_a_binary_body_claiming_html_is_not_kept(web: LoopbackWeb, body: bytes) -> None:
+    r = fetch(serve(web, "/img.html", Response(body, content_type="text/html")))
+    assert r.binary and r.body == b"" and r.status == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<p>caf\u00e9 \u2014 ok</p>".encode("utf-16"),  # a BOM, then NULs: still text
+        "<p>caf\u00e9</p>\t\r\n\x0c".encode("latin-1"),
+        b"",
+    ],
+)
+def test_text_with_a_bom_or_control_whitespace_is_kept(web: LoopbackWeb, body: bytes) -> None:
+    r = fetch(serve(web, "/t", Response(body, content_type="text/html")))
+    assert not r.binary and r.body == body
+
+
+def test_a_declared_binary_type_is_not_read(web: LoopbackWeb) -> None:
+    r = fetch(serve(web, "/x.png", Response(b"\x89PNG" + b"\x00" * 100_000, content_type="image/png")))
+    assert r.status == 200 and r.content_type == "image/png" and r.body == b"" and not r.binary
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "10.1.2.3", "169.254.169.254", "0.0.0.0", "::1", "::ffff:127.0.0.1"])
+def test_the_guard_refuses_addresses_that_are_not_public(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    monkeypatch.setattr(socket, "getaddrinfo", _resolver([address]))
+    r = http.fetch("http://internal.example/", UA, http.AddressGuard(), **FAST)
+    assert r.status is None
+    assert r.error.startswith("address ") and r.error.endswith(" is not public (use --allow-private to allow it)")
+
+
+def test_the_connection_goes_to_the_checked_address(web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch) -> None:
+    serve(web, "/", Response("<p>by name</p>"))
+    port = web.hosts[HOST].port
+    lookups = _resolver([HOST])
+    monkeypatch.setattr(socket, "getaddrinfo", lookups)
+    r = http.fetch(f"http://named.example:{port}/", UA, LOOPBACK, **FAST)
+    assert r.body == b"<p>by name</p>" and r.ip_address == HOST
+    assert web.log[-1].headers["Host"] == f"named.example:{port}"  # the name is kept for the server
+    assert lookups.calls == 1  # one DNS answer: checked, then connected to
+
+
+def test_dns_rebinding_gains_nothing(web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The name answers public first, then loopback: the request never reaches loopback."""
+    serve(web, "/", Response("<p>internal</p>"))
+    port = web.hosts[HOST].port
+    rebinding = _resolver(["8.8.8.8"], then=[HOST])
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    r = http.fetch(f"http://rebind.example:{port}/", UA, http.AddressGuard(), timeouts=(0.5, 1.0), deadline_seconds=3)
+    assert r.status is None  # 8.8.8.8 is unreachable here; the point is where it did not go
+    assert not web.log
+    assert rebinding.calls == 1
+
+
+class _Resolver:
+    def __init__(self, first: list[str], then: list[str] | None) -> None:
+        self.first, self.then, self.calls = first, then or first, 0
+
+    def __call__(self, host: str, port: Any, *args: Any, **kw: Any) -> list[Any]:
+        answer = self.first if self.calls == 0 else self.then
+        self.calls += 1
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, int(port or 80)))
+            for a in answer
+        ]
+
+
+def _resolver(first: list[str], then: list[str] | None = None) -> _Resolver:
+    return _Resolver(first, then)
