@@ -312,6 +312,10 @@ class Fetcher:
         ctype = result.content_type
         if ctype and not http.is_text_type(ctype):
             return Fetched(task, "skipped", result.status, f"content-type {ctype} is not text")
+        if result.binary:
+            return Fetched(task, "skipped", result.status, f"binary body claiming to be {ctype or 'text'}")
+        if result.corrupt:
+            return Fetched(task, "failed", result.status, result.error)
         reason = result.error  # e.g. deadline exceeded part-way: keep what arrived
         if result.truncated:
             reason = f"body truncated at {settings.MAX_BODY_BYTES} bytes"

@@ -220,6 +220,19 @@ def test_non_text_content_is_skipped_and_not_archived(env: Env) -> None:
     assert [p.url for p in read_warc(env.blobs.get(result.warc_key))] == [page.url]
 
 
+def test_a_binary_body_claiming_html_is_skipped_and_a_corrupt_one_failed(env: Env) -> None:
+    fake, broken = env.admitted("fake.html"), env.admitted("broken.html")
+    env.web.page(fake.url, body=b"", binary=True)
+    env.web.page(broken.url, body=b"", corrupt=True, error="corrupt compressed body: invalid block type")
+    result = env.fetcher.fetch_batch([fake, broken], Outbox())
+    assert result.warc_key is None
+    item = env.urls.item("c", fake.fp)
+    assert (item["state"], item["reason"], item["status"]) == ("skipped", "binary body claiming to be text/html", 200)
+    item = env.urls.item("c", broken.fp)
+    assert (item["state"], item["reason"]) == ("failed", "corrupt compressed body: invalid block type")
+    assert failure_class(item["reason"]) == "corrupt_body"
+
+
 def test_a_batch_with_nothing_to_store_writes_no_warc(env: Env) -> None:
     img, down = env.admitted("x.pdf"), env.admitted("down")
     env.web.page(img.url, headers=[("Content-Type", "application/pdf")])
