@@ -120,5 +120,9 @@ class PoliteFetcher:
                 raise TesterError(f"{url}: HTTP {result.status} {result.reason}".rstrip())
             if result.content_type and not http.is_text_type(result.content_type):
                 raise TesterError(f"{url}: content-type {result.content_type} is not text")
+            if result.binary:
+                raise TesterError(f"{url}: binary body claiming to be {result.content_type or 'text'}")
+            if result.corrupt:
+                raise TesterError(f"{url}: {result.error}")
             return Fetched(url, result.status, result.header("content-type"), result.body)
         raise TesterError(f"{url}: more than {MAX_REDIRECT_HOPS} redirects")

@@ -40,6 +40,7 @@ def web() -> LoopbackWeb:
                 "/old": Response(b"", status=301, headers={"Location": "/post/1"}),
                 "/private/page": "<h1>secret</h1>",
                 "/post/gone": Response("gone", status=404),
+                "/post/fake": Response(b"\x89PNG\r\n\x1a\n" + bytes(600), content_type="text/html"),
             }
         }
     )
@@ -83,3 +84,10 @@ def test_http_errors_and_refused_addresses_are_one_line(rules: str, capsys: pyte
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "not public" in err[0]
         assert w.paths("127.0.0.2") == ["/robots.txt", "/post/gone"]
+
+
+def test_a_binary_body_claiming_html_is_one_line(rules: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with web() as w:
+        assert run(rules, w.url("127.0.0.2", "/post/fake")) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].endswith("/post/fake: binary body claiming to be text/html"), err
