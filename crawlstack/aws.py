@@ -24,7 +24,7 @@ from crawlstack import jobs, settings, storable
 from crawlstack.config import CrawlConfig
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
-from crawlstack.robots import RobotsRecord
+from crawlstack.robots import RobotsRecord, pack_body, unpack_body
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
 _clients: dict[str, Any] = {}
@@ -518,7 +518,7 @@ class HostStore:
         record = RobotsRecord(
             origin=origin,
             kind=data["robots_kind"],
-            body=data.get("body", ""),
+            body=unpack_body(bytes(data["body_gz"])) if "body_gz" in data else data.get("body", ""),
             status=int(data["status"]) if data.get("status") is not None else None,
             fetched_at=float(data["fetched_at"]),
             expires_at=float(data["expires_at"]),
@@ -548,7 +548,8 @@ class HostStore:
             "host": record.origin,
             "kind": "robots",
             "robots_kind": record.kind,
-            "body": record.body,
+            # Gzipped: a 500 KiB robots.txt must fit a 400 KB item.
+            "body_gz": pack_body(record.body),
             "fetched_at": record.fetched_at,
             "expires_at": int(record.expires_at),
             "reason": record.reason,

@@ -40,11 +40,10 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
-import requests
+import certifi
 import urllib3
-from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
@@ -238,38 +237,26 @@ class _GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
     pass
 
 
-class _GuardedAdapter(HTTPAdapter):
-    def __init__(self, guard: AddressGuard) -> None:
-        self.guard = guard
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        guard = self.guard
+def _pool(guard: AddressGuard) -> urllib3.PoolManager:
+    # urllib3 itself, not requests: one layer less, and nothing that mocks
+    # requests (moto's ``responses`` patch in local mode answers AWS-looking
+    # URLs, the metadata address among them) can stand in for a real fetch.
+    # One pool manager per thread and guard: no pool shared across threads,
+    # and a kept-alive connection only reused under the guard that checked it.
+    pools: dict[tuple[str, ...], urllib3.PoolManager] | None = getattr(_local, "pools", None)
+    if pools is None:
+        pools = _local.pools = {}
+    manager = pools.get(guard.key)
+    if manager is None:
+        manager = urllib3.PoolManager(num_pools=50, maxsize=1, ca_certs=certifi.where())
         http_conn = type("GuardedHTTPConnection", (_GuardedHTTPConnection,), {"guard": guard})
         https_conn = type("GuardedHTTPSConnection", (_GuardedHTTPSConnection,), {"guard": guard})
-        self.poolmanager.pool_classes_by_scheme = {
+        manager.pool_classes_by_scheme = {
             "http": type("GuardedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn}),
             "https": type("GuardedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn}),
         }
-
-
-def _session(guard: AddressGuard) -> requests.Session:
-    # One session per thread and guard: connection reuse without sharing a
-    # pool across threads (requests does not promise that is safe), and a
-    # pooled connection only ever reused under the guard that checked it.
-    sessions: dict[tuple[str, ...], requests.Session] | None = getattr(_local, "sessions", None)
-    if sessions is None:
-        sessions = _local.sessions = {}
-    session = sessions.get(guard.key)
-    if session is None:
-        session = requests.Session()
-        session.trust_env = False  # no proxies from the environment: they would bypass the guard
-        adapter = _GuardedAdapter(guard)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        sessions[guard.key] = session
-    return session
+        pools[guard.key] = manager
+    return manager
 
 
 # --- bodies ---------------------------------------------------------------------
@@ -367,7 +354,7 @@ def fetch(
         "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
         "Accept-Encoding": ACCEPT_ENCODING,
     }
-    result.request_headers = list(headers.items())
+    result.request_headers = [("Host", urlsplit(url).netloc.rsplit("@", 1)[-1]), *headers.items()]
     with _Watchdog(deadline_seconds) as watchdog:
         _local.watchdog = watchdog
         try:
@@ -376,7 +363,7 @@ def fetch(
             result.error = str(exc)
         except CorruptBody as exc:
             result.error, result.corrupt = str(exc), True
-        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             result.error = _describe(exc)
         finally:
             _local.watchdog = None
@@ -396,11 +383,21 @@ def _get(
     text_only: bool,
     timeouts: tuple[float, float],
 ) -> None:
-    with _session(guard).get(url, headers=headers, stream=True, allow_redirects=False, timeout=timeouts) as resp:
-        result.status = resp.status_code
+    resp = _pool(guard).request(
+        "GET",
+        url,
+        headers=headers,
+        redirect=False,
+        retries=False,
+        preload_content=False,
+        decode_content=False,
+        timeout=urllib3.Timeout(connect=timeouts[0], read=timeouts[1]),
+    )
+    read_to_the_end = False
+    try:
+        result.status = resp.status
         result.reason = resp.reason or ""
         result.headers = list(resp.headers.items())
-        result.request_headers = [(k, str(v)) for k, v in resp.request.headers.items()]
         result.ip_address = _peer_address(resp)
         if text_only and result.content_type and not is_text_type(result.content_type):
             return
@@ -411,7 +408,7 @@ def _get(
         # What arrived is kept in ``body`` before anything can fail, so a body
         # cut short by the deadline or a reset keeps what it had.
         try:
-            for raw in resp.raw.stream(READ_CHUNK_BYTES, decode_content=False):
+            for raw in resp.stream(READ_CHUNK_BYTES, decode_content=False):
                 body += decoder.decode(raw, max_bytes + 1 - len(body))
                 if not sniffed and len(body) >= SNIFF_BYTES:
                     sniffed = True
@@ -421,6 +418,8 @@ def _get(
                 if len(body) > max_bytes:
                     result.truncated = True
                     break
+            else:
+                read_to_the_end = True
         finally:
             if result.binary:
                 body.clear()
@@ -428,11 +427,16 @@ def _get(
                 result.binary = True
                 body.clear()
             result.body = bytes(body[:max_bytes])
+    finally:
+        if read_to_the_end:
+            resp.release_conn()  # read to the end: the connection may be reused
+        else:
+            resp.close()  # unread bytes would poison a reused connection
 
 
-def _peer_address(resp: requests.Response) -> str | None:
+def _peer_address(resp: urllib3.BaseHTTPResponse) -> str | None:
     try:
-        sock = resp.raw.connection.sock  # type: ignore[union-attr]
+        sock = resp.connection.sock  # type: ignore[union-attr]
         return str(sock.getpeername()[0])
     except (AttributeError, OSError):
         return None
@@ -463,15 +467,16 @@ def fetch_robots(origin: str, user_agent: str, guard: AddressGuard) -> FetchResu
 
 
 def _describe(exc: BaseException) -> str:
-    # The body is read from urllib3 directly, so its exceptions arrive unwrapped.
-    if isinstance(exc, requests.ConnectTimeout | urllib3.exceptions.ConnectTimeoutError):
+    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
         return "connect timeout"
-    if isinstance(exc, requests.ReadTimeout | urllib3.exceptions.ReadTimeoutError | TimeoutError):
+    if isinstance(exc, urllib3.exceptions.ReadTimeoutError | TimeoutError):
         return "read timeout"
     if isinstance(exc, urllib3.exceptions.ProtocolError):
         return "connection closed mid-response"
-    if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.InvalidSchema):
+    if isinstance(exc, urllib3.exceptions.LocationValueError | urllib3.exceptions.URLSchemeUnknown | ValueError):
         return f"invalid URL: {exc}"
-    if isinstance(exc, requests.ConnectionError | requests.exceptions.ChunkedEncodingError):
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return f"TLS error: {exc}"
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         return "connection failed"
     return type(exc).__name__

@@ -8,12 +8,18 @@ What a robots.txt fetch means:
   (``settings.ROBOTS_ERROR_TTL_SECONDS``) so a passing outage heals;
 * redirects are followed up to ``settings.ROBOTS_MAX_REDIRECTS`` by the fetcher.
 
+The cache keeps the body gzipped (``pack_body``) so a 500 KiB robots.txt
+fits one DynamoDB item (400 KB); a body that does not fit even compressed
+(random text, in practice never a real robots.txt) keeps the whole lines
+from its start that do.
+
 Rules are matched on the user agent's product token (``crawlstack`` in
 ``crawlstack/0.1 (+https://...)``), as §2.2.1 asks.
 """
 
 from __future__ import annotations
 
+import gzip
 import time
 from dataclasses import dataclass
 
@@ -65,6 +71,25 @@ class RobotsRecord:
 
     def expired(self, now: float | None = None) -> bool:
         return (now if now is not None else time.time()) >= self.expires_at
+
+
+# Room for the packed body in one DynamoDB item (400 KB), the item's other attributes besides.
+STORED_BODY_MAX_BYTES = 380_000
+
+
+def pack_body(text: str, limit: int = STORED_BODY_MAX_BYTES) -> bytes:
+    """``text`` gzipped in at most ``limit`` bytes: all of it, or the whole lines from its start that fit."""
+    data = text.encode("utf-8")
+    while True:
+        packed = gzip.compress(data, mtime=0)
+        if len(packed) <= limit:
+            return packed
+        keep = int(len(data) * limit / len(packed) * 0.95)
+        data = data[: data.rfind(b"\n", 0, keep) + 1]
+
+
+def unpack_body(packed: bytes) -> str:
+    return gzip.decompress(packed).decode("utf-8", errors="replace")
 
 
 class RobotsPolicy:

@@ -212,7 +212,10 @@ class EventPump:
         try:
             response = source.handler(event, context) or {}
         except Exception as exc:  # the whole batch failed: all of it comes back
-            line = f"{source.key}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            line = f"{source.key}: {_first_line(exc)}"
+            children = getattr(exc, "child_exceptions", None) or []
+            if children and isinstance(children[0], tuple) and isinstance(children[0][1], BaseException):
+                line += f"; first: {_first_line(children[0][1])}"
             with self._lock:
                 source.stats.errors += 1
                 self.handler_errors.append(line)
@@ -242,3 +245,8 @@ class EventPump:
             "eventSourceARN": source.queue_arn,
             "awsRegion": "us-east-1",
         }
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"

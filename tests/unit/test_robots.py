@@ -7,7 +7,16 @@ import time
 import pytest
 
 from crawlstack import settings
-from crawlstack.robots import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord, product_token
+from crawlstack.robots import (
+    ALLOW_ALL,
+    DISALLOW_ALL,
+    PARSED,
+    RobotsPolicy,
+    RobotsRecord,
+    pack_body,
+    product_token,
+    unpack_body,
+)
 
 UA = "crawlstack/0.1 (+https://example.org/bot)"
 ORIGIN = "http://example.com"
@@ -152,3 +161,13 @@ def test_expiry() -> None:
     assert record.expired(record.expires_at)
     assert record.expired(time.time() + settings.ROBOTS_TTL_SECONDS + 1)
     assert not record.expired(record.expires_at - 1)
+
+
+def test_pack_body_round_trips_and_stays_under_its_limit() -> None:
+    text = "User-agent: *\nDisallow: /a\n" * 1000
+    assert unpack_body(pack_body(text)) == text
+    noisy = "".join(f"# {i * 7919 % 104729:x}{i * 31337 % 65521:x}\n" for i in range(20_000))
+    packed = pack_body(noisy, limit=20_000)
+    assert len(packed) <= 20_000
+    kept = unpack_body(packed)
+    assert noisy.startswith(kept) and kept.endswith("\n") and len(kept) < len(noisy)
