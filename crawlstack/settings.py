@@ -177,7 +177,8 @@ LAMBDA_ARCHITECTURE = "arm64"
 LAMBDA_REQUIREMENTS = (
     "aws-lambda-powertools>=3.0",
     "aws-xray-sdk>=2.12",
-    "requests>=2.31",
+    "urllib3>=2.0",
+    "certifi",
     "lxml>=5.0",
     "protego>=0.3",
     "w3lib>=2.1",
