@@ -85,6 +85,10 @@ def _loads(data: str | bytes) -> Any:
     return json.loads(data, parse_constant=_null_constant)
 
 
+# How much more chaos (charset-normalizer's mess ratio) windows-1252 may show and still be chosen.
+_CP1252_MARGIN = 0.1
+
+
 def _sniff_encoding(body: bytes) -> str | None:
     # Valid UTF-8 is almost never anything else, and checking costs little.
     sample = body[:_SNIFF_BYTES]
@@ -96,8 +100,17 @@ def _sniff_encoding(body: bytes) -> str | None:
             return "utf-8"
     from charset_normalizer import from_bytes
 
-    best = from_bytes(sample).best()
-    return best.encoding if best is not None else None
+    matches = from_bytes(sample)
+    best = matches.best()
+    if best is None:
+        return None
+    # Short Western text leaves the single-byte code pages almost tied (a
+    # latin-1 "Café crème" scores best as Baltic cp1257).  Browsers fall back
+    # to windows-1252 for undeclared pages; so do we, when it is nearly as good.
+    for match in matches:
+        if "cp1252" in match.could_be_from_charset and match.chaos <= best.chaos + _CP1252_MARGIN:
+            return "cp1252"
+    return best.encoding
 
 
 class Page:

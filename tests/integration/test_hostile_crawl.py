@@ -4,7 +4,8 @@ One host serves every case of issue 5's hostile web at once: an oversized
 page, a gzip bomb, a corrupt gzip body, a server that drips its body, a
 redirect chain longer than five hops, a redirect into robots.txt's
 disallowed space, a link to the cloud metadata address, binary bodies
-(declared and disguised as HTML), latin-1 pages, malformed hrefs and an
+(declared and disguised as HTML), latin-1 pages (declared in the header, in a meta tag, and
+nowhere), malformed hrefs and an
 oversized robots.txt.  The crawl must end normally, each case must leave a
 crawl-log line with its outcome and reason, and the server must never see
 a request it should not.
@@ -39,6 +40,7 @@ def hostile_site() -> dict[str, Any]:
         "/fake.html",
         "/text/latin1-header.html",
         "/text/latin1-meta.html",
+        "/text/latin1-guess.html",
         "http://169.254.169.254/latest/meta-data/",
         "javascript:alert(1)",
         "mailto:someone@example.com",
@@ -64,6 +66,13 @@ def hostile_site() -> dict[str, Any]:
         "/text/latin1-header.html": Response(CAFE.encode("latin-1"), content_type="text/html; charset=iso-8859-1"),
         "/text/latin1-meta.html": Response(
             CAFE.replace("<head>", '<head><meta charset="iso-8859-1">').encode("latin-1"), content_type="text/html"
+        ),
+        # Declared nowhere: detected.
+        "/text/latin1-guess.html": Response(
+            CAFE.replace("</h1>", "</h1><p>Cr\u00eapes, g\u00e2teau et p\u00e2t\u00e9 \u00e0 volont\u00e9.</p>").encode(
+                "latin-1"
+            ),
+            content_type="text/html",
         ),
     }
     for i in range(1, 9):  # /hop/1 -> /hop/2 -> ... -> /hop/8: more than five redirects
@@ -117,4 +126,5 @@ def test_a_hostile_host_is_crawled_to_the_end_and_every_case_leaves_a_reason(
     assert titles == {
         web.url(HOST, "/text/latin1-header.html"): "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
         web.url(HOST, "/text/latin1-meta.html"): "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
+        web.url(HOST, "/text/latin1-guess.html"): "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
     }

@@ -159,6 +159,17 @@ def test_non_markup_and_empty_pages_have_no_tree() -> None:
     assert Page(URL, b"<a href='/x'>x</a>", "").is_markup
 
 
+@pytest.mark.parametrize("codec", ["latin-1", "cp1252"])
+def test_an_undeclared_western_page_is_read_as_windows_1252(codec: str) -> None:
+    text = (
+        "<html><head><title>Menu</title></head><body><h1>Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e</h1>"
+        "<p>Cr\u00eapes, g\u00e2teau, p\u00e2t\u00e9 et cr\u00e8me fra\u00eeche \u00e0 volont\u00e9.</p></body></html>"
+    )
+    page = Page(URL, text.encode(codec), "text/html")
+    assert page.encoding == "cp1252"
+    assert page.text == text
+
+
 def test_charset_from_content_type() -> None:
     body = "<h1>caf\u00e9</h1>".encode("latin-1")
     page = Page(URL, body, "text/html; charset=ISO-8859-1")
