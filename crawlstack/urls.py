@@ -123,6 +123,10 @@ def canonicalize(url: str) -> str:
     elif not cparts.path:
         canonical = urlunsplit((cparts.scheme, cparts.netloc, "/", cparts.query, ""))
     _check_host(urlsplit(canonical).hostname or "")
+    if not (canonical.isascii() and canonical.isprintable()):
+        raise InvalidURL("characters that cannot be percent-encoded", "malformed")
+    if len(canonical) > settings.MAX_URL_LENGTH:  # percent-encoding lengthened it past the cap
+        raise InvalidURL(f"longer than {settings.MAX_URL_LENGTH} characters once percent-encoded", "too-long")
     return canonical
 
 
@@ -134,6 +138,12 @@ def fingerprint(canonical_url: str) -> str:
 def host_of(url: str) -> str:
     """The host name, lowercase, without port: the unit of politeness."""
     return (urlsplit(url).hostname or "").lower()
+
+
+def url_port(url: str) -> int:
+    """The port a URL is fetched on: its explicit port, else its scheme's default."""
+    parts = urlsplit(url)
+    return parts.port or _DEFAULT_PORTS.get(parts.scheme.lower(), 80)
 
 
 def origin_of(url: str) -> str:
