@@ -405,8 +405,8 @@ def _crawl(args: argparse.Namespace) -> int:
     outcomes = summary["outcomes"]
     print(
         f"crawled {summary['pages_fetched']} pages in {summary['elapsed_seconds']:.1f}s: "
-        f"{summary['records']} records, {outcomes.get('skipped', 0)} skipped, {outcomes.get('failed', 0)} failed "
-        f"-> {args.out}"
+        f"{summary['records']} records, {outcomes.get('skipped', 0)} skipped, {outcomes.get('failed', 0)} failed, "
+        f"{outcomes.get('dropped', 0)} dropped -> {args.out}"
     )
     if summary["handler_errors"]:
         print(

@@ -27,12 +27,17 @@ A message of a stopped crawl (``crawlstack.jobs``) is held, before step 2,
 for ``resume`` to send back; it takes no claim.
 
 Each outcome of a URL that passed dedupe is written to the urls table.  A
-URL dropped before dedupe (invalid, out of scope, refused, over the budget
-or its host's cap) is noted there as ``dropped`` with its reason, only where
-the crawl has no item for it yet and taken over by a later claim
+URL dropped before dedupe for what it is (invalid, out of scope, a port not
+allowed, a trap shape) is noted there as ``dropped`` with its reason, only
+where the crawl has no item for it yet and taken over by a later claim
 (``ScopeRecords.note_drop``), so the crawl log says why; the container
 remembers what it noted (``settings.DROPPED_NOTE_CACHE_SIZE``), so a link
-repeated on every page costs one write, not one per copy.  ``Decision.kind``
+repeated on every page costs one write, not one per copy.  Such URLs are
+never fetched, so they bring no more links: the notes cost no more than the
+claims they stand in for.  A URL dropped because the budget or its host's
+cap is spent is not noted: every link of every page already fetched would
+cost a write, more than the crawl; the first URL over the limit in each
+container is claimed and skipped with the reason instead.  ``Decision.kind``
 classes each drop for the handler's metrics.
 
 Limits: the per-host counter is not idempotent.  A message redelivered after
@@ -236,10 +241,10 @@ class Dispatcher:
             # A seed is taken as the user wrote it, whatever its shape.
             return self._drop(msg, url, refused, _refusal_kind(refused))
         if msg.crawl_id in self._budget_spent:
-            return self._drop(msg, url, "page budget spent", "budget", note=f"page budget of {config.max_pages} spent")
+            return self._drop(msg, url, "page budget spent", "budget", noted=False)
         cap = config.max_pages_per_host
         if cap is not None and (msg.crawl_id, host) in self._host_full:
-            return self._drop(msg, url, f"host page cap of {cap} reached", "host-cap")
+            return self._drop(msg, url, f"host page cap of {cap} reached", "host-cap", noted=False)
         if self._record_complete(msg):
             # Not a claim: the URL stays free for another record (or a seed
             # without one) that reaches it later.  Noted only where the crawl
@@ -321,14 +326,14 @@ class Dispatcher:
                 added = True
         return self.crawls.get(msg.crawl_id, max_age=0) if added else config
 
-    def _drop(self, msg: FrontierMessage, url: str, reason: str, kind: str, note: str | None = None) -> Decision:
-        """Drop a URL before dedupe, noting it (once per container) for the crawl log, with ``note`` if given."""
-        if self.scope_records is not None:
+    def _drop(self, msg: FrontierMessage, url: str, reason: str, kind: str, noted: bool = True) -> Decision:
+        """Drop a URL before dedupe, noting it (once per container) for the crawl log unless ``noted`` is False."""
+        if noted and self.scope_records is not None:
             fp = fingerprint(url)
             if self._noted.add(msg.crawl_id, fp):
                 # The URL as noted is bounded: an invalid one may be any length.
-                noted = url if len(url) <= settings.MAX_URL_LENGTH else url[: settings.MAX_URL_LENGTH] + "…"
-                self.scope_records.note_drop(msg.crawl_id, fp, noted, msg.depth, note or reason)
+                shown = url if len(url) <= settings.MAX_URL_LENGTH else url[: settings.MAX_URL_LENGTH] + "…"
+                self.scope_records.note_drop(msg.crawl_id, fp, shown, msg.depth, reason)
         return Decision(url, "dropped", reason, kind)
 
     def _hold_if_stopped(self, task: FetchTask) -> bool:
