@@ -11,7 +11,7 @@ from fakes import FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeScopeStore,
 from crawlstack import http
 from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import ROBOTS_WAIT_SECONDS, Dispatcher, Outbox
+from crawlstack.dispatcher import ROBOTS_WAIT_SECONDS, Dispatcher, NotedDrops, Outbox
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import Politeness
 from crawlstack.robots import RobotsRecord
@@ -407,3 +407,11 @@ def test_an_over_long_invalid_url_is_noted_cut_to_the_url_length_cap() -> None:
     assert (action, reason) == ("dropped", f"invalid URL: longer than {crawl_settings.MAX_URL_LENGTH} characters")
     [item] = env.urls.items.values()
     assert len(item["url"]) == crawl_settings.MAX_URL_LENGTH + 1
+
+
+def test_the_memory_of_noted_drops_is_bounded_and_least_recently_used_goes_first() -> None:
+    noted = NotedDrops(size=2)
+    assert noted.add("c", "a") and noted.add("c", "b")
+    assert not noted.add("c", "a")  # known, and now the most recent
+    assert noted.add("c", "z")  # "b" goes
+    assert noted.add("c", "b") and not noted.add("c", "z")
