@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.scope import out_of_scope, refusal, trap
+from crawlstack.urls import InvalidURL, canonicalize
 
 RULES = RuleSet(
     (
@@ -145,3 +149,21 @@ def test_trap_limits_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_long_segment_is_cut_in_the_reason() -> None:
     reason = trap("http://example.com" + ("/" + "z" * 300) * 3)
     assert reason is not None and len(reason) < 100 and reason.startswith("trap: 'zzz")
+
+
+@hyp_settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "b", "x", "%20", "é", "..", "", "2031-07"]), max_size=40),
+    st.lists(st.sampled_from(["m=1", "a", "", "b=2"]), max_size=40),
+    st.sampled_from(["", ":8080", ":443", ":1"]),
+)
+def test_refusal_never_raises_and_agrees_with_the_trap_rules(segments: list[str], params: list[str], port: str) -> None:
+    try:
+        url = canonicalize(f"http://example.com{port}/" + "/".join(segments) + ("?" + "&".join(params)))
+    except InvalidURL:
+        return
+    reason = refusal(url, CONFIG)
+    if port in ("", ":443"):
+        assert reason == trap(url)  # the port is fine: only the shape can refuse it
+    else:
+        assert reason == f"port {port[1:]} is not allowed"  # the port is checked first
