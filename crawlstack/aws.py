@@ -967,3 +967,46 @@ def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:
         window=frozenset(item.get("window", {}).get("SS", [])),
         parked_at=float(item["parked_at"]["N"]) if "parked_at" in item else None,
     )
+
+
+class ScopeStore:
+    """Dispatch's scope bookkeeping (``crawlstack.dispatcher.ScopeRecords``).
+
+    * Per-host page counters: one item per host name and crawl in the hosts
+      table, ``kind`` = ``pages#<crawl_id>``, beside the host's slot item.
+    * Notes of dropped URLs in the urls table: state ``dropped``, a reason,
+      ``claimable`` (like ``UrlStore.note_skip``), written only where the
+      crawl has no item for the URL, so the crawl log says why it was dropped.
+    """
+
+    def count_host_page(self, crawl_id: str, host: str, cap: int) -> bool:
+        """Take one of the host's ``cap`` pages for the crawl; False once they are all taken."""
+        return _conditional_write(
+            "update_item",
+            TableName=_env(settings.ENV_TABLE["hosts"]),
+            Key={"host": {"S": host}, "kind": {"S": f"pages#{crawl_id}"}},
+            UpdateExpression="ADD pages_admitted :one",
+            ConditionExpression="attribute_not_exists(pages_admitted) OR pages_admitted < :cap",
+            ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(cap)}},
+        )
+
+    def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
+        """Record a URL dropped before dedupe, only if the crawl has no item for it yet."""
+        now = str(_num(time.time()))
+        item = {
+            "pk": {"S": f"{crawl_id}#{fp}"},
+            "crawl_id": {"S": crawl_id},
+            "url": {"S": url},
+            "depth": {"N": str(depth)},
+            "state": {"S": "dropped"},
+            "reason": {"S": reason},
+            "claimable": {"BOOL": True},
+            "seen_at": {"N": now},
+            "finished_at": {"N": now},
+        }
+        return _conditional_write(
+            "put_item",
+            TableName=_env(settings.ENV_TABLE["urls"]),
+            Item=item,
+            ConditionExpression="attribute_not_exists(pk)",
+        )

@@ -80,6 +80,23 @@ _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from exc
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port {number} out of range (1-65535)")
+    return number
+
+
+_PER_HOST_HELP = (
+    "URLs admitted per host name, a bound on spider traps "
+    f"(default {settings.DEFAULT_MAX_PAGES_PER_HOST}; 0 for no cap)"
+)
+_ALLOW_PORT_HELP = "also fetch this port on any host (repeatable; 80, 443 and the seeds' own ports always are)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawlstack", description="A polite, serverless web crawler and scraper.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--out", metavar="DIR", required=True, help="output directory")
     crawl.add_argument("--max-depth", type=_non_negative_int, default=settings.DEFAULT_MAX_DEPTH, metavar="N")
     crawl.add_argument("--max-pages", type=_positive_int, default=None, metavar="N", help="page budget")
+    crawl.add_argument(
+        "--max-pages-per-host",
+        type=_non_negative_int,
+        default=settings.DEFAULT_MAX_PAGES_PER_HOST,
+        metavar="N",
+        help=_PER_HOST_HELP,
+    )
+    crawl.add_argument("--allow-port", type=_port, action="append", default=[], metavar="PORT", help=_ALLOW_PORT_HELP)
     crawl.add_argument(
         "--delay",
         type=_non_negative_float,
@@ -183,6 +208,8 @@ def _add_deployed_commands(sub: Any) -> None:
     )
     config.add_argument("--max-depth", type=_non_negative_int, metavar="N")
     config.add_argument("--max-pages", type=_positive_int, metavar="N", help="page budget")
+    config.add_argument("--max-pages-per-host", type=_non_negative_int, metavar="N", help=_PER_HOST_HELP)
+    config.add_argument("--allow-port", type=_port, action="append", metavar="PORT", help=_ALLOW_PORT_HELP)
     config.add_argument("--delay", type=_non_negative_float, metavar="SECONDS")
     config.add_argument("--user-agent", metavar="STRING")
     config.add_argument("--allow", type=_regex, action="append", metavar="REGEX", help="also follow (repeatable)")
@@ -363,6 +390,8 @@ def _crawl(args: argparse.Namespace) -> int:
         out_dir=args.out,
         max_depth=args.max_depth,
         max_pages=args.max_pages,
+        max_pages_per_host=args.max_pages_per_host or None,
+        allow_ports=tuple(dict.fromkeys(args.allow_port)),
         delay=args.delay,
         user_agent=args.user_agent,
         allow_private=tuple(args.allow_private),
@@ -376,8 +405,8 @@ def _crawl(args: argparse.Namespace) -> int:
     outcomes = summary["outcomes"]
     print(
         f"crawled {summary['pages_fetched']} pages in {summary['elapsed_seconds']:.1f}s: "
-        f"{summary['records']} records, {outcomes.get('skipped', 0)} skipped, {outcomes.get('failed', 0)} failed "
-        f"-> {args.out}"
+        f"{summary['records']} records, {outcomes.get('skipped', 0)} skipped, {outcomes.get('failed', 0)} failed, "
+        f"{outcomes.get('dropped', 0)} dropped -> {args.out}"
     )
     if summary["handler_errors"]:
         print(
@@ -484,6 +513,10 @@ def _crawl_settings(args: argparse.Namespace) -> dict[str, Any]:
         given["max_depth"] = args.max_depth
     if args.max_pages is not None:
         given["max_pages"] = args.max_pages
+    if args.max_pages_per_host is not None:
+        given["max_pages_per_host"] = args.max_pages_per_host  # 0: no cap, as CrawlConfig stores it
+    if args.allow_port:
+        given["allow_ports"] = list(dict.fromkeys(args.allow_port))
     if args.delay is not None:
         given["delay"] = Decimal(str(args.delay))
     if args.user_agent:

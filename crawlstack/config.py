@@ -2,8 +2,12 @@
 
 Settings (per crawl): ``delay`` (seconds between requests to one host when
 robots.txt gives no longer Crawl-delay), ``user_agent``, ``max_depth``,
-``max_pages`` (page budget, None for none), ``allow`` / ``deny`` (URL
-regexes), ``seed_hosts``, ``allow_private`` (CIDRs the address guard lets
+``max_pages`` (page budget, None for none), ``max_pages_per_host`` (URLs
+admitted per host name, None for no cap; ``settings.DEFAULT_MAX_PAGES_PER_HOST``),
+``allow`` / ``deny`` (URL regexes), ``allow_ports`` (ports fetched besides
+``settings.DEFAULT_PORTS``), ``seed_hosts`` (the seeds' host names, and
+``host:port`` for a seed on another port, which allows that port on that host:
+``seed_port_key``), ``allow_private`` (CIDRs the address guard lets
 through) and ``host_concurrency`` (requests in flight per host when the delay
 is 0), ``rules`` (the names of the mappings this crawl uses; None for all of
 them) and ``state`` (``running`` or ``stopped``: ``crawlstack.jobs``).
@@ -28,8 +32,10 @@ class CrawlConfig:
     user_agent: str = settings.DEFAULT_USER_AGENT
     max_depth: int = settings.DEFAULT_MAX_DEPTH
     max_pages: int | None = None
+    max_pages_per_host: int | None = settings.DEFAULT_MAX_PAGES_PER_HOST
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
+    allow_ports: tuple[int, ...] = ()
     seed_hosts: frozenset[str] = field(default_factory=frozenset)
     allow_private: tuple[str, ...] = ()
     host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
@@ -66,6 +72,10 @@ class CrawlConfig:
             item["rules"] = list(self.rules)
         if self.max_pages is not None:
             item["max_pages"] = self.max_pages
+        # 0 stands for "no cap": an absent attribute means the default cap.
+        item["max_pages_per_host"] = self.max_pages_per_host or 0
+        if self.allow_ports:
+            item["allow_ports"] = [int(p) for p in self.allow_ports]
         # DynamoDB refuses empty sets and lists are fine empty; keep both small.
         for name in ("allow", "deny", "allow_private"):
             if getattr(self, name):
@@ -81,6 +91,7 @@ class CrawlConfig:
             return default if value is None else value
 
         max_pages = item.get("max_pages")
+        per_host = item.get("max_pages_per_host")
         rules = item.get("rules")
         return replace(
             defaults,
@@ -89,8 +100,10 @@ class CrawlConfig:
             user_agent=str(get("user_agent", defaults.user_agent)),
             max_depth=int(get("max_depth", defaults.max_depth)),
             max_pages=int(max_pages) if max_pages is not None else defaults.max_pages,
+            max_pages_per_host=(int(per_host) or None) if per_host is not None else defaults.max_pages_per_host,
             allow=tuple(get("allow", defaults.allow)),
             deny=tuple(get("deny", defaults.deny)),
+            allow_ports=tuple(int(p) for p in get("allow_ports", defaults.allow_ports)),
             seed_hosts=frozenset(get("seed_hosts", set())) | defaults.seed_hosts,
             allow_private=tuple(get("allow_private", defaults.allow_private)),
             host_concurrency=int(get("host_concurrency", defaults.host_concurrency)),
@@ -98,6 +111,21 @@ class CrawlConfig:
             state=str(get("state", defaults.state)),
         )
 
+    def port_allowed(self, host: str, port: int) -> bool:
+        """Whether the crawl may fetch ``host`` on ``port``: a default port, an allowed one, or a seed's."""
+        return (
+            port in settings.DEFAULT_PORTS or port in self.allow_ports or seed_port_key(host, port) in self.seed_hosts
+        )
+
     def host_delay(self, robots_crawl_delay: float | None) -> float:
         """Seconds between two requests to a host: max(crawl delay, robots Crawl-delay)."""
         return max(self.delay, robots_crawl_delay or 0.0)
+
+
+def seed_port_key(host: str, port: int) -> str:
+    """How ``seed_hosts`` records a seed on a non-default port: ``host:port``, ``[v6]:port``.
+
+    A host name never holds a colon and an IPv6 address never starts with
+    ``[``, so these entries never match a bare host.
+    """
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

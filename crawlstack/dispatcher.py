@@ -3,9 +3,12 @@
 Steps, in order, for each message:
 
 1. canonicalise the URL (``crawlstack.urls``); a URL that cannot be crawled
-   is dropped with its reason;
+   is dropped with its reason ("invalid URL: bad percent-escape '%zz'");
 2. scope (``crawlstack.scope``): seed hosts, mapping patterns, allow/deny,
-   depth; a depth-0 message registers its host as a seed host;
+   depth, then ports and trap-shaped URLs (``scope.refusal``); a depth-0
+   message registers its host as a seed host, and an original seed (not a
+   redirect) on a port other than 80 and 443 registers ``host:port``, which
+   allows that port on that host;
    a message for a record (``record_id`` and ``want``) already complete
    (``crawlstack.resolution``) is skipped, before any robots.txt request,
    without taking the URL's claim (another record may still need the page);
@@ -15,14 +18,31 @@ Steps, in order, for each message:
    per crawl however many dispatchers race (a redelivered message may claim
    its own URL again, and any message a URL that a complete record passed
    over unfetched); a robots.txt disallow is recorded as its outcome;
-5. the page budget (``max_pages``);
+5. the per-host cap (``max_pages_per_host``: one conditional counter per
+   crawl and host name) and the page budget (``max_pages``);
 6. politeness (``crawlstack.politeness``): a slot in the host's window, or
    parked behind it.
 
 A message of a stopped crawl (``crawlstack.jobs``) is held, before step 2,
 for ``resume`` to send back; it takes no claim.
 
-Each outcome of a URL that passed dedupe is written to the urls table.
+Each outcome of a URL that passed dedupe is written to the urls table.  A
+URL dropped before dedupe for what it is (invalid, out of scope, a port not
+allowed, a trap shape) is noted there as ``dropped`` with its reason, only
+where the crawl has no item for it yet and taken over by a later claim
+(``ScopeRecords.note_drop``), so the crawl log says why; the container
+remembers what it noted (``settings.DROPPED_NOTE_CACHE_SIZE``), so a link
+repeated on every page costs one write, not one per copy.  Such URLs are
+never fetched, so they bring no more links: the notes cost no more than the
+claims they stand in for.  A URL dropped because the budget or its host's
+cap is spent is not noted: every link of every page already fetched would
+cost a write, more than the crawl; the first URL over the limit in each
+container is claimed and skipped with the reason instead.  ``Decision.kind``
+classes each drop for the handler's metrics.
+
+Limits: the per-host counter is not idempotent.  A message redelivered after
+it was counted (its dispatcher failed before the batch finished) counts
+again, so a host may get a little less than its cap, never more.
 
 Record completion is read once per batch (``prepare``, one batched read for
 the batch's record ids); a record seen complete is remembered by the
@@ -33,20 +53,21 @@ reverts.  Messages without ``record_id`` and ``want`` cost no read.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from crawlstack import http
-from crawlstack.config import CrawlConfig
+from crawlstack import http, settings
+from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.jobs import Held, hold_message, hold_task
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import SUB_SECOND, Blocked, Politeness, sqs_delay, window_size
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
-from crawlstack.scope import out_of_scope
-from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, origin_of
+from crawlstack.scope import out_of_scope, refusal
+from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, origin_of, url_port
 
 ROBOTS_LOCK_SECONDS = 30.0
 ROBOTS_WAIT_SECONDS = 2
@@ -64,6 +85,11 @@ class Urls(Protocol):
     ) -> bool: ...
     def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
+
+
+class ScopeRecords(Protocol):
+    def count_host_page(self, crawl_id: str, host: str, cap: int) -> bool: ...
+    def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool: ...
 
 
 class RobotsCache(Protocol):
@@ -101,6 +127,32 @@ class Decision:
     url: str
     action: str  # queued | parked | dropped | skipped | deduped | retry | held
     reason: str = ""
+    # Why a URL was dropped or skipped, as a class for metrics:
+    # invalid | scope | port | trap | host-cap | budget | robots | record-complete.
+    kind: str = ""
+
+
+def _refusal_kind(reason: str) -> str:
+    return "trap" if reason.startswith("trap:") else "port"
+
+
+class NotedDrops:
+    """A bounded, least-recently-used memory of the URLs this container noted as dropped."""
+
+    def __init__(self, size: int = settings.DROPPED_NOTE_CACHE_SIZE) -> None:
+        self.size = size
+        self._keys: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def add(self, crawl_id: str, fp: str) -> bool:
+        """Remember the URL; False if it was remembered already."""
+        key = (crawl_id, fp)
+        if key in self._keys:
+            self._keys.move_to_end(key)
+            return False
+        self._keys[key] = None
+        while len(self._keys) > self.size:
+            self._keys.popitem(last=False)
+        return True
 
 
 class Dispatcher:
@@ -116,8 +168,14 @@ class Dispatcher:
         resolved: ResolvedRecords | None = None,
         completed: CompletedRecords | None = None,
         held: Held | None = None,
+        scope_records: ScopeRecords | None = None,
     ) -> None:
         self.crawls = crawls
+        # Without it (some unit tests) there is no per-host cap and no drop notes.
+        self.scope_records = scope_records
+        self._noted = NotedDrops()
+        # Crawl and host pairs this container saw at their cap.
+        self._host_full: set[tuple[str, str]] = set()
         self.held = held
         self.urls = urls
         self.robots = robots
@@ -159,34 +217,41 @@ class Dispatcher:
         try:
             url = canonicalize(msg.url)
         except InvalidURL as exc:
-            return Decision(msg.url, "dropped", f"invalid URL: {exc}")
+            # Not a URL the crawl can key: noted under the fingerprint of what was sent.
+            return self._drop(msg, msg.url, f"invalid URL: {exc}", "invalid")
         config = self.crawls.get(msg.crawl_id)
         # The hold is conditional on the crawl being stopped in the table, so a
         # stale cached state costs one failed write and nothing else.
         if config.stopped and self.held is not None and hold_message(self.held, msg):
             return Decision(url, "held", "crawl stopped")
         host = host_of(url)
-        if msg.depth == 0 and host not in config.seed_hosts:
-            self.crawls.add_seed_host(msg.crawl_id, host)
-            config = self.crawls.get(msg.crawl_id, max_age=0)
+        config = self._register_seed(msg, url, host, config)
         reason = out_of_scope(url, msg.depth, config, self.rules, chosen_by_rule=bool(msg.via))
-        if reason and host not in config.seed_hosts:
-            # A seed may have been added since the config was cached.
+        refused = None if reason else refusal(url, config)
+        if (reason and host not in config.seed_hosts) or (refused and not refused.startswith("trap:")):
+            # A seed (or a seed's port) may have been added since the config was cached.
             fresh = self.crawls.get(msg.crawl_id, max_age=1.0)
             if fresh is not config:
                 config = fresh
                 reason = out_of_scope(url, msg.depth, config, self.rules, chosen_by_rule=bool(msg.via))
+                refused = None if reason else refusal(url, config)
         if reason:
-            return Decision(url, "dropped", reason)
+            return self._drop(msg, url, reason, "scope")
+        if refused and not (refused.startswith("trap:") and msg.depth == 0 and msg.hops == 0):
+            # A seed is taken as the user wrote it, whatever its shape.
+            return self._drop(msg, url, refused, _refusal_kind(refused))
         if msg.crawl_id in self._budget_spent:
-            return Decision(url, "dropped", "page budget spent")
+            return self._drop(msg, url, "page budget spent", "budget", noted=False)
+        cap = config.max_pages_per_host
+        if cap is not None and (msg.crawl_id, host) in self._host_full:
+            return self._drop(msg, url, f"host page cap of {cap} reached", "host-cap", noted=False)
         if self._record_complete(msg):
             # Not a claim: the URL stays free for another record (or a seed
             # without one) that reaches it later.  Noted only where the crawl
             # has no item for it yet, so the crawl log says why it was not
             # fetched; a later claim takes the note over.
             self.urls.note_skip(msg.crawl_id, fingerprint(url), url, msg.depth, RECORD_COMPLETE)
-            return Decision(url, "skipped", RECORD_COMPLETE)
+            return Decision(url, "skipped", RECORD_COMPLETE, "record-complete")
 
         # robots.txt before the dedupe claim: a message put back to wait for
         # another dispatcher's robots.txt fetch comes back with a new message
@@ -202,11 +267,23 @@ class Dispatcher:
             return Decision(url, "deduped")
         if not policy.allows(url, config.user_agent):
             self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=policy.disallow_reason())
-            return Decision(url, "skipped", "robots")
+            return Decision(url, "skipped", "robots", "robots")
+        # The host's cap before the crawl's budget: a trap host that reached
+        # its cap spends none of the budget.
+        if (
+            cap is not None
+            and self.scope_records is not None
+            and not self.scope_records.count_host_page(msg.crawl_id, host, cap)
+        ):
+            if len(self._host_full) > settings.DROPPED_NOTE_CACHE_SIZE:
+                self._host_full.clear()
+            self._host_full.add((msg.crawl_id, host))
+            self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=f"host page cap of {cap} reached")
+            return Decision(url, "skipped", f"host page cap of {cap} reached", "host-cap")
         if config.max_pages is not None and not self.crawls.count_page(msg.crawl_id, config.max_pages):
             self._budget_spent.add(msg.crawl_id)
             self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=f"page budget of {config.max_pages} spent")
-            return Decision(url, "skipped", "page budget spent")
+            return Decision(url, "skipped", "page budget spent", "budget")
 
         delay = config.host_delay(policy.crawl_delay(config.user_agent))
         task = FetchTask(
@@ -228,6 +305,36 @@ class Dispatcher:
         for order, ready in admitted:
             outbox.add_fetch(ready, now, order)
         return Decision(url, "queued" if any(t.fp == fp for _, t in admitted) else "parked")
+
+    def _register_seed(self, msg: FrontierMessage, url: str, host: str, config: CrawlConfig) -> CrawlConfig:
+        """A depth-0 message makes its host a seed host; an original seed on another port allows that port there.
+
+        A seed's redirect (hops > 0) adds its host, as before, but not its
+        port: a redirect to another port needs ``allow_ports``.
+        """
+        if msg.depth != 0:
+            return config
+        added = False
+        if host not in config.seed_hosts:
+            self.crawls.add_seed_host(msg.crawl_id, host)
+            added = True
+        port = url_port(url)
+        if msg.hops == 0 and port not in settings.DEFAULT_PORTS:
+            key = seed_port_key(host, port)
+            if key not in config.seed_hosts:
+                self.crawls.add_seed_host(msg.crawl_id, key)
+                added = True
+        return self.crawls.get(msg.crawl_id, max_age=0) if added else config
+
+    def _drop(self, msg: FrontierMessage, url: str, reason: str, kind: str, noted: bool = True) -> Decision:
+        """Drop a URL before dedupe, noting it (once per container) for the crawl log unless ``noted`` is False."""
+        if noted and self.scope_records is not None:
+            fp = fingerprint(url)
+            if self._noted.add(msg.crawl_id, fp):
+                # The URL as noted is bounded: an invalid one may be any length.
+                shown = url if len(url) <= settings.MAX_URL_LENGTH else url[: settings.MAX_URL_LENGTH] + "…"
+                self.scope_records.note_drop(msg.crawl_id, fp, shown, msg.depth, reason)
+        return Decision(url, "dropped", reason, kind)
 
     def _hold_if_stopped(self, task: FetchTask) -> bool:
         """For parked tasks this dispatcher unparks: hold those of a stopped crawl instead of giving them slots."""

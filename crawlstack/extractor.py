@@ -9,6 +9,15 @@ any other page, every link on it that is in scope, unless this container
 sent it already (``SentLinks``; dispatch's dedupe stays the final word).  Pages with
 ``<meta name="robots" content="nofollow">`` give no links.
 
+Hrefs not followed are counted per WARC by class (``SkippedLinks``: the
+``InvalidURL`` kinds, such as ``scheme`` for ``javascript:``/``mailto:``/
+``data:``/``tel:``, ``percent-escape``, ``ipv6``, ``port``, ``too-long``; and
+``off-site`` and ``deny`` for links out of scope), with the first
+``settings.SKIPPED_LINK_SAMPLE`` hrefs and their reasons kept as examples, so
+the handler logs one line per WARC however large its pages.  Ports and
+trap-shaped URLs (``scope.refusal``) are left to dispatch, which notes each in
+the crawl log.
+
 A mapped page whose WARC metadata carries a ``record_id`` also merges its
 found fields into that record (``crawlstack.resolution``); once the record
 is complete, that page and any later page of the record give no outlinks.
@@ -28,7 +37,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -58,10 +67,37 @@ class Blobs(Protocol):
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
+# How much of a skipped href a log example keeps.
+_SAMPLE_HREF_CHARS = 200
+
+
+@dataclass
+class SkippedLinks:
+    """Hrefs not followed: a count per class and the first few as examples (href, reason)."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    sample: list[tuple[str, str]] = field(default_factory=list)
+    sample_size: int = settings.SKIPPED_LINK_SAMPLE
+
+    def add(self, kind: str, href: str, reason: str) -> None:
+        self.counts[kind] += 1
+        if len(self.sample) < self.sample_size:
+            cut = href if len(href) <= _SAMPLE_HREF_CHARS else href[: _SAMPLE_HREF_CHARS - 1] + "…"
+            self.sample.append((cut, reason))
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+
+def _scope_kind(reason: str) -> str:
+    return "deny" if "deny" in reason else "off-site"
+
+
 @dataclass
 class Extracted:
     records: list[dict[str, Any]] = field(default_factory=list)
     outlinks: list[FrontierMessage] = field(default_factory=list)
+    skipped: SkippedLinks = field(default_factory=SkippedLinks)
     # The records objects written, one per crawl in the WARC (usually one).
     records_keys: list[str] = field(default_factory=list)
 
@@ -90,12 +126,13 @@ def record_line(record: dict[str, Any]) -> str:
     return json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def page_links(page: Page, mapping: Mapping | None) -> list[str]:
+def page_links(page: Page, mapping: Mapping | None, skipped: SkippedLinks | None = None) -> list[str]:
     """Absolute canonical links the crawler would follow from ``page`` (before scope).
 
     A mapping with url_parsers chooses them (on HTML, XML or JSON pages);
-    otherwise every followable link of an HTML page.  ``<meta name="robots"
-    content="nofollow">`` gives none either way.
+    otherwise every followable link of an HTML page, and the hrefs that are
+    no URL the crawler can fetch go to ``skipped`` with their reasons.
+    ``<meta name="robots" content="nofollow">`` gives none either way.
     """
     if "nofollow" in page.meta_robots or "none" in page.meta_robots:
         return []
@@ -105,8 +142,9 @@ def page_links(page: Page, mapping: Mapping | None) -> list[str]:
     for href in page.hrefs():
         try:
             seen.setdefault(resolve_link(page.base_url, href))
-        except InvalidURL:
-            continue
+        except InvalidURL as exc:
+            if skipped is not None:
+                skipped.add(exc.kind, href, str(exc))
     return list(seen)
 
 
@@ -206,7 +244,7 @@ class Extractor:
             return
         if depth + 1 > config.max_depth:
             return
-        out.outlinks.extend(self._outlinks(page, mapping, depth + 1, config, meta))
+        out.outlinks.extend(self._outlinks(page, mapping, depth + 1, config, meta, out.skipped))
 
     def _resolve(self, record: dict[str, Any], meta: dict[str, Any]) -> None:
         """Merge a mapped page's found fields into its record_id's record."""
@@ -227,11 +265,19 @@ class Extractor:
         return bool(meta.get("record_id")) and (crawl_id, str(meta["record_id"])) in self._completed
 
     def _outlinks(
-        self, page: Page, mapping: Mapping | None, depth: int, config: CrawlConfig, meta: dict[str, Any]
+        self,
+        page: Page,
+        mapping: Mapping | None,
+        depth: int,
+        config: CrawlConfig,
+        meta: dict[str, Any],
+        skipped: SkippedLinks,
     ) -> Iterable[FrontierMessage]:
         via = mapping.name if mapping is not None and mapping.url_parsers else None
-        for link in page_links(page, mapping):
-            if out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None):
+        for link in page_links(page, mapping, skipped):
+            reason = out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None)
+            if reason:
+                skipped.add(_scope_kind(reason), link, reason)
                 continue
             if self.sent.known(config.crawl_id, meta.get("record_id"), link):
                 continue

@@ -40,6 +40,25 @@ OUTLINK_CACHE_SIZE = 200_000
 # container remembers, so their messages and pages cost no reads.
 COMPLETED_RECORD_CACHE_SIZE = 100_000
 
+# Spider traps (crawlstack.scope).  A crawl admits at most this many URLs of
+# one host name (its ``max_pages_per_host``, the crawl flag
+# ``--max-pages-per-host``); None in a crawl's config means no cap.
+DEFAULT_MAX_PAGES_PER_HOST = 10_000
+# A path whose one segment occurs more than this many times, or whose run of
+# segments repeats this many times back to back (/a/b/a/b/a/b), is a trap.
+MAX_SEGMENT_REPEATS = 3
+# Paths with more segments, and queries with more parameters, are traps too.
+MAX_PATH_SEGMENTS = 32
+MAX_QUERY_PARAMS = 32
+# Ports every crawl may fetch; others need the crawl's ``allow_ports`` or a
+# seed on that host and port.
+DEFAULT_PORTS = (80, 443)
+# URLs each dispatch container remembers having noted as dropped, so a link
+# repeated on every page of a site costs one write to the urls table.
+DROPPED_NOTE_CACHE_SIZE = 100_000
+# Skipped hrefs extract logs as examples per WARC (the rest are only counted).
+SKIPPED_LINK_SAMPLE = 5
+
 # --- fetching -------------------------------------------------------------
 MAX_BODY_BYTES = 10 * 1024 * 1024
 CONNECT_TIMEOUT_SECONDS = 10.0

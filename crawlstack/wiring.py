@@ -72,6 +72,7 @@ class Services:
             resolved=self.resolved,
             completed=self.completed,
             held=self.held,
+            scope_records=aws.ScopeStore(),
         )
 
     @cached_property

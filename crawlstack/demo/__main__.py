@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from crawlstack.cli import main as cli_main
-from crawlstack.demo.server import DEMO_HOSTS, RULES_DIR, demo_seeds, demo_web
+from crawlstack.demo.server import DEMO_HOSTS, RULES_DIR, demo_allow_ports, demo_seeds, demo_web
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
             "--max-depth", "3",
             "--delay", args.delay,
             "--allow-private", "127.0.0.0/8",
+            # The journal has no seed: its port needs allowing.
+            *demo_allow_ports(web),
         ]  # fmt: skip
         print("Running: crawlstack", " ".join(command), flush=True)
         status = cli_main(command)

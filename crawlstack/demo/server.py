@@ -520,6 +520,13 @@ def demo_seeds(web: LoopbackWeb) -> list[str]:
     return [web.url(addr, path) for addr, path in DEMO_SEED_PATHS.items()]
 
 
+def demo_allow_ports(web: LoopbackWeb) -> list[str]:
+    """``--allow-port`` flags for the demo hosts without a seed (the journal): a crawl fetches other
+    ports than 80 and 443 only on its seeds' host and port, or where allowed."""
+    ports = sorted({web.hosts[addr].port for addr in DEMO_HOSTS if addr not in DEMO_SEED_PATHS})
+    return [flag for port in ports for flag in ("--allow-port", str(port))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m crawlstack.demo.server", description="Serve the crawlstack demo site on loopback addresses."
@@ -542,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nCrawl it with:")
     print(
         "  crawlstack crawl --local " + " ".join(seeds) + f" --rules {RULES_DIR} --out demo-out"
-        " --max-depth 3 --delay 0.5 --allow-private 127.0.0.0/8"
+        " --max-depth 3 --delay 0.5 --allow-private 127.0.0.0/8 " + " ".join(demo_allow_ports(web))
     )
     print("\nPress Ctrl-C to stop.", flush=True)
     try:

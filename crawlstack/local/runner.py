@@ -5,7 +5,10 @@ to the frontier exactly as a deployed user would, runs the event pump until
 nothing is queued, delayed or in flight, and writes ``OUT/``:
 
 * ``records.jsonl``: one line per extracted record;
-* ``crawl-log.jsonl``: one line per URL that passed scope and dedupe;
+* ``crawl-log.jsonl``: one line per URL the crawl met (duplicates aside):
+  ``fetched``, ``skipped`` or ``failed``, or ``dropped`` by dispatch before
+  dedupe (invalid, out of scope, a port not allowed, a spider trap, over the
+  budget or its host's cap), each with its reason;
 * ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
   (``crawlstack.resolution``), sorted by record id;
 * ``warc/*.warc.gz``: the fetched pages, one file per fetch batch;
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from crawlstack import aws, settings, wiring
-from crawlstack.config import CrawlConfig
+from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.local import resources
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.pump import EventPump, Source
@@ -50,7 +53,7 @@ from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.rules import load_rules
 from crawlstack.storable import OMITTED_PREFIX, json_safe
-from crawlstack.urls import canonicalize, host_of
+from crawlstack.urls import canonicalize, host_of, url_port
 
 # A failed batch comes back after this long (the deployed queues wait 6x the
 # function timeout).  Each must exceed what one invocation can take: a fetch
@@ -85,6 +88,8 @@ class LocalOptions:
     allow_private: tuple[str, ...] = ()
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
+    max_pages_per_host: int | None = settings.DEFAULT_MAX_PAGES_PER_HOST
+    allow_ports: tuple[int, ...] = ()
     endpoint_url: str | None = None
     fetch_concurrency: int = 4
     host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
@@ -148,9 +153,11 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 user_agent=options.user_agent,
                 max_depth=options.max_depth,
                 max_pages=options.max_pages,
+                max_pages_per_host=options.max_pages_per_host,
                 allow=options.allow,
                 deny=options.deny,
-                seed_hosts=frozenset(host_of(canonicalize(s.url)) for s in seeds),
+                allow_ports=options.allow_ports,
+                seed_hosts=_seed_hosts(seeds),
                 allow_private=options.allow_private,
                 host_concurrency=options.host_concurrency,
             )
@@ -196,6 +203,17 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     if interrupted:
         raise KeyboardInterrupt
     return summary
+
+
+def _seed_hosts(seeds: list[Seed]) -> frozenset[str]:
+    """The seeds' host names, and ``host:port`` for a seed on another port than 80 or 443 (which allows it)."""
+    hosts: set[str] = set()
+    for seed in seeds:
+        url = canonicalize(seed.url)
+        hosts.add(host_of(url))
+        if url_port(url) not in settings.DEFAULT_PORTS:
+            hosts.add(seed_port_key(host_of(url), url_port(url)))
+    return frozenset(hosts)
 
 
 @contextlib.contextmanager
@@ -301,7 +319,7 @@ def _write_outputs(
         for item in log_items:
             state = item.get("state", "queued")
             line: dict[str, Any] = {"url": item["url"], "outcome": state, "depth": item.get("depth", 0)}
-            if state not in ("fetched", "skipped", "failed"):
+            if state not in ("fetched", "skipped", "failed", "dropped"):
                 # Never reached an end: the crawl was interrupted, or a bug or a crash; the log says which.
                 line["outcome"] = "failed"
                 cause = "interrupted" if interrupted else "unfinished"
@@ -371,6 +389,8 @@ def _write_outputs(
         "settings": {
             "max_depth": options.max_depth,
             "max_pages": options.max_pages,
+            "max_pages_per_host": options.max_pages_per_host,
+            "allow_ports": list(options.allow_ports),
             "delay": options.delay,
             "user_agent": options.user_agent,
             "fetch_concurrency": options.fetch_concurrency,

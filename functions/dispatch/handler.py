@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack.dispatcher import RECORD_COMPLETE, Outbox
+from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FrontierMessage, InvalidMessage
 from crawlstack.urls import url_correlation_id
 from crawlstack.wiring import services
@@ -19,7 +19,18 @@ logger = Logger(service="dispatch")
 tracer = Tracer(service="dispatch")
 metrics = Metrics(namespace="crawlstack", service="dispatch")
 
-_METRIC = {"queued": "UrlsQueued", "parked": "UrlsParked", "deduped": "DedupeHits", "dropped": "UrlsOutOfScope"}
+_METRIC = {"queued": "UrlsQueued", "parked": "UrlsParked", "deduped": "DedupeHits"}
+# A URL dropped or skipped, by why (Decision.kind).
+_KIND_METRIC = {
+    "invalid": "UrlsInvalid",
+    "scope": "UrlsOutOfScope",
+    "port": "UrlsPortRefused",
+    "trap": "UrlsTrapped",
+    "host-cap": "UrlsOverHostCap",
+    "budget": "UrlsOverBudget",
+    "robots": "RobotsBlocked",
+    "record-complete": "RecordCompleteSkips",
+}
 
 
 @tracer.capture_lambda_handler
@@ -46,10 +57,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         logger.set_correlation_id(url_correlation_id(msg.url))
         decision = svc.dispatcher.dispatch(msg, outbox, message_id=record.message_id)
         logger.debug("dispatched", action=decision.action, reason=decision.reason)
-        if decision.action == "skipped" and decision.reason == "robots":
-            metrics.add_metric(name="RobotsBlocked", unit=MetricUnit.Count, value=1)
-        elif decision.action == "skipped" and decision.reason == RECORD_COMPLETE:
-            metrics.add_metric(name="RecordCompleteSkips", unit=MetricUnit.Count, value=1)
+        if decision.kind in _KIND_METRIC:
+            metrics.add_metric(name=_KIND_METRIC[decision.kind], unit=MetricUnit.Count, value=1)
         elif decision.action in _METRIC:
             metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
 

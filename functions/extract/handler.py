@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack import settings
 from crawlstack.dispatcher import Outbox
+from crawlstack.extractor import SkippedLinks
 from crawlstack.messages import FrontierMessage
 from crawlstack.wiring import services
 
@@ -35,6 +36,24 @@ def created_objects(body: str) -> list[tuple[str, str]]:
     return out
 
 
+def skipped_metric(kind: str) -> str:
+    """``HrefsSkipped`` + the class in CamelCase: ``percent-escape`` -> ``HrefsSkippedPercentEscape``."""
+    return "HrefsSkipped" + "".join(part.capitalize() for part in kind.split("-"))
+
+
+def _report_skipped(skipped: SkippedLinks) -> None:
+    """One metric per class and one log line per WARC, with a few examples, however many hrefs were skipped."""
+    if not skipped:
+        return
+    for kind, count in sorted(skipped.counts.items()):
+        metrics.add_metric(name=skipped_metric(kind), unit=MetricUnit.Count, value=count)
+    logger.info(
+        "links skipped",
+        counts=dict(sorted(skipped.counts.items())),
+        examples=[{"href": href, "reason": reason} for href, reason in skipped.sample],
+    )
+
+
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @logger.inject_lambda_context
@@ -53,6 +72,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             sent.extend(extracted.outlinks)
             metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))
             metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))
+            _report_skipped(extracted.skipped)
 
     return svc.process_batch(
         event, context, record_handler, outbox, after_send=lambda: svc.extractor.sent.remember(sent)

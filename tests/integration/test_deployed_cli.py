@@ -234,7 +234,10 @@ def test_seed_checks_every_seed_before_sending_any(
 
 def test_seed_creates_a_new_crawls_config_once(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
     argv = ["seed", "https://a.example/", "--crawl-id", "jobs", "--max-pages", "50", "--delay", "2.5"]
-    code, _, err = run(capsys, deployed, *argv, "--deny", "/private/", "--rules-set", "book", "--max-depth", "1")
+    traps = ["--max-pages-per-host", "40", "--allow-port", "8081", "--allow-port", "8081", "--allow-port", "9000"]
+    code, _, err = run(
+        capsys, deployed, *argv, "--deny", "/private/", "--rules-set", "book", "--max-depth", "1", *traps
+    )
     assert (code, err) == (0, "")
     item = deployed.client("dynamodb").get_item(
         TableName=deployed.names[settings.ENV_TABLE["crawls"]], Key={"crawl_id": {"S": "jobs"}}
@@ -242,6 +245,7 @@ def test_seed_creates_a_new_crawls_config_once(capsys: pytest.CaptureFixture[str
     config = CrawlConfig.from_item(aws._unmarshal(item), CrawlConfig())
     assert (config.max_pages, config.delay, config.max_depth) == (50, 2.5, 1)
     assert (config.deny, config.rules, config.state) == (("/private/",), ("book",), "running")
+    assert (config.max_pages_per_host, config.allow_ports) == (40, (8081, 9000))
     assert config.user_agent == CrawlConfig().user_agent  # not given: the defaults apply
     # A crawl's config is fixed once stored; seeding it again without settings is fine.
     code, _, err = run(capsys, deployed, "seed", "https://b.example/", "--crawl-id", "jobs", "--max-pages", "9")

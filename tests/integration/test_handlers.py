@@ -222,9 +222,16 @@ def test_dispatch_partial_batch_response_queues_valid_seeds_only(
     assert (task.url, task.crawl_id, task.depth, task.host) == (canonicalize(url), CRAWL, 0, ADDRESS)
     urls = aws.UrlStore()
     assert urls.state(CRAWL, fingerprint(canonicalize(url))) == "queued"
-    assert urls.state(CRAWL, fingerprint("http://off-site.invalid/page")) is None
-    [item] = list(urls.scan_crawl(CRAWL))
-    assert item["url"] == canonicalize(url) and item["claimed_by"] == "m-seed"
+    # The off-site URL took no claim; it is noted, for the crawl log, as dropped with its reason.
+    items = {item["url"]: item for item in urls.scan_crawl(CRAWL)}
+    assert set(items) == {canonicalize(url), "http://off-site.invalid/page"}
+    assert items[canonicalize(url)]["claimed_by"] == "m-seed"
+    noted = items["http://off-site.invalid/page"]
+    assert (noted["state"], noted["reason"], noted["claimable"]) == (
+        "dropped",
+        "off-site: not a seed host, a mapping or an allow pattern",
+        True,
+    )
     # robots.txt was fetched once (404: allow all) with the crawl's user agent.
     assert site.requests == [("/robots.txt", UA)]
     assert ADDRESS in aws.CrawlStore().get(CRAWL, max_age=0).seed_hosts

@@ -19,6 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from webs import (
     UA,
     Crawl,
+    allow_ports,
     assert_spacing,
     bare_paths,
     chain_site,
@@ -34,7 +35,7 @@ from webs import (
     star_site,
 )
 
-from crawlstack.demo.server import RULES_DIR, LoopbackWeb, Response, demo_seeds, demo_web
+from crawlstack.demo.server import RULES_DIR, LoopbackWeb, Response, demo_allow_ports, demo_seeds, demo_web
 
 A, B, C, D = "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"
 ROBOTS_REASON = re.compile(r"robots", re.IGNORECASE)
@@ -64,7 +65,8 @@ DEMO_AUTHORS = {
 
 def test_demo_site_end_to_end(crawl: Crawl) -> None:
     with demo_web() as web:
-        result = crawl(*demo_seeds(web), rules=RULES_DIR, max_depth=3, delay=0.2, server=web)
+        extra = demo_allow_ports(web)
+        result = crawl(*demo_seeds(web), rules=RULES_DIR, max_depth=3, delay=0.2, server=web, extra=extra)
         log = web.log
 
     # Every book and author page became one record with the right fields.
@@ -215,7 +217,8 @@ def test_scope_seed_hosts_and_mapped_urls(web: LoopbackWeb, crawl: Crawl) -> Non
     web.add_host(B, {"/elsewhere.html": page("not in scope")})
     web.add_host(C, {"/things/1.html": page("Thing one")})
     rules = [mapping("thing", host_pattern(C, r"/things/\d+\.html"), {"title": "//h1/text()"})]
-    result = crawl(web.url(A, "/"), rules=rules, delay=0.1)
+    # C is not seeded: its port needs allowing, as a user would.
+    result = crawl(web.url(A, "/"), rules=rules, delay=0.1, extra=allow_ports(web, C))
 
     assert sorted(bare_paths(web, A)) == ["/", "/local.html", "/robots.txt"]
     assert web.requests_for(B) == [], "a host that is neither a seed host nor matched by a mapping was contacted"
@@ -343,7 +346,7 @@ def test_records_url_parsers_and_unmapped_pages(web: LoopbackWeb, crawl: Crawl) 
         ),
     ]
     # index (0) -> hub (1) -> product 2 (2) -> globex (3)
-    result = crawl(web.url(A, "/"), rules=rules, delay=0.1, max_depth=3)
+    result = crawl(web.url(A, "/"), rules=rules, delay=0.1, max_depth=3, extra=allow_ports(web, C))
 
     assert {r["mapping"] for r in result.records} == {"product", "maker"}, result.records
     p1 = result.record(web.url(A, "/products/1.html"))
@@ -452,7 +455,8 @@ def test_redirects_are_followed_through_the_frontier(web: LoopbackWeb, crawl: Cr
     web.add_host(C, {"/start.html": page("start")})
     web.add_host(D, {"/away.html": page("away")})
     web.add_host(B, {"/": Response(status=301, headers={"Location": web.url(C, "/start.html")})})
-    result = crawl(web.url(A, "/"), web.url(B, "/"), delay=0.1)
+    # A seed's redirect to another port needs it allowed (a redirect is not what the user seeded).
+    result = crawl(web.url(A, "/"), web.url(B, "/"), delay=0.1, extra=allow_ports(web, C))
 
     # Each URL once, the redirect target among them, and a redirect loop ends.
     assert Counter(bare_paths(web, A)) == Counter(
@@ -460,7 +464,7 @@ def test_redirects_are_followed_through_the_frontier(web: LoopbackWeb, crawl: Cr
     )
     old = one([e for e in result.log if str(e["url"]).endswith("/old.html")])
     assert old["outcome"] == "fetched" and old["status"] == 301 and "redirect" in str(old.get("reason"))
-    # A seed that redirects to another host makes that host a seed host too;
+    # A seed that redirects to another host makes that host a seed host too (its port allowed above);
     # a link from A to D is not followed (D is no seed host and no mapping matches).
     assert bare_paths(web, C) == ["/robots.txt", "/start.html"]
     assert bare_paths(web, D) == []

@@ -10,7 +10,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from webs import Crawl, CrawlResult, describe, host_pattern, mapping, one, page_requests, read_jsonl, robots
+from webs import (
+    Crawl,
+    CrawlResult,
+    allow_ports,
+    describe,
+    host_pattern,
+    mapping,
+    one,
+    page_requests,
+    read_jsonl,
+    robots,
+)
 
 from crawlstack.demo.server import LoopbackWeb, Response
 
@@ -67,7 +78,8 @@ def test_records_resolve_across_hosts_and_stop_following_once_complete(
         {"url": web.url(A, "/plain.html"), "record_id": "r-unmapped", "want": ["a"]},
     ]
     seeds.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    result = crawl(seeds_file=seeds, rules=rules, delay=0.05, max_depth=3)
+    # Only A is seeded: B's and C's ports need allowing, as a user would.
+    result = crawl(seeds_file=seeds, rules=rules, delay=0.05, max_depth=3, extra=allow_ports(web, B, C))
 
     resolved = read_jsonl(result.out / "resolved.jsonl")
     assert [r["record_id"] for r in resolved] == ["r-empty", "r-full", "r-nowant", "r-unmapped"], resolved
@@ -149,7 +161,7 @@ def crawl_with_busy_host(crawl: Crawl, web: LoopbackWeb, tmp_path: Path) -> Craw
         {"url": web.url(B, "/s.html"), "record_id": "r", "want": ["a", "b"]},
     ]
     seeds.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    result = crawl(seeds_file=seeds, rules=item_rules(), delay=0.3, max_depth=2)
+    result = crawl(seeds_file=seeds, rules=item_rules(), delay=0.3, max_depth=2, extra=allow_ports(web, C))
     [record] = read_jsonl(result.out / "resolved.jsonl")
     assert (record["record_id"], record["complete"]) == ("r", True), record
     assert record["sources"] == {"a": web.url(B, "/s.html"), "b": web.url(C, "/done.html")}

@@ -20,7 +20,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from webs import Crawl, bare_paths, describe
+from webs import Crawl, allow_ports, bare_paths, describe
 
 from crawlstack.demo.server import RULES_DIR, SITE_DIR, LoopbackWeb, demo_web
 
@@ -90,7 +90,8 @@ def expected_reblogs(data: dict[str, Any]) -> dict[str, Any]:
 def test_api_pagination_reblog_sources_and_articles(crawl: Crawl) -> None:
     with demo_web() as web:
         seed = web.url(API, API_PAGES[0])
-        result = crawl(seed, rules=RULES_DIR, max_depth=3, delay=0.05, server=web)
+        # Only the API is seeded: the journal's port needs allowing.
+        result = crawl(seed, rules=RULES_DIR, max_depth=3, delay=0.05, server=web, extra=allow_ports(web, JOURNAL))
         pages = {path: served_json(web, path) for path in API_PAGES}
 
     # The fixture is what the test says it is: each page's next link is the

@@ -52,6 +52,11 @@ def chain_site(n: int, *, prefix: str = "/d") -> dict[str, Any]:
     return routes
 
 
+def allow_ports(web: LoopbackWeb, *addresses: str) -> list[str]:
+    """``--allow-port`` flags for hosts a crawl reaches without seeding them (ports other than 80/443 need allowing)."""
+    return [flag for address in addresses for flag in ("--allow-port", str(web.hosts[address].port))]
+
+
 def robots(text: str, status: int = 200) -> Response:
     return Response(text, status=status, content_type="text/plain; charset=utf-8")
 

@@ -449,3 +449,31 @@ class FakeResolved:
     def _record(self, crawl_id: str, record_id: str) -> ResolvedRecord:
         item = self.items[(crawl_id, record_id)]
         return ResolvedRecord(crawl_id, record_id, item["want"], dict(item["fields"]), dict(item["sources"]))
+
+
+class FakeScopeStore:
+    """Dispatch's scope bookkeeping: per-host page counters and notes of dropped URLs (in the urls fake)."""
+
+    def __init__(self, urls: FakeUrls) -> None:
+        self.urls = urls
+        self.host_pages: dict[tuple[str, str], int] = {}
+        self.notes = 0
+        self._lock = threading.Lock()
+
+    def count_host_page(self, crawl_id: str, host: str, cap: int) -> bool:
+        with self._lock:
+            count = self.host_pages.get((crawl_id, host), 0)
+            if count >= cap:
+                return False
+            self.host_pages[(crawl_id, host)] = count + 1
+            return True
+
+    def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
+        with self.urls._lock:
+            self.notes += 1
+            if (crawl_id, fp) in self.urls.items:
+                return False
+            item = {"url": url, "depth": depth, "state": "dropped", "reason": reason, "claimable": True}
+            self.urls.items[(crawl_id, fp)] = item
+            self.urls.journal.append(("note_drop", crawl_id, fp))
+            return True

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
-from fakes import FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeUrls
+from fakes import FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeScopeStore, FakeUrls
 
 from crawlstack import http
+from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import ROBOTS_WAIT_SECONDS, Dispatcher, Outbox
+from crawlstack.dispatcher import ROBOTS_WAIT_SECONDS, Dispatcher, NotedDrops, Outbox
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import Politeness
 from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
-from crawlstack.urls import fingerprint
+from crawlstack.urls import canonicalize, fingerprint
 
 SEED = "http://example.com/"
 UA = "crawlstack/test (+https://example.org/bot)"
@@ -261,3 +263,155 @@ def test_robots_refresh_sleeps_out_a_short_gap_after_the_last_request(
     assert action == "queued"
     assert env.clock.sleeps == [pytest.approx(0.4)]
     assert env.hosts.get_robots("http://gap.example") is not None
+
+
+# --- spider traps, ports, and notes of dropped URLs -------------------------------------
+
+
+def scoped_env(config: CrawlConfig) -> tuple[Env, FakeScopeStore]:
+    env = Env(config)
+    store = FakeScopeStore(env.urls)
+    env.dispatcher.scope_records = store
+    return env, store
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_per_host_cap_counts_each_new_url_once_and_then_drops_without_writes() -> None:
+    env, store = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_depth=5, max_pages_per_host=2))
+    env.robots("http://example.com")
+    env.robots("http://other.example")
+    assert env.send(SEED)[0] == "queued"
+    assert env.send(SEED)[0] == "deduped"  # a duplicate takes nothing from the cap
+    assert env.send("http://example.com/a", depth=1)[0] == "queued"
+    assert env.send("http://example.com/b", depth=1)[:2] == ("skipped", "host page cap of 2 reached")
+    assert env.urls.item("c", fingerprint("http://example.com/b"))["reason"] == "host page cap of 2 reached"
+    # Known full now: dropped before any claim, at no write (every link of every page would cost one).
+    writes = len(env.urls.journal)
+    assert env.send("http://example.com/c", depth=1)[:2] == ("dropped", "host page cap of 2 reached")
+    assert len(env.urls.journal) == writes and store.notes == 0
+    assert store.host_pages == {("c", "example.com"): 2}
+    # The cap is per host name: another host has its own.
+    assert env.send("http://other.example/", depth=0)[0] == "queued"
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_no_per_host_cap_when_the_crawl_has_none() -> None:
+    env, store = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_pages_per_host=None))
+    env.robots("http://example.com")
+    assert [env.send(f"http://example.com/{i}")[0] for i in range(5)] == ["queued"] * 5
+    assert store.host_pages == {}
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_a_trap_host_at_its_cap_spends_none_of_the_page_budget() -> None:
+    env, _ = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_pages=10, max_pages_per_host=1))
+    env.robots("http://example.com")
+    env.send(SEED)
+    env.send("http://example.com/a", depth=1)
+    assert env.crawls.pages == {"c": 1}
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_an_endless_calendar_is_bounded_by_the_host_cap_and_by_depth() -> None:
+    def crawl(max_depth: int, cap: int) -> list[str]:
+        """Follow /calendar?month=... 'next month' links as extract would, until nothing new is admitted."""
+        env, _ = scoped_env(
+            CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_depth=max_depth, max_pages_per_host=cap)
+        )
+        env.robots("http://example.com")
+        admitted: list[str] = []
+        frontier = [("http://example.com/calendar?month=2031-07", 0)]
+        while frontier:
+            url, depth = frontier.pop()
+            action, _, _ = env.send(url, depth=depth)
+            if action not in ("queued", "parked"):
+                continue
+            admitted.append(url)
+            year, month = map(int, url.rsplit("=", 1)[1].split("-"))
+            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+            if depth + 1 <= max_depth:  # extract sends no links beyond max depth
+                frontier.append((f"http://example.com/calendar?month={year}-{month:02d}", depth + 1))
+        return admitted
+
+    capped = crawl(max_depth=10_000, cap=25)
+    assert len(capped) == 25 and capped[-1].endswith("month=2033-07")
+    assert len(crawl(max_depth=4, cap=10_000)) == 5
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_a_port_other_than_80_and_443_is_refused_unless_seeded_or_allowed() -> None:
+    env, _ = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA))
+    for origin in ("http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:9000"):
+        env.robots(origin)
+    # A seed on 8080 registers its host and its port.
+    assert env.send("http://127.0.0.1:8080/")[0] == "queued"
+    assert {"127.0.0.1", "127.0.0.1:8080"} <= env.crawls.get("c").seed_hosts
+    assert env.send("http://127.0.0.1:8080/a", depth=1)[0] == "queued"
+    # The same host on an unseeded port: refused, and noted for the crawl log.
+    assert env.send("http://127.0.0.1:8081/a", depth=1)[:2] == ("dropped", "port 8081 is not allowed")
+    decision = env.dispatcher.dispatch(FrontierMessage(url="http://127.0.0.1:8081/b", depth=1, crawl_id="c"), Outbox())
+    assert decision.kind == "port"
+    item = env.urls.item("c", fingerprint("http://127.0.0.1:8081/a"))
+    assert (item["state"], item["reason"]) == ("dropped", "port 8081 is not allowed")
+    # A seed's redirect to another port does not allow it.
+    assert env.send("http://127.0.0.1:9000/", hops=1)[:2] == ("dropped", "port 9000 is not allowed")
+    # allow_ports does.
+    env.crawls.put(replace(env.crawls.get("c"), allow_ports=(8081,)))
+    assert env.send("http://127.0.0.1:8081/a", depth=1)[0] == "queued"  # the claim takes the note over
+    assert env.urls.item("c", fingerprint("http://127.0.0.1:8081/a"))["state"] == "queued"
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_trap_shaped_links_are_dropped_but_a_seed_is_taken_as_written() -> None:
+    env, _ = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_depth=5))
+    env.robots("http://example.com")
+    env.send(SEED)
+    action, reason, _ = env.send("http://example.com/a/b/a/b/a/b/", depth=1)
+    assert (action, reason) == ("dropped", "trap: 'a/b' repeats 3 times in a row in the path")
+    decision = env.dispatcher.dispatch(FrontierMessage(url="http://example.com/x/x/x", depth=2, crawl_id="c"), Outbox())
+    assert (decision.action, decision.kind) == ("dropped", "trap")
+    assert env.send("http://example.com/s/s/s/", depth=0)[0] == "queued"
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_each_drop_reason_is_noted_once_per_container() -> None:
+    env, store = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_depth=1))
+    env.robots("http://example.com")
+    env.send(SEED)
+    drops = {
+        "http://example.com/a%zz": "invalid URL: bad percent-escape '%zz'",
+        "http://[::1/": "invalid URL: broken IPv6 literal",
+        "http://example.com:99999/": "invalid URL: port 99999 out of range",
+        "http://other.example/": "off-site: not a seed host, a mapping or an allow pattern",
+        "http://example.com/deep": "deeper than max depth 1",
+        "http://example.com:8080/": "port 8080 is not allowed",
+        "http://example.com/x/x/x": "trap: 'x' repeats 3 times in a row in the path",
+    }
+    for url, reason in drops.items():
+        depth = 2 if url.endswith("/deep") else 1
+        assert env.send(url, depth=depth)[:2] == ("dropped", reason)
+        assert env.send(url, depth=depth)[:2] == ("dropped", reason)  # the same link from another page
+    noted = {item["url"]: item["reason"] for item in env.urls.items.values() if item["state"] == "dropped"}
+    assert noted == {
+        (url if "%zz" in url or "[" in url or "99999" in url else canonicalize(url)): reason
+        for url, reason in drops.items()
+    }
+    assert store.notes == len(drops)  # one write each, not one per copy
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_an_over_long_invalid_url_is_noted_cut_to_the_url_length_cap() -> None:
+    env, _ = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA))
+    long = "http://example.com/" + "a" * 100_000
+    action, reason, _ = env.send(long)
+    assert (action, reason) == ("dropped", f"invalid URL: longer than {crawl_settings.MAX_URL_LENGTH} characters")
+    [item] = env.urls.items.values()
+    assert len(item["url"]) == crawl_settings.MAX_URL_LENGTH + 1
+
+
+def test_the_memory_of_noted_drops_is_bounded_and_least_recently_used_goes_first() -> None:
+    noted = NotedDrops(size=2)
+    assert noted.add("c", "a") and noted.add("c", "b")
+    assert not noted.add("c", "a")  # known, and now the most recent
+    assert noted.add("c", "z")  # "b" goes
+    assert noted.add("c", "b") and not noted.add("c", "z")

@@ -203,3 +203,56 @@ def test_outlinks_already_sent_are_not_sent_again_but_unsent_ones_are(env: Env) 
     env.extractor.sent.remember(again.outlinks)
     later = env.run(exchange("http://shop.example/other", html("Other", "/a", "/c"), depth=0))
     assert [m.url for m in later.outlinks] == ["http://shop.example/c"]
+
+
+def test_hrefs_not_followed_are_counted_by_class_with_a_bounded_sample(env: Env) -> None:
+    hostile = [
+        "javascript:void(0)",
+        "mailto:shop@shop.example",
+        "tel:+15550100",
+        "data:text/html,hi",
+        "/a%zz",
+        "http://[::1/",
+        "http://shop.example:99999/",
+        "http://shop.example:abc/",
+        "/" + "a" * settings.MAX_URL_LENGTH,
+        "http://elsewhere.example/",
+        "/private/x",
+        "/ok",
+        "http://shop.example:8081/",  # a port is dispatch's to refuse, with a crawl-log line
+        "/a/a/a/",  # so is a trap shape
+    ]
+    env.crawls.put(CrawlConfig(crawl_id="c", max_depth=2, deny=(r"/private",), seed_hosts=frozenset({"shop.example"})))
+    out = env.run(exchange("http://shop.example/", html("Home", *hostile)))
+    assert [m.url for m in out.outlinks] == [
+        "http://shop.example/ok",
+        "http://shop.example:8081/",
+        "http://shop.example/a/a/a/",
+    ]
+    assert dict(out.skipped.counts) == {
+        "scheme": 4,
+        "percent-escape": 1,
+        "ipv6": 1,
+        "port": 2,
+        "too-long": 1,
+        "off-site": 1,
+        "deny": 1,
+    }
+    assert (
+        out.skipped.sample
+        == [
+            ("javascript:void(0)", "scheme 'javascript' is not http or https"),
+            ("mailto:shop@shop.example", "scheme 'mailto' is not http or https"),
+            ("tel:+15550100", "scheme 'tel' is not http or https"),
+            ("data:text/html,hi", "scheme 'data' is not http or https"),
+            ("/a%zz", "bad percent-escape '%zz'"),
+        ][: settings.SKIPPED_LINK_SAMPLE]
+    )
+
+
+def test_a_huge_page_of_bad_hrefs_keeps_a_few_examples_and_cuts_each(env: Env) -> None:
+    long_bad = "javascript:" + "x" * 5000
+    out = env.run(exchange("http://shop.example/", html("Home", *([long_bad] * 3000))))
+    assert out.skipped.counts == {"too-long": 3000}  # the length is checked first
+    assert len(out.skipped.sample) == settings.SKIPPED_LINK_SAMPLE
+    assert all(len(href) <= 200 for href, _ in out.skipped.sample)
