@@ -15,9 +15,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from crawlstack import settings
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FrontierMessage
+from crawlstack.redact import redacted_logs
 from crawlstack.wiring import services
 
-logger = Logger(service="extract")
+# Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
+logger = Logger(service="extract", **redacted_logs())
 tracer = Tracer(service="extract")
 metrics = Metrics(namespace="crawlstack", service="extract")
 
