@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
@@ -62,6 +63,19 @@ class WarcPage:
         return self.headers.get("content-type", "")
 
 
+def _ascii(text: str) -> str:
+    """``text`` with its non-ASCII characters percent-encoded (as UTF-8), the rest as is."""
+    return text if text.isascii() else quote(text, safe="".join(chr(c) for c in range(32, 127)))
+
+
+def _ascii_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    # A WARC's header block is ASCII.  A server may send Latin-1 bytes in a
+    # header name, value or reason phrase; warcio percent-encodes some values
+    # itself but raises on the rest ("a=\x80; b", any name, the status line),
+    # which would fail the whole batch.
+    return [(_ascii(name), _ascii(value)) for name, value in headers]
+
+
 def write_warc(exchanges: list[Exchange]) -> bytes:
     """Serialise a batch of exchanges as one gzipped WARC/1.1 file."""
     buf = io.BytesIO()
@@ -69,12 +83,16 @@ def write_warc(exchanges: list[Exchange]) -> bytes:
     for ex in exchanges:
         path = ex.url.split("://", 1)[-1]
         path = "/" + path.split("/", 1)[1] if "/" in path else "/"
-        req_headers = StatusAndHeaders(f"{ex.method} {path} {ex.protocol}", ex.request_headers, is_http_request=True)
+        req_headers = StatusAndHeaders(
+            _ascii(f"{ex.method} {path} {ex.protocol}"), _ascii_headers(ex.request_headers), is_http_request=True
+        )
         request = writer.create_warc_record(ex.url, "request", http_headers=req_headers)
         # Headers as received, but without transfer framing: the body stored is
         # the decoded entity, so Content-Encoding/Transfer-Encoding would lie.
         headers = [(k, v) for k, v in ex.response_headers if k.lower() not in ("content-encoding", "transfer-encoding")]
-        resp_headers = StatusAndHeaders(f"{ex.status} {ex.reason}", headers, protocol=ex.protocol)
+        resp_headers = StatusAndHeaders(
+            _ascii(f"{ex.status} {ex.reason}"), _ascii_headers(headers), protocol=ex.protocol
+        )
         warc_headers = {"WARC-IP-Address": ex.ip_address} if ex.ip_address else None
         response = writer.create_warc_record(
             ex.url, "response", payload=io.BytesIO(ex.body), http_headers=resp_headers, warc_headers_dict=warc_headers

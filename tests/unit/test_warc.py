@@ -233,3 +233,37 @@ def test_bytes_spliced_into_a_valid_warc_read_cleanly_or_raise_warc_unreadable(j
     except WarcUnreadable:
         return
     assert all(isinstance(p, WarcPage) for p in pages)
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ([("Content-Type", ";\x80=0")], "OK"),  # warcio's own encoding leaves the \x80
+        ([("X-\xe9", "a")], "OK"),  # a header name
+        ([("Content-Type", "text/html")], "\xd6K"),  # the reason phrase
+    ],
+)
+def test_latin_1_response_heads_are_archived_not_a_unicode_error(headers: list[tuple[str, str]], reason: str) -> None:
+    # Regression (fuzz): http.client hands a server's Latin-1 bytes over as they are, and
+    # warcio raised UnicodeEncodeError writing them, failing the whole fetch batch.
+    (page,) = read_warc(write_warc([exchange(0, response_headers=headers, reason=reason)]))
+    assert page.status == 200 and page.body == exchange(0).body
+    assert all(k.isascii() and v.isascii() for k, v in page.headers.items())
+
+
+_LATIN_1 = st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f")
+_NAMES = st.text(_LATIN_1.filter(lambda c: c not in ": "), min_size=1, max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(_NAMES, st.text(_LATIN_1, max_size=40)), max_size=6),
+    st.text(_LATIN_1, max_size=20),
+    st.lists(st.tuples(_NAMES, st.text(_LATIN_1, max_size=40)), max_size=3),
+)
+def test_any_latin_1_head_round_trips_its_body(
+    headers: list[tuple[str, str]], reason: str, request_headers: list[tuple[str, str]]
+) -> None:
+    ex = exchange(1, response_headers=headers, reason=reason, request_headers=request_headers)
+    (page,) = read_warc(write_warc([ex]))
+    assert (page.url, page.status, page.body, page.metadata) == (ex.url, ex.status, ex.body, ex.metadata)
