@@ -55,6 +55,11 @@ def canonicalize(url: str) -> str:
         canonical = urlunsplit((cparts.scheme, netloc, cparts.path or "/", cparts.query, ""))
     elif not cparts.path:
         canonical = urlunsplit((cparts.scheme, cparts.netloc, "/", cparts.query, ""))
+    # A host w3lib dropped ("\x1b") or IDNA left as it was ("\x80"): not a URL to fetch or key.
+    if not urlsplit(canonical).hostname or not (canonical.isascii() and canonical.isprintable()):
+        raise InvalidURL("bad host name")
+    if len(canonical) > settings.MAX_URL_LENGTH:  # percent-encoding lengthened it past the cap
+        raise InvalidURL(f"longer than {settings.MAX_URL_LENGTH} characters")
     return canonical
 
 
