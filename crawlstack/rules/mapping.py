@@ -17,7 +17,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawlstack.rules.page import Page, media_type
-from crawlstack.rules.processors import ProcessorError, Step, Values, compile_processor, finalize, is_node, text_of
+from crawlstack.rules.processors import (
+    ProcessorError,
+    Step,
+    Values,
+    compile_processor,
+    finalize,
+    is_node,
+    regex_problem,
+    text_of,
+)
 from crawlstack.urls import InvalidURL, resolve_link
 
 MAPPING_KEYS = frozenset({"$schema", "name", "description", "url_patterns", "content_types", "url_parsers", "fields"})
@@ -200,8 +209,8 @@ def _url_tests(errors: _Collector, raw: Any) -> list[UrlTest]:
         if kind == "regex":
             try:
                 tests.append(_regex_test(re.compile(pattern)))
-            except re.error as exc:
-                errors.add(f"{where}.pattern", f"invalid regex: {exc}")
+            except (re.error, RecursionError, OverflowError) as exc:
+                errors.add(f"{where}.pattern", f"invalid regex: {regex_problem(exc)}")
             continue
         domain = pattern.strip().lower().rstrip(".")
         with contextlib.suppress(UnicodeError):
