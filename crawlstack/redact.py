@@ -151,7 +151,9 @@ class _RedactingFactory:
 
     def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
         record = self.inner(*args, **kwargs)
-        if isinstance(record.msg, str) or record.args:
+        if isinstance(record.msg, dict) and not record.args:  # a structured message (Powertools takes dicts)
+            record.msg = redact_value(record.msg)
+        elif isinstance(record.msg, str) or record.args:
             try:
                 message = record.getMessage()
             except Exception:  # a bad format string: logging reports it itself

@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -66,13 +68,21 @@ class Field:
         """The first value, or every value when ``multiple``; None when the chain gave nothing."""
         try:
             values = [v for v in (finalize(v) for v in self.chain.run(page)) if v is not None]
-        except Exception:
+        except Exception as exc:
             # A hostile page must cost one field, not the batch's other records.
-            log.warning("field %r failed on %s", self.name, page.url, exc_info=True)
+            log.warning("field %r failed on %s: %s", self.name, page.url, failure(exc))
             return None
         if not values:
             return None
         return values if self.multiple else values[0]
+
+
+def failure(exc: BaseException) -> str:
+    """An exception as a log line may show it: its type and where it was raised, not its message,
+    which may quote the page (no page body reaches a log)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}{where}"
 
 
 UrlTest = Callable[[str], bool]
@@ -124,8 +134,8 @@ class Mapping:
         for parser in self.url_parsers:
             try:
                 values = parser.run(page)
-            except Exception:
-                log.warning("a url_parser of %r failed on %s", self.name, page.url, exc_info=True)
+            except Exception as exc:
+                log.warning("a url_parser of %r failed on %s: %s", self.name, page.url, failure(exc))
                 continue
             for value in values:
                 href = _href_of(value)

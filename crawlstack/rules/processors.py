@@ -375,7 +375,7 @@ def to_number(value: Any) -> int | float | None:
     text = re.sub(r"(?<=\d)[,_\s\u00a0\u202f](?=\d)", "", text)
     if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", text):
         return None
-    if re.fullmatch(r"[+-]?\d+", text):
+    if re.fullmatch(r"[+-]?\d+", text) and len(text) <= 4000:  # int() refuses more than 4300 digits
         return int(text)
     number = float(text)
     return number if number not in (float("inf"), float("-inf")) else None

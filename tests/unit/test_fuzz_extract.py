@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
 import zlib
 from pathlib import Path
 from typing import Any
@@ -399,3 +400,31 @@ def test_odd_response_records_extract_without_raising(status: str, uri: str) -> 
     data = _warc_with([("response", headers, head, b"<a href='/x'>x</a>")])
     for rules in RULE_SETS.values():
         _expect_clean(extractor(rules), data)
+
+
+def test_a_number_of_thousands_of_digits_is_no_number_not_a_failed_field(caplog: pytest.LogCaptureFixture) -> None:
+    # Regression: int() refuses more than 4300 digits, so to_number raised and the field failed (logged).
+    from crawlstack.rules import Page
+    from crawlstack.rules.mapping import compile_mapping
+
+    mapping = compile_mapping(
+        "n.json",
+        {
+            "name": "n",
+            "url_patterns": [{"type": "regex", "pattern": "."}],
+            "fields": [
+                {
+                    "name": "n",
+                    "processors": [
+                        {"type": "xpath", "parameters": {"expression": "//p/text()"}},
+                        {"type": "to_number", "parameters": {}},
+                    ],
+                    "multiple": True,
+                }
+            ],
+        },
+    )
+    page = Page("http://example.com/", f"<p>{'1' * 5000}</p><p>{'9' * 4000}</p><p>42</p>".encode())
+    with caplog.at_level(logging.WARNING):
+        assert mapping.extract(page) == {"n": [int("9" * 4000), 42]}
+    assert caplog.records == []
