@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
@@ -148,6 +149,25 @@ def page_links(page: Page, mapping: Mapping | None, skipped: SkippedLinks | None
     return list(seen)
 
 
+def page_metadata(raw: dict[str, Any]) -> dict[str, Any]:
+    """The WARC metadata extract reads, each key kept only with the type the fetcher writes.
+
+    A WARC written by another tool (or by hand) may carry anything there; a
+    value of the wrong type is treated as absent rather than failing the file.
+    """
+    meta = {k: raw[k] for k in ("crawl_id", "fp", "record_id", "referrer") if isinstance(raw.get(k), str)}
+    depth = raw.get("depth")
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0:
+        meta["depth"] = depth
+    fetched_at = raw.get("fetched_at")
+    if isinstance(fetched_at, int | float) and not isinstance(fetched_at, bool) and math.isfinite(fetched_at):
+        meta["fetched_at"] = fetched_at
+    want = raw.get("want")
+    if isinstance(want, list) and all(isinstance(w, str) for w in want):
+        meta["want"] = want
+    return meta
+
+
 class SentLinks:
     """A bounded, least-recently-used memory of outlinks already sent."""
 
@@ -218,7 +238,7 @@ class Extractor:
     def _extract_page(self, archived: WarcPage, out: Extracted) -> None:
         if not 200 <= archived.status < 300:
             return
-        meta = archived.metadata
+        meta = page_metadata(archived.metadata)
         crawl_id = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
         depth = int(meta.get("depth") or 0)
         config = self.crawls.get(crawl_id)

@@ -115,6 +115,9 @@ def load_rules(path: str | Path | None, check_schema: bool = False) -> RuleSet:
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(RuleError(label, "", f"cannot read: {exc}"))
             continue
+        except ValueError as exc:  # a number of more than 4300 digits (Python's int conversion limit)
+            errors.append(RuleError(label, "", f"invalid JSON: {str(exc).split(';')[0]}"))
+            continue
         shape = _first_per_location(schema_errors(label, data)) if check_schema else []
         mapping, problems = compile_mapping_errors(label, data)
         if shape:

@@ -11,13 +11,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from crawlstack.rules.page import Page, media_type
-from crawlstack.rules.processors import ProcessorError, Step, Values, compile_processor, finalize, is_node, text_of
+from crawlstack.rules.processors import (
+    ProcessorError,
+    Step,
+    Values,
+    compile_processor,
+    finalize,
+    is_node,
+    regex_problem,
+    text_of,
+)
 from crawlstack.urls import InvalidURL, resolve_link
 
 MAPPING_KEYS = frozenset({"$schema", "name", "description", "url_patterns", "content_types", "url_parsers", "fields"})
@@ -57,13 +68,21 @@ class Field:
         """The first value, or every value when ``multiple``; None when the chain gave nothing."""
         try:
             values = [v for v in (finalize(v) for v in self.chain.run(page)) if v is not None]
-        except Exception:
+        except Exception as exc:
             # A hostile page must cost one field, not the batch's other records.
-            log.warning("field %r failed on %s", self.name, page.url, exc_info=True)
+            log.warning("field %r failed on %s: %s", self.name, page.url, failure(exc))
             return None
         if not values:
             return None
         return values if self.multiple else values[0]
+
+
+def failure(exc: BaseException) -> str:
+    """An exception as a log line may show it: its type and where it was raised, not its message,
+    which may quote the page (no page body reaches a log)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}{where}"
 
 
 UrlTest = Callable[[str], bool]
@@ -115,8 +134,8 @@ class Mapping:
         for parser in self.url_parsers:
             try:
                 values = parser.run(page)
-            except Exception:
-                log.warning("a url_parser of %r failed on %s", self.name, page.url, exc_info=True)
+            except Exception as exc:
+                log.warning("a url_parser of %r failed on %s: %s", self.name, page.url, failure(exc))
                 continue
             for value in values:
                 href = _href_of(value)
@@ -200,8 +219,8 @@ def _url_tests(errors: _Collector, raw: Any) -> list[UrlTest]:
         if kind == "regex":
             try:
                 tests.append(_regex_test(re.compile(pattern)))
-            except re.error as exc:
-                errors.add(f"{where}.pattern", f"invalid regex: {exc}")
+            except (re.error, RecursionError, OverflowError) as exc:
+                errors.add(f"{where}.pattern", f"invalid regex: {regex_problem(exc)}")
             continue
         domain = pattern.strip().lower().rstrip(".")
         with contextlib.suppress(UnicodeError):

@@ -207,7 +207,10 @@ class Page:
         if root is not None and self.kind == "html":
             hrefs = root.xpath("//base/@href")
             if hrefs:
-                return urljoin(self.url, str(hrefs[0]).strip())
+                try:
+                    return urljoin(self.url, str(hrefs[0]).strip())
+                except ValueError:  # <base href="http://[::1"> (a broken IPv6 literal): no base
+                    return self.url
         return self.url
 
     @cached_property

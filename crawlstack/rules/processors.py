@@ -71,8 +71,15 @@ def _bool_param(params: dict[str, Any], name: str) -> bool:
 def _compile_regex(pattern: str, where: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
-    except re.error as exc:
-        raise ProcessorError(where, f"invalid regex: {exc}") from exc
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ProcessorError(where, f"invalid regex: {regex_problem(exc)}") from exc
+
+
+def regex_problem(exc: Exception) -> str:
+    """What is wrong with a pattern ``re.compile`` refused, in a few words."""
+    if isinstance(exc, RecursionError):  # thousands of nested groups
+        return "nested too deeply"
+    return str(exc)  # re.error, or OverflowError: "the repetition number is too large"
 
 
 # --- values ----------------------------------------------------------------------
@@ -368,7 +375,7 @@ def to_number(value: Any) -> int | float | None:
     text = re.sub(r"(?<=\d)[,_\s\u00a0\u202f](?=\d)", "", text)
     if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", text):
         return None
-    if re.fullmatch(r"[+-]?\d+", text):
+    if re.fullmatch(r"[+-]?\d+", text) and len(text) <= 4000:  # int() refuses more than 4300 digits
         return int(text)
     number = float(text)
     return number if number not in (float("inf"), float("-inf")) else None

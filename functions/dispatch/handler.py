@@ -12,10 +12,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FrontierMessage, InvalidMessage
+from crawlstack.redact import redacted_logs
 from crawlstack.urls import url_correlation_id
 from crawlstack.wiring import services
 
-logger = Logger(service="dispatch")
+# Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
+logger = Logger(service="dispatch", **redacted_logs())
 tracer = Tracer(service="dispatch")
 metrics = Metrics(namespace="crawlstack", service="dispatch")
 

@@ -16,9 +16,12 @@ from crawlstack import settings
 from crawlstack.dispatcher import Outbox
 from crawlstack.extractor import SkippedLinks
 from crawlstack.messages import FrontierMessage
+from crawlstack.redact import redacted_logs
+from crawlstack.warc import WarcUnreadable
 from crawlstack.wiring import services
 
-logger = Logger(service="extract")
+# Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
+logger = Logger(service="extract", **redacted_logs())
 tracer = Tracer(service="extract")
 metrics = Metrics(namespace="crawlstack", service="extract")
 
@@ -67,7 +70,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     def record_handler(record: SQSRecord) -> None:
         for bucket, key in created_objects(record.body):
             logger.append_keys(warc=key)
-            extracted = svc.extractor.extract_object(bucket, key)
+            try:
+                extracted = svc.extractor.extract_object(bucket, key)
+            except WarcUnreadable as exc:
+                # Nothing of it was extracted: the message fails, and after its retries the
+                # extract DLQ keeps it (alarmed) for a look and a redrive; the object stays in S3.
+                logger.error("unreadable WARC", reason=str(exc))
+                metrics.add_metric(name="UnreadableWarcs", unit=MetricUnit.Count, value=1)
+                raise
             outbox.frontier.extend((link.to_json(), 0) for link in extracted.outlinks)
             sent.extend(extracted.outlinks)
             metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))

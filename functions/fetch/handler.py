@@ -15,10 +15,12 @@ from crawlstack.crawllog import write_crawl_log
 from crawlstack.dispatcher import Outbox
 from crawlstack.fetcher import failure_class
 from crawlstack.messages import FetchTask, InvalidMessage
+from crawlstack.redact import redacted_logs
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.wiring import services
 
-logger = Logger(service="fetch")
+# Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
+logger = Logger(service="fetch", **redacted_logs())
 tracer = Tracer(service="fetch")
 metrics = Metrics(namespace="crawlstack", service="fetch")
 

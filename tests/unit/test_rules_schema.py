@@ -567,3 +567,80 @@ def test_deeply_nested_values_never_raise(depth: int) -> None:
     errors = schema_errors("deep.json", data)
     assert errors
     assert all("\n" not in str(e) and len(str(e)) < 300 for e in errors)
+
+
+# --- load_rules and `crawlstack rules validate` on any file -------------------------------
+def _validate_cli(path: Path) -> tuple[int, list[str]]:
+    """``crawlstack rules validate PATH`` in process: its exit code and stderr lines."""
+    import contextlib
+    import io
+
+    from crawlstack.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        code = main(["rules", "validate", str(path)])
+    return code, err.getvalue().splitlines()
+
+
+def _never_a_traceback(path: Path) -> None:
+    try:
+        load_rules(path, check_schema=True)
+        loaded = True
+    except RulesInvalid as exc:
+        assert exc.errors and all("\n" not in str(e) for e in exc.errors)
+        loaded = False
+    code, lines = _validate_cli(path)
+    assert code == (0 if loaded else 2)
+    assert all(line.startswith("crawlstack: ") for line in lines), lines
+    assert not any("Traceback" in line for line in lines)
+
+
+def _in_a_file(content: bytes) -> Path:
+    import tempfile
+
+    directory = Path(tempfile.mkdtemp(prefix="rules-fuzz-"))
+    path = directory / "fuzz.json"
+    path.write_bytes(content)
+    return path
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300))
+def test_any_bytes_as_a_rules_file_never_raise(content: bytes) -> None:
+    _never_a_traceback(_in_a_file(content))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_json_as_a_rules_file_never_raises(data: st.DataObject) -> None:
+    doc = data.draw(st.one_of(SHAPED, st.builds(lambda: mapping())))
+    if isinstance(doc, dict) and data.draw(st.booleans()):
+        doc[data.draw(KEYS)] = data.draw(SHAPED)
+    text = json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass")
+    _never_a_traceback(_in_a_file(text))
+
+
+NESTED = "(" * 5000 + ")" * 5000
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        # Regressions, the first five: ValueError, RecursionError and OverflowError raised out of load_rules.
+        ('{"name": 1' + "0" * 5000 + "}", "invalid JSON: Exceeds the limit (4300 digits)"),
+        (json.dumps(mapping(url_patterns=[{"type": "regex", "pattern": NESTED}])), "nested too deeply"),
+        (json.dumps(mapping(url_patterns=[{"type": "regex", "pattern": "a{4294967296}"}])), "repetition number"),
+        (json.dumps(chain(xpath("//p"), proc("regex", pattern=NESTED))), "nested too deeply"),
+        (json.dumps(chain(xpath("//p"), proc("replace", find="a{99999999999}", replace="", regex=True))), "too large"),
+        (json.dumps(chain(xpath("(" * 5000 + "1" + ")" * 5000))), "invalid XPath"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+    ids=["huge-int", "deep-url-regex", "huge-repeat", "deep-regex-processor", "huge-replace", "deep-xpath", "deep"],
+)
+def test_pathological_rules_are_one_line_errors(tmp_path: Path, content: str, reason: str) -> None:
+    path = write(tmp_path, content)
+    code, lines = _validate_cli(path)
+    assert code == 2
+    assert len(lines) == 1 and reason in lines[0], lines
+    assert len(lines[0]) < 400

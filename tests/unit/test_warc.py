@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import gzip
 import io
+import zlib
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
-from warcio.exceptions import ArchiveLoadFailed
+from warcio.warcwriter import WARCWriter
 
-from crawlstack.warc import METADATA_TYPE, Exchange, WarcPage, read_warc, write_warc
+from crawlstack.warc import METADATA_TYPE, Exchange, WarcPage, WarcUnreadable, read_warc, write_warc
 
 
 def exchange(i: int, **overrides: object) -> Exchange:
@@ -124,18 +127,143 @@ def test_metadata_without_a_response_is_ignored() -> None:
     assert len(pages) == 1 and pages[0].metadata["depth"] == 0
 
 
-def test_uncompressed_garbage_raises_archive_load_failed() -> None:
-    with pytest.raises(ArchiveLoadFailed):
+def test_uncompressed_garbage_raises_warc_unreadable() -> None:
+    with pytest.raises(WarcUnreadable, match=r"^unreadable WARC \(ArchiveLoadFailed\): Unknown archive format"):
         list(read_warc(b"garbage\r\n"))
-    with pytest.raises(ArchiveLoadFailed):
+    with pytest.raises(WarcUnreadable):
         list(read_warc(gzip.compress(b"neither is this\r\n")))
 
 
-@settings(max_examples=300, deadline=None)
+def _member_ends(data: bytes) -> set[int]:
+    ends, offset, rest = set(), 0, data
+    while rest:
+        member = zlib.decompressobj(wbits=31)
+        member.decompress(rest)
+        offset += len(rest) - len(member.unused_data)
+        ends.add(offset)
+        rest = member.unused_data
+    return ends
+
+
+def test_a_warc_cut_anywhere_inside_a_member_is_unreadable() -> None:
+    # Regressions (fuzz): warcio raised AttributeError on a member cut inside the record
+    # headers, and read a member cut inside its body as a file that ends there, silently
+    # dropping the rest of the batch.  Each record is its own gzip member, so only a cut
+    # exactly between two members goes unnoticed (S3 never stores part of an object).
+    data = write_warc([exchange(0), exchange(1)])
+    ends = _member_ends(data)
+    assert len(ends) == 6
+    for cut in range(1, len(data)):
+        if cut in ends:
+            continue
+        with pytest.raises(WarcUnreadable) as info:
+            list(read_warc(data[:cut]))
+        assert "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+def test_an_uncompressed_record_cut_short_is_unreadable() -> None:
+    text = b"".join(gzip.decompress(write_warc([exchange(0)])).split(b"\x00"))
+    with pytest.raises(WarcUnreadable, match="record cut short"):
+        list(read_warc(text[:-5]))
+
+
+def test_unreadable_is_all_or_nothing() -> None:
+    # Two good batches, then garbage: no page is handed out, so none is half-extracted.
+    data = write_warc([exchange(0)]) + write_warc([exchange(1)]) + b"\x1f\x8b\x08\x00garbage"
+    gen = read_warc(data)
+    with pytest.raises(WarcUnreadable):
+        next(gen)
+
+
+def _rewritten(data: bytes, change: Callable[[Any], Any]) -> bytes:
+    """``data`` with each record passed through ``change`` (which returns the record to write, or None)."""
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=True)
+    for rec in ArchiveIterator(io.BytesIO(data)):
+        rec = change(rec)
+        if rec is not None:
+            writer.write_record(rec)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("payload", [b"[1, 2]", b'"text"', b"null", b"1e999", b"[" * 100_000])
+def test_metadata_that_is_not_an_object_is_empty(payload: bytes) -> None:
+    def change(rec: Any) -> Any:
+        if rec.rec_type != "metadata":
+            return rec
+        return WARCWriter(io.BytesIO()).create_warc_record(
+            rec.rec_headers.get_header("WARC-Target-URI"),
+            "metadata",
+            payload=io.BytesIO(payload),
+            warc_headers_dict={"WARC-Refers-To": rec.rec_headers.get_header("WARC-Refers-To")},
+        )
+
+    (page,) = read_warc(_rewritten(write_warc([exchange(0)]), change))
+    assert page.metadata == {}
+
+
+def test_a_status_line_without_a_number_is_status_0() -> None:
+    def change(rec: Any) -> Any:
+        if rec.rec_type == "response":
+            rec.http_headers.statusline = "OK"
+        return rec
+
+    (page,) = read_warc(_rewritten(write_warc([exchange(0)]), change))
+    assert page.status == 0
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=2048))
-def test_random_bytes_read_cleanly_or_raise_archive_load_failed(data: bytes) -> None:
+def test_random_bytes_read_cleanly_or_raise_warc_unreadable(data: bytes) -> None:
     try:
         pages = list(read_warc(data))
-    except ArchiveLoadFailed:
+    except WarcUnreadable as exc:
+        assert "\n" not in str(exc)
         return
     assert all(isinstance(p, WarcPage) for p in pages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(min_size=1, max_size=64), st.integers(0, 2000))
+def test_bytes_spliced_into_a_valid_warc_read_cleanly_or_raise_warc_unreadable(junk: bytes, at: int) -> None:
+    data = write_warc([exchange(0), exchange(1)])
+    at = at % len(data)
+    try:
+        pages = list(read_warc(data[:at] + junk + data[at:]))
+    except WarcUnreadable:
+        return
+    assert all(isinstance(p, WarcPage) for p in pages)
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ([("Content-Type", ";\x80=0")], "OK"),  # warcio's own encoding leaves the \x80
+        ([("X-\xe9", "a")], "OK"),  # a header name
+        ([("Content-Type", "text/html")], "\xd6K"),  # the reason phrase
+    ],
+)
+def test_latin_1_response_heads_are_archived_not_a_unicode_error(headers: list[tuple[str, str]], reason: str) -> None:
+    # Regression (fuzz): http.client hands a server's Latin-1 bytes over as they are, and
+    # warcio raised UnicodeEncodeError writing them, failing the whole fetch batch.
+    (page,) = read_warc(write_warc([exchange(0, response_headers=headers, reason=reason)]))
+    assert page.status == 200 and page.body == exchange(0).body
+    assert all(k.isascii() and v.isascii() for k, v in page.headers.items())
+
+
+_LATIN_1 = st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f")
+_NAMES = st.text(_LATIN_1.filter(lambda c: c not in ": "), min_size=1, max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(_NAMES, st.text(_LATIN_1, max_size=40)), max_size=6),
+    st.text(_LATIN_1, max_size=20),
+    st.lists(st.tuples(_NAMES, st.text(_LATIN_1, max_size=40)), max_size=3),
+)
+def test_any_latin_1_head_round_trips_its_body(
+    headers: list[tuple[str, str]], reason: str, request_headers: list[tuple[str, str]]
+) -> None:
+    ex = exchange(1, response_headers=headers, reason=reason, request_headers=request_headers)
+    (page,) = read_warc(write_warc([ex]))
+    assert (page.url, page.status, page.body, page.metadata) == (ex.url, ex.status, ex.body, ex.metadata)
