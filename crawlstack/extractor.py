@@ -16,7 +16,9 @@ Hrefs not followed are counted per WARC by class (``SkippedLinks``: the
 ``settings.SKIPPED_LINK_SAMPLE`` hrefs and their reasons kept as examples, so
 the handler logs one line per WARC however large its pages.  Ports and
 trap-shaped URLs (``scope.refusal``) are left to dispatch, which notes each in
-the crawl log.
+the crawl log; so are the first ``settings.INVALID_LINKS_FORWARDED_PER_PAGE``
+malformed hrefs of a page (each once per container), which dispatch drops
+with their reasons ("invalid URL: scheme 'javascript' is not http or https").
 
 A mapped page whose WARC metadata carries a ``record_id`` also merges its
 found fields into that record (``crawlstack.resolution``); once the record
@@ -42,7 +44,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
@@ -127,12 +129,15 @@ def record_line(record: dict[str, Any]) -> str:
     return json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def page_links(page: Page, mapping: Mapping | None, skipped: SkippedLinks | None = None) -> list[str]:
+def page_links(
+    page: Page, mapping: Mapping | None, skipped: SkippedLinks | None = None, invalid: dict[str, None] | None = None
+) -> list[str]:
     """Absolute canonical links the crawler would follow from ``page`` (before scope).
 
     A mapping with url_parsers chooses them (on HTML, XML or JSON pages);
     otherwise every followable link of an HTML page, and the hrefs that are
-    no URL the crawler can fetch go to ``skipped`` with their reasons.
+    no URL the crawler can fetch go to ``skipped`` with their reasons, and
+    the page's first few (absolute where they can be made so) to ``invalid``.
     ``<meta name="robots" content="nofollow">`` gives none either way.
     """
     if "nofollow" in page.meta_robots or "none" in page.meta_robots:
@@ -146,7 +151,18 @@ def page_links(page: Page, mapping: Mapping | None, skipped: SkippedLinks | None
         except InvalidURL as exc:
             if skipped is not None:
                 skipped.add(exc.kind, href, str(exc))
+            if invalid is not None and len(invalid) < settings.INVALID_LINKS_FORWARDED_PER_PAGE and href.strip():
+                invalid.setdefault(_joined(page.base_url, href))
     return list(seen)
+
+
+def _joined(base_url: str, href: str) -> str:
+    """``href`` made absolute where it can be, and bounded (an SQS message holds 256 KiB)."""
+    try:
+        joined = urljoin(base_url, href.strip())
+    except ValueError:
+        joined = href.strip()
+    return joined[: settings.MAX_URL_LENGTH + 1]
 
 
 def page_metadata(raw: dict[str, Any]) -> dict[str, Any]:
@@ -294,7 +310,8 @@ class Extractor:
         skipped: SkippedLinks,
     ) -> Iterable[FrontierMessage]:
         via = mapping.name if mapping is not None and mapping.url_parsers else None
-        for link in page_links(page, mapping, skipped):
+        invalid: dict[str, None] = {}
+        for link in page_links(page, mapping, skipped, invalid):
             reason = out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None)
             if reason:
                 skipped.add(_scope_kind(reason), link, reason)
@@ -310,3 +327,8 @@ class Extractor:
                 want=tuple(meta.get("want") or ()),
                 via=via,
             )
+        # Malformed hrefs go on too, once per container: dispatch drops each
+        # with its reason, so the crawl log says what became of it.
+        for raw in invalid:
+            if not self.sent.known(config.crawl_id, None, raw):
+                yield FrontierMessage(url=raw, depth=depth, crawl_id=config.crawl_id, referrer=page.url)

@@ -58,6 +58,10 @@ DEFAULT_PORTS = (80, 443)
 DROPPED_NOTE_CACHE_SIZE = 100_000
 # Skipped hrefs extract logs as examples per WARC (the rest are only counted).
 SKIPPED_LINK_SAMPLE = 5
+# Hrefs on one page that are no fetchable URL (javascript:, a bad port or
+# percent-escape, ...) sent on to dispatch, which drops each with its reason
+# in the crawl log; the rest are only counted.
+INVALID_LINKS_FORWARDED_PER_PAGE = 20
 
 # --- fetching -------------------------------------------------------------
 MAX_BODY_BYTES = 10 * 1024 * 1024

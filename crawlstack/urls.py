@@ -136,8 +136,11 @@ def fingerprint(canonical_url: str) -> str:
 
 
 def host_of(url: str) -> str:
-    """The host name, lowercase, without port: the unit of politeness."""
-    return (urlsplit(url).hostname or "").lower()
+    """The host name, lowercase, without port: the unit of politeness ("" for a URL with none, or a broken one)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:  # a broken IPv6 literal in a dropped URL the crawl log still shows
+        return ""
 
 
 def url_port(url: str) -> int:

@@ -4,7 +4,7 @@ One host serves every case of issue 5's hostile web at once: an oversized
 page, a gzip bomb, a corrupt gzip body, a server that drips its body, a
 redirect chain longer than five hops, a redirect into robots.txt's
 disallowed space, a link to the cloud metadata address, binary bodies
-(declared and disguised as HTML), latin-1 pages (declared in the header, in a meta tag, and
+(declared and disguised as HTML), a link to an unseeded port, latin-1 pages (declared in the header, in a meta tag, and
 nowhere), malformed hrefs and an
 oversized robots.txt.  The crawl must end normally, each case must leave a
 crawl-log line with its outcome and reason, and the server must never see
@@ -47,6 +47,8 @@ def hostile_site() -> dict[str, Any]:
         "data:text/html,<h1>x</h1>",
         "http://[::1/broken",
         "http://127.0.0.2:99999/bad-port",
+        "/bad%zzescape",
+        "http://127.0.0.2:1/unseeded-port",
         "/" + "long/" * 600,
     ]
     site: dict[str, Any] = {
@@ -121,6 +123,20 @@ def test_a_hostile_host_is_crawled_to_the_end_and_every_case_leaves_a_reason(
     # In scope (--allow), so only the address guard stands between the crawl and the metadata service.
     metadata = result.log_entry("http://169.254.169.254/latest/meta-data/")
     assert metadata["reason"].startswith("address 169.254.169.254 is not public"), metadata
+
+    # Malformed hrefs and a link to an unseeded port: dropped by dispatch, each with its reason.
+    dropped = {e["url"]: e["reason"] for e in result.log if e["outcome"] == "dropped"}
+    long_url = next(u for u in dropped if "/long/" in u)
+    assert dropped == {
+        "javascript:alert(1)": "invalid URL: scheme 'javascript' is not http or https",
+        "mailto:someone@example.com": "invalid URL: scheme 'mailto' is not http or https",
+        "data:text/html,<h1>x</h1>": "invalid URL: scheme 'data' is not http or https",
+        "http://[::1/broken": "invalid URL: broken IPv6 literal",
+        "http://127.0.0.2:99999/bad-port": "invalid URL: port 99999 out of range",
+        web.url(HOST, "/bad%zzescape"): "invalid URL: bad percent-escape '%zz'",
+        "http://127.0.0.2:1/unseeded-port": "port 1 is not allowed",
+        long_url: f"invalid URL: longer than {settings.MAX_URL_LENGTH} characters",
+    }
 
     titles = {r["url"]: r["fields"]["title"] for r in result.records}
     assert titles == {

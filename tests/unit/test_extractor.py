@@ -116,7 +116,8 @@ def test_no_records_means_no_records_object(env: Env) -> None:
 def test_outlinks_are_in_scope_one_level_deeper(env: Env) -> None:
     body = html("Home", "/a", "b?y=1&x=2", "http://elsewhere.example/", "/a#dup", "mailto:x@y.z")
     out = env.run(exchange("http://shop.example/", body, depth=0, record_id="r1", want=["title"]))
-    assert [m.url for m in out.outlinks] == ["http://shop.example/a", "http://shop.example/b?x=2&y=1"]
+    followed = [m for m in out.outlinks if not m.url.startswith("mailto:")]
+    assert [m.url for m in followed] == ["http://shop.example/a", "http://shop.example/b?x=2&y=1"]
     first = out.outlinks[0]
     assert (first.depth, first.crawl_id, first.referrer, first.record_id, first.want, first.via) == (
         1,
@@ -228,7 +229,19 @@ def test_hrefs_not_followed_are_counted_by_class_with_a_bounded_sample(env: Env)
         "http://shop.example/ok",
         "http://shop.example:8081/",
         "http://shop.example/a/a/a/",
+        # Malformed hrefs go on as they are (absolute where they can be made so), for dispatch to drop
+        # with a crawl-log line; out-of-scope links do not.
+        "javascript:void(0)",
+        "mailto:shop@shop.example",
+        "tel:+15550100",
+        "data:text/html,hi",
+        "http://shop.example/a%zz",
+        "http://[::1/",
+        "http://shop.example:99999/",
+        "http://shop.example:abc/",
+        ("http://shop.example/" + "a" * settings.MAX_URL_LENGTH)[: settings.MAX_URL_LENGTH + 1],  # bounded
     ]
+    assert all(m.depth == 1 and m.record_id is None for m in out.outlinks[3:])
     assert dict(out.skipped.counts) == {
         "scheme": 4,
         "percent-escape": 1,
@@ -256,3 +269,15 @@ def test_a_huge_page_of_bad_hrefs_keeps_a_few_examples_and_cuts_each(env: Env) -
     assert out.skipped.counts == {"too-long": 3000}  # the length is checked first
     assert len(out.skipped.sample) == settings.SKIPPED_LINK_SAMPLE
     assert all(len(href) <= 200 for href, _ in out.skipped.sample)
+    # One forwarded (the same href each time), cut to the URL length cap and a character.
+    assert [len(m.url) for m in out.outlinks] == [settings.MAX_URL_LENGTH + 1]
+
+
+def test_malformed_hrefs_forwarded_are_bounded_per_page_and_sent_once(env: Env) -> None:
+    bad = [f"javascript:go({i})" for i in range(settings.INVALID_LINKS_FORWARDED_PER_PAGE + 30)]
+    out = env.run(exchange("http://shop.example/", html("Home", *bad)))
+    assert [m.url for m in out.outlinks] == bad[: settings.INVALID_LINKS_FORWARDED_PER_PAGE]
+    assert out.skipped.counts == {"scheme": len(bad)}  # all still counted
+    env.extractor.sent.remember(out.outlinks)
+    again = env.run(exchange("http://shop.example/other", html("Other", *bad)))
+    assert again.outlinks == []

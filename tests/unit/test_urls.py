@@ -305,3 +305,8 @@ def test_resolve_link_any_base_and_href_is_canonical_or_invalid_url(base: str, h
         assert str(exc) and "\n" not in str(exc)
         return
     _check_canonical(link)
+
+
+@pytest.mark.parametrize("url", ["http://[::1/broken", "javascript:alert(1)", "", "http://[zz]/"])
+def test_host_of_never_raises(url: str) -> None:
+    assert host_of(url) == ""
