@@ -5,7 +5,8 @@ to the frontier exactly as a deployed user would, runs the event pump until
 nothing is queued, delayed or in flight, and writes ``OUT/``:
 
 * ``records.jsonl``: one line per extracted record;
-* ``crawl-log.jsonl``: one line per URL that passed scope and dedupe;
+* ``crawl-log.jsonl``: one line per URL that passed scope and dedupe
+  (``attempts`` when it was tried more than once);
 * ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
   (``crawlstack.resolution``), sorted by record id;
 * ``warc/*.warc.gz``: the fetched pages, one file per fetch batch;
@@ -309,6 +310,9 @@ def _write_outputs(
             for key in ("reason", "status", "truncated"):
                 if item.get(key) is not None and key not in line:
                     line[key] = item[key]
+            if item.get("attempt", 1) > 1:
+                # Tried more than once (retries of HTTP errors, crawlstack.fetcher).
+                line["attempts"] = item["attempt"]
             outcomes[line["outcome"]] += 1
             per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
