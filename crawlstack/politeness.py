@@ -51,6 +51,7 @@ Settings: ``settings.DELAYED_HOST_WINDOW``, ``DEFAULT_HOST_CONCURRENCY``,
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -70,6 +71,8 @@ UNPARK_STALE_SECONDS = 120.0
 UNPARK_ROUNDS = 4
 # Hosts whose last written state a container remembers.
 KNOWN_HOSTS_LIMIT = 50_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -347,21 +350,27 @@ class Politeness:
         the host is freed after the new, longer delay.  ``pause_until`` (a
         Retry-After): the host is not freed before then either.  ``succeeded``:
         one step of recovery of a slowed host's delay.  The window place is
-        given back whatever happens to the adaptive delay.
+        given back whatever happens to the adaptive delay, and a failure to
+        change that is logged, not raised: raising would lose the response
+        just fetched and cost the host the same request again later.
         """
         delay = task.effective_delay
-        try:
-            if slow_down:
+        if slow_down:
+            try:
                 delay = max(delay, self._slow_down(task))
-        finally:
-            free_at = None
-            if delay > 0:
-                free_at = max(finished_at + delay, pause_until or 0.0)
-            state = self.hosts.release(task.host, window_key(task), free_at)
+            except Exception as exc:
+                log.warning("host %s: adaptive delay not raised: %s", task.host, exc)
+        free_at = None
+        if delay > 0:
+            free_at = max(finished_at + delay, pause_until or 0.0)
+        state = self.hosts.release(task.host, window_key(task), free_at)
         if succeeded and state.adaptive_delay > 0:
             # A recovery that loses a race is skipped: the winner was another
             # recovery, or a slowdown that must stand.
-            self.hosts.set_adaptive(task.host, state.adaptive_delay, recovered_delay(task, state))
+            try:
+                self.hosts.set_adaptive(task.host, state.adaptive_delay, recovered_delay(task, state))
+            except Exception as exc:
+                log.warning("host %s: adaptive delay not lowered: %s", task.host, exc)
         return state
 
     def _slow_down(self, task: FetchTask) -> float:

@@ -491,3 +491,26 @@ def test_not_before_is_a_floor_on_the_slot(pol: Politeness, clock) -> None:
     a = admitted(pol, task("a", delay=2.0))
     retry = admitted(pol, replace(task("r", delay=2.0), not_before=clock.now + 30, attempt=2))
     assert a.not_before == clock.now and retry.not_before == clock.now + 30 and retry.attempt == 2
+
+
+def test_a_failed_adaptive_update_still_frees_the_host_and_loses_nothing(
+    pol: Politeness, hosts: FakeHosts, clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def unavailable(host: str, expected: float, adaptive: float | None) -> HostSlot | None:
+        raise RuntimeError("DynamoDB unavailable")
+
+    monkeypatch.setattr(hosts, "set_adaptive", unavailable)
+    a = admitted(pol, task("a", delay=2.0))
+    assert pol.claim(a) == 0
+    state = pol.release(a, clock.now, slow_down=True)
+    # Freed after the delay it had, out of the window: the response fetched is not lost to the error.
+    assert (state.busy, state.free_at, state.window) == (False, clock.now + 2.0, frozenset())
+    hosts.slots[HOST]["adaptive_delay"] = 4.0
+    b = admitted(pol, task("b", delay=2.0))
+    clock.now = b.not_before
+    assert pol.claim(b) == 0
+    assert pol.release(b, clock.now, succeeded=True).adaptive_delay == 4.0
+    assert [r.getMessage() for r in caplog.records] == [
+        f"host {HOST}: adaptive delay not raised: DynamoDB unavailable",
+        f"host {HOST}: adaptive delay not lowered: DynamoDB unavailable",
+    ]
