@@ -26,13 +26,15 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
 
 * ``adaptive_delay``: the host's slowed-down delay, absent while it is not
   slowed.  A 429 or 503 response (``release(slow_down=True)``) sets it to
-  ``ADAPTIVE_DELAY_FACTOR`` times the effective delay (at least
+  ``ADAPTIVE_DELAY_FACTOR`` times the effective delay, once per burst (not
+  again for a request whose slot was reserved before the last slowdown: it
+  was sent at the old pace), (at least
   ``ADAPTIVE_DELAY_FLOOR_SECONDS``, so a host crawled with no delay gets one;
   at most ``MAX_CRAWL_DELAY_SECONDS``), before the host is released, so the
   next claim already waits the new delay.  Every success
   (``release(succeeded=True)``) multiplies it by ``ADAPTIVE_DELAY_RECOVERY``;
-  once that reaches the crawl's own delay or falls below the floor it is
-  removed.  The effective delay of a task is max(its crawl's delay,
+  once that reaches the crawl's own delay or falls below
+  ``ADAPTIVE_DELAY_MIN_SECONDS`` it is removed.  The effective delay of a task is max(its crawl's delay,
   ``adaptive_delay``): slots are spaced by it (a reservation's condition
   includes the adaptive delay it was computed with, so no container reserves
   with a stale one), claims and releases use it, and a slowed host's window
@@ -46,7 +48,8 @@ it, so the host's later URLs queue behind it and the delay still holds.
 
 Settings: ``settings.DELAYED_HOST_WINDOW``, ``DEFAULT_HOST_CONCURRENCY``,
 ``MAX_SQS_DELAY_SECONDS``, ``TOTAL_DEADLINE_SECONDS``, ``MAX_CRAWL_DELAY_SECONDS``,
-``ADAPTIVE_DELAY_FACTOR``, ``ADAPTIVE_DELAY_FLOOR_SECONDS``, ``ADAPTIVE_DELAY_RECOVERY``.
+``ADAPTIVE_DELAY_FACTOR``, ``ADAPTIVE_DELAY_FLOOR_SECONDS``, ``ADAPTIVE_DELAY_RECOVERY``,
+``ADAPTIVE_DELAY_MIN_SECONDS``.
 """
 
 from __future__ import annotations
@@ -137,9 +140,13 @@ def slowed_delay(task: FetchTask, state: HostSlot) -> float:
 
 
 def recovered_delay(task: FetchTask, state: HostSlot) -> float | None:
-    """The adaptive delay after a success; None once it is back at the crawl's delay (or below the floor)."""
+    """The adaptive delay after a success; None once it is back at the crawl's delay (or below the minimum).
+
+    Not stopped at the floor: from the floor, one success would end the
+    slowdown of a host crawled with no delay, and the next burst overload it.
+    """
     shrunk = state.adaptive_delay * settings.ADAPTIVE_DELAY_RECOVERY
-    if shrunk <= task.delay or shrunk < settings.ADAPTIVE_DELAY_FLOOR_SECONDS:
+    if shrunk <= task.delay or shrunk < settings.ADAPTIVE_DELAY_MIN_SECONDS:
         return None
     return shrunk
 
@@ -374,12 +381,21 @@ class Politeness:
         return state
 
     def _slow_down(self, task: FetchTask) -> float:
-        """Raise the host's adaptive delay (conditionally on the value read); the new delay."""
+        """Raise the host's adaptive delay (conditionally on the value read); the new delay.
+
+        Once per burst: if the host was slowed since this task's slot was
+        reserved (``task.adaptive_delay`` is what it was then), the request
+        was already under way at the old pace and its 429 or 503 says nothing
+        new.  Otherwise every response of one overload (up to a window of 8
+        requests in flight) would double the delay again.
+        """
         state = self.hosts.read_slot(task.host)
         for _ in range(16):
+            if state.adaptive_delay > task.adaptive_delay:
+                return state.adaptive_delay
             slowed = slowed_delay(task, state)
             if slowed <= state.adaptive_delay:
-                return state.adaptive_delay  # already slower (at the cap, or another slowdown won)
+                return state.adaptive_delay  # at the cap already
             conflict = self.hosts.set_adaptive(task.host, state.adaptive_delay, slowed)
             if conflict is None:
                 self._known.pop(task.host, None)

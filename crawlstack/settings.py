@@ -66,11 +66,14 @@ RETRY_STATUSES = frozenset({408, 429, *range(500, 600)})
 # Adaptive delay (crawlstack.politeness): a 429 or 503 multiplies the host's
 # effective delay by ADAPTIVE_DELAY_FACTOR (at least ADAPTIVE_DELAY_FLOOR_SECONDS,
 # at most MAX_CRAWL_DELAY_SECONDS); each success multiplies it by
-# ADAPTIVE_DELAY_RECOVERY until it is back at the configured delay.
+# ADAPTIVE_DELAY_RECOVERY until it is back at the configured delay (for a
+# configured delay of 0: until it is below ADAPTIVE_DELAY_MIN_SECONDS, about 22
+# successes after the floor).
 SLOWDOWN_STATUSES = frozenset({429, 503})
 ADAPTIVE_DELAY_FACTOR = 2.0
 ADAPTIVE_DELAY_FLOOR_SECONDS = 1.0
 ADAPTIVE_DELAY_RECOVERY = 0.9
+ADAPTIVE_DELAY_MIN_SECONDS = 0.1
 # Content types kept; anything else is skipped by content type.
 TEXT_CONTENT_TYPES = (
     "text/html",

@@ -401,8 +401,22 @@ def test_a_slowdown_doubles_the_delay_before_the_host_is_freed(pol: Politeness, 
     pol.release(b, clock.now, slow_down=True)
     assert hosts.read_slot(HOST).adaptive_delay == 8.0
     hosts.slots[HOST]["adaptive_delay"] = settings.MAX_CRAWL_DELAY_SECONDS * 0.9
-    pol.release(c, clock.now, slow_down=True)
+    pol.release(replace(c, adaptive_delay=settings.MAX_CRAWL_DELAY_SECONDS * 0.9), clock.now, slow_down=True)
     assert hosts.read_slot(HOST).adaptive_delay == settings.MAX_CRAWL_DELAY_SECONDS  # capped
+
+
+def test_one_burst_of_503s_slows_the_host_once(pol: Politeness, hosts: FakeHosts, clock) -> None:
+    # Requests in flight at once on a host with no delay, all answered 503.
+    burst = [admitted(pol, task(f"b{i}", delay=0.0)) for i in range(3)]
+    for t in burst:
+        pol.release(t, clock.now, slow_down=True)
+    assert hosts.read_slot(HOST).adaptive_delay == settings.ADAPTIVE_DELAY_FLOOR_SECONDS
+    # A request sent at the new pace that still gets a 503 slows it again.
+    clock.advance(5)
+    later = admitted(pol, task("later", delay=0.0))
+    assert later.adaptive_delay == 1.0 and pol.claim(later) == 0
+    pol.release(later, clock.now, slow_down=True)
+    assert hosts.read_slot(HOST).adaptive_delay == 2.0
 
 
 def test_a_host_with_no_delay_is_slowed_from_the_floor_and_its_window_shrinks(
@@ -514,3 +528,18 @@ def test_a_failed_adaptive_update_still_frees_the_host_and_loses_nothing(
         f"host {HOST}: adaptive delay not raised: DynamoDB unavailable",
         f"host {HOST}: adaptive delay not lowered: DynamoDB unavailable",
     ]
+
+
+def test_a_host_with_no_delay_recovers_below_the_floor_before_the_slowdown_ends(
+    pol: Politeness, hosts: FakeHosts, clock
+) -> None:
+    hosts.slots[HOST] = {"adaptive_delay": settings.ADAPTIVE_DELAY_FLOOR_SECONDS}
+    successes = 0
+    while hosts.read_slot(HOST).adaptive_delay:
+        t = admitted(pol, task(f"r{successes}", delay=0.0))
+        clock.now = max(clock.now, t.not_before, hosts.read_slot(HOST).free_at)
+        assert pol.claim(t) == 0  # still slowed: one request at a time
+        pol.release(t, clock.now, succeeded=True)
+        successes += 1
+    # 1 s * 0.9**22 is just under the 0.1 s minimum: a slow way back, not one step.
+    assert successes == 22
