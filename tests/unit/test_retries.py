@@ -18,7 +18,7 @@ from crawlstack.fetcher import (
     retry_after_seconds,
     warc_key,
 )
-from crawlstack.messages import FetchTask
+from crawlstack.messages import FetchTask, InvalidMessage
 from crawlstack.politeness import window_key
 from crawlstack.warc import read_warc
 
@@ -301,3 +301,10 @@ def test_attempt_is_left_out_of_a_first_tries_json() -> None:
     again = replace(task, attempt=2, adaptive_delay=1.5)
     assert FetchTask.from_json(again.to_json()) == again
     assert again.effective_delay == 1.5 and again.attempt_key == "c#fp#2" and task.attempt_key == "c#fp"
+
+
+@pytest.mark.parametrize("attempt", ["0", "-1", '"2"', "true", "1.5"])
+def test_a_fetch_task_with_a_bad_attempt_is_invalid(attempt: str) -> None:
+    body = FetchTask("http://e.com/", "fp", "e.com", 0, "c", 0.0, 0.0).to_json()[:-1] + f',"attempt":{attempt}}}'
+    with pytest.raises(InvalidMessage, match="'attempt' must be a positive integer"):
+        FetchTask.from_json(body)
