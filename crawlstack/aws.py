@@ -267,22 +267,52 @@ class UrlStore:
             ExpressionAttributeValues=_marshal(values),
         )
 
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool:
-        """Mark the URL as being fetched; False if it is done, or being fetched since ``stale_before``."""
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
+        """Mark the URL as being fetched by try ``attempt``; False if that try is not the URL's next one.
+
+        Attempt 1 needs the URL ``queued``, a retry needs it ``retrying`` after
+        the try before (``crawlstack.fetcher``); either may take over its own
+        try's ``fetching`` mark older than ``stale_before`` (a fetcher that died).
+        """
+        values: dict[str, Any] = {
+            ":fetching": {"S": "fetching"},
+            ":now": {"N": str(_num(now))},
+            ":stale": {"N": str(_num(stale_before))},
+            ":n": {"N": str(attempt)},
+        }
+        if attempt <= 1:
+            # Items from before retries carry no attempt.
+            condition = (
+                "#s = :queued OR (#s = :fetching AND started_at < :stale"
+                " AND (attribute_not_exists(attempt) OR attempt = :n))"
+            )
+            values[":queued"] = {"S": "queued"}
+        else:
+            condition = (
+                "(#s = :retrying AND attempt = :prev) OR (#s = :fetching AND started_at < :stale AND attempt = :n)"
+            )
+            values |= {":retrying": {"S": "retrying"}, ":prev": {"N": str(attempt - 1)}}
         return _conditional_write(
             "update_item",
             TableName=self.name,
             Key=self.key(crawl_id, fp),
-            UpdateExpression="SET #s = :fetching, started_at = :now",
-            ConditionExpression="#s = :queued OR (#s = :fetching AND started_at < :stale)",
+            UpdateExpression="SET #s = :fetching, started_at = :now, attempt = :n",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#s": "state"},
-            ExpressionAttributeValues={
-                ":fetching": {"S": "fetching"},
-                ":queued": {"S": "queued"},
-                ":now": {"N": str(_num(now))},
-                ":stale": {"N": str(_num(stale_before))},
-            },
+            ExpressionAttributeValues=values,
         )
+
+    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None:
+        """(the try that failed, when the next may start) while the URL waits for a retry, else None."""
+        item = (
+            client("dynamodb")
+            .get_item(TableName=self.name, Key=self.key(crawl_id, fp), ConsistentRead=True)
+            .get("Item")
+        )
+        data = _unmarshal(item)
+        if data.get("state") != "retrying":
+            return None
+        return int(data.get("attempt", 1)), float(data.get("retry_at", 0.0))
 
     def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         """Record a URL skipped without claiming it, only if the crawl has no item for it yet.
@@ -308,16 +338,19 @@ class UrlStore:
     def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
         """Record a claimed, unfetched URL as skipped and ``claimable`` again.
 
-        Only while ``record_id`` holds the claim and the URL is queued (or
-        being fetched since before ``stale_before``, by a fetcher that died),
-        so a page fetched or being fetched is never offered a second time.
+        Only while ``record_id`` holds the claim and the URL is queued or
+        waiting for a retry (or being fetched since before ``stale_before``, by
+        a fetcher that died), so a page fetched or being fetched is never
+        offered a second time.
         """
         return _conditional_write(
             "update_item",
             TableName=self.name,
             Key=self.key(crawl_id, fp),
             UpdateExpression="SET #s = :skipped, #r = :reason, finished_at = :now, claimable = :yes",
-            ConditionExpression="record_id = :rid AND (#s = :queued OR (#s = :fetching AND started_at < :stale))",
+            ConditionExpression=(
+                "record_id = :rid AND (#s IN (:queued, :retrying) OR (#s = :fetching AND started_at < :stale))"
+            ),
             ExpressionAttributeNames={"#s": "state", "#r": "reason"},
             ExpressionAttributeValues={
                 ":skipped": {"S": "skipped"},
@@ -326,6 +359,7 @@ class UrlStore:
                 ":yes": {"BOOL": True},
                 ":rid": {"S": record_id},
                 ":queued": {"S": "queued"},
+                ":retrying": {"S": "retrying"},
                 ":fetching": {"S": "fetching"},
                 ":stale": {"N": str(_num(stale_before))},
             },
@@ -381,7 +415,9 @@ class HostStore:
     def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
         """Add ``fp`` to the host's window and move next_slot, if nobody else moved it.
 
-        Returns None on success, else the host's current state (the caller retries).
+        The slot was spaced by the adaptive delay read with ``expected``, so
+        that must be unchanged too.  Returns None on success, else the host's
+        current state (the caller retries).
         """
         values: dict[str, Any] = {":new": {"N": str(_num(new_next))}, ":fp": {"SS": [fp]}, ":cap": {"N": str(window)}}
         if expected.exists:
@@ -389,6 +425,11 @@ class HostStore:
             values[":old"] = {"N": str(_num(expected.next_slot))}
         else:
             cond = "attribute_not_exists(next_slot)"
+        if expected.adaptive_delay:
+            cond += " AND adaptive_delay = :ad"
+            values[":ad"] = {"N": str(_num(expected.adaptive_delay))}
+        else:
+            cond += " AND attribute_not_exists(adaptive_delay)"
         cond += " AND (attribute_not_exists(#w) OR (size(#w) < :cap AND NOT contains(#w, :fpv)))"
         values[":fpv"] = {"S": fp}
         try:
@@ -480,6 +521,38 @@ class HostStore:
             ReturnValues="ALL_NEW",
         )
         return _slot_from(host, resp.get("Attributes"))
+
+    def set_adaptive(self, host: str, expected: float, adaptive: float | None) -> HostSlot | None:
+        """Set (or, with None, remove) the host's adaptive delay if it is still ``expected`` (0: absent).
+
+        None on success, else the host's current state.
+        """
+        values: dict[str, Any] = {}
+        if expected:
+            cond = "adaptive_delay = :old"
+            values[":old"] = {"N": str(_num(expected))}
+        else:
+            cond = "attribute_not_exists(adaptive_delay)"
+        if adaptive is None:
+            update = "REMOVE adaptive_delay"
+        else:
+            update = "SET adaptive_delay = :new"
+            values[":new"] = {"N": str(_num(adaptive))}
+        try:
+            client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self._key(host, "slot"),
+                UpdateExpression=update,
+                ConditionExpression=cond,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **({"ExpressionAttributeValues": values} if values else {}),
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+            item = _failed_item(exc)
+            return _slot_from(host, item) if item is not None else self.read_slot(host)
+        return None
 
     def push_back(self, host: str, free_at: float) -> None:
         """Give back a claim taken for a robots.txt fetch: the host is free from ``free_at``.
@@ -966,6 +1039,7 @@ def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:
         busy=item.get("busy", {}).get("N") == "1",
         window=frozenset(item.get("window", {}).get("SS", [])),
         parked_at=float(item["parked_at"]["N"]) if "parked_at" in item else None,
+        adaptive_delay=float(item["adaptive_delay"]["N"]) if "adaptive_delay" in item else 0.0,
     )
 
 

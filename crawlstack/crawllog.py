@@ -2,7 +2,8 @@
 
 Per fetch batch and crawl, one gzipped JSON-lines object
 ``crawl-log/crawl_id=<id>/dt=<YYYY-MM-DD>/<batch hash>.jsonl.gz`` with one
-line per task outcome (fetched, skipped, failed).  The key layout is what the
+line per task outcome (fetched, skipped, failed, and retry: a try that
+failed and is tried again, ``crawlstack.fetcher``).  The key layout is what the
 Glue table's partition projection expects (``infra/analytics.py``); the
 name is a hash of the batch's tasks, never anything from a URL, so a
 redelivered batch overwrites its own object instead of adding lines twice.
@@ -67,7 +68,8 @@ def crawl_log_objects(fetched: Iterable[Fetched], now: float) -> dict[str, bytes
         by_crawl.setdefault(item.task.crawl_id, []).append(item)
     objects: dict[str, bytes] = {}
     for crawl_id, items in by_crawl.items():
-        digest = hashlib.sha256("|".join(sorted(f"{i.task.crawl_id}#{i.task.fp}" for i in items)).encode())
+        # A retry's attempt is in the hash, so its lines never replace an earlier try's.
+        digest = hashlib.sha256("|".join(sorted(i.task.attempt_key for i in items)).encode())
         key = f"{partition_path(settings.CRAWL_LOG_PREFIX, crawl_id, now)}{digest.hexdigest()[:24]}.jsonl.gz"
         body = "".join(json.dumps(log_line(i, now), ensure_ascii=False) + "\n" for i in items)
         # mtime=0: the same lines give the same bytes, so a redelivery is a true overwrite.

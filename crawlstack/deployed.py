@@ -272,7 +272,8 @@ class Queues:
 # --- DynamoDB ---------------------------------------------------------------
 
 
-URL_STATES = ("queued", "fetching", "fetched", "skipped", "failed")
+# "retrying": a try failed with an HTTP error and the next is scheduled (crawlstack.fetcher); last, as it came last.
+URL_STATES = ("queued", "fetching", "fetched", "skipped", "failed", "retrying")
 
 
 class Tables:

@@ -21,17 +21,44 @@ A task of a stopped crawl (``crawlstack.jobs``) is held for ``resume``
 before any wait or request: it leaves the window without claiming the host,
 and its URL stays queued.
 
-Settings: ``settings.MAX_BODY_BYTES`` and the timeouts in ``crawlstack.http``.
+Retries.  A 5xx, 429 or 408 response, a network timeout or a failed
+connection is tried again, without waiting in the Lambda: the exchange (if
+there was a response) goes into the batch's WARC like any other, the URL is
+set ``retrying`` (status, reason, ``retry_at``; outcome ``retry`` in the
+crawl log), and then the same task with ``attempt`` + 1 and ``not_before`` =
+``retry_at`` is admitted through politeness (a slot at or after ``retry_at``
+in the host's window, or parked), so the host's delay holds for retries too.
+The wait is full-jitter exponential backoff, or the ``Retry-After`` (seconds
+or an HTTP date) when longer; a ``Retry-After`` also keeps the host unclaimed
+until then.  A ``Retry-After`` beyond ``RETRY_AFTER_MAX_SECONDS`` fails the
+URL at once: it is never tried sooner than the server asked.  The last
+allowed try fails the URL with a reason like "503 Service Unavailable after
+3 attempts".  A 429 or 503 also slows the host down and a success lets it
+recover (``crawlstack.politeness``, adaptive delay).
+
+Each try is its own step in the urls table: ``start_fetch`` lets try n start
+only from ``queued`` (n = 1) or ``retrying`` after try n - 1, so a
+redelivered copy of an earlier try never fetches again.  Such a copy that
+finds the URL ``retrying`` after its own try sends that retry again (its
+sender may have died after writing the state): a duplicate retry is dropped
+by the same condition.
+
+Settings: ``settings.MAX_BODY_BYTES`` and the timeouts in ``crawlstack.http``;
+``RETRY_MAX_ATTEMPTS``, ``RETRY_BASE_SECONDS``, ``RETRY_MAX_BACKOFF_SECONDS``,
+``RETRY_AFTER_MAX_SECONDS``, ``RETRY_STATUSES``, ``SLOWDOWN_STATUSES``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from http import HTTPStatus
 from typing import Any, Protocol
 from urllib.parse import urljoin
 
@@ -49,7 +76,8 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 class Urls(Protocol):
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool: ...
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool: ...
+    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None: ...
     def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
 
@@ -65,13 +93,19 @@ class Blobs(Protocol):
 @dataclass
 class Fetched:
     task: FetchTask
-    outcome: str  # fetched | skipped | failed
+    outcome: str  # fetched | skipped | failed | retry
     status: int | None = None
     reason: str = ""
     truncated: bool = False
     exchange: Exchange | None = None
     # The outcome is already written (by the conditional write that decided it).
     recorded: bool = False
+    # outcome "retry": the next try, admitted once this outcome is written.
+    retry: FetchTask | None = None
+
+
+# The urls table's state for each outcome that is not its own name.
+URL_STATES = {"retry": "retrying"}
 
 
 @dataclass
@@ -83,12 +117,24 @@ class BatchResult:
     completion_error: Exception | None = None
 
 
-FAILURE_CLASSES = ("timeout", "address_refused", "dns", "connection", "redirects", "corrupt_body", "other")
+FAILURE_CLASSES = (
+    "timeout",
+    "address_refused",
+    "dns",
+    "connection",
+    "redirects",
+    "corrupt_body",
+    "http_error",
+    "other",
+)
 
 
 def failure_class(reason: str) -> str:
     """A failed fetch's class: the ``FetchFailuresByClass`` metric's dimension (a few values, fit for alarms)."""
     text = reason.lower()
+    if text[:3].isdigit() and text[3:4] in ("", " ", ":"):
+        # An HTTP status still failing after its retries: "503 Service Unavailable after 3 attempts".
+        return "http_error"
     if "timeout" in text or "deadline" in text:
         return "timeout"
     if "not public" in text or "refused address" in text:
@@ -104,11 +150,53 @@ def failure_class(reason: str) -> str:
     return "other"
 
 
+def retry_after_seconds(value: str, now: float) -> float | None:
+    """A Retry-After header's wait from ``now``: delta-seconds or an HTTP date (RFC 9110); None if neither."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # HTTP dates are GMT
+    return max(0.0, when.timestamp() - now)
+
+
+def retryable(result: http.FetchResult) -> bool:
+    """A response worth another try: RETRY_STATUSES, or no response for a timeout or a failed connection."""
+    if result.status is not None:
+        return result.status in settings.RETRY_STATUSES
+    return failure_class(result.error) in ("timeout", "connection")
+
+
+def describe(result: http.FetchResult) -> str:
+    """The response's status and phrase ("503 Service Unavailable"), or the network error."""
+    if result.status is None:
+        return result.error or "no response"
+    phrase = result.reason
+    if not phrase:
+        try:
+            phrase = HTTPStatus(result.status).phrase
+        except ValueError:
+            phrase = ""
+    return f"{result.status} {phrase}".strip()
+
+
+def backoff_ceiling(attempt: int) -> float:
+    """The longest full-jitter wait after try ``attempt`` fails: min(cap, base * 2**attempt)."""
+    return float(min(settings.RETRY_MAX_BACKOFF_SECONDS, settings.RETRY_BASE_SECONDS * 2**attempt))
+
+
 def warc_key(tasks: list[FetchTask], now: float) -> str:
     # Named by a hash of the batch, never by anything from a URL; a
     # redelivered batch overwrites its own file.  The crawl id is in the
-    # hash: two crawls' batches of the same URLs are different files.
-    digest = hashlib.sha256("|".join(sorted(f"{t.crawl_id}#{t.fp}" for t in tasks)).encode()).hexdigest()[:24]
+    # hash: two crawls' batches of the same URLs are different files; so is
+    # a retry's attempt, or a retry's WARC would replace the earlier try's.
+    digest = hashlib.sha256("|".join(sorted(t.attempt_key for t in tasks)).encode()).hexdigest()[:24]
     day = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
     return f"{settings.PAGES_PREFIX}dt={day}/{digest}.warc.gz"
 
@@ -126,8 +214,11 @@ class Fetcher:
         resolved: ResolvedRecords | None = None,
         completed: CompletedRecords | None = None,
         held: Held | None = None,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.urls = urls
+        # A uniform draw in [0, 1): the "full jitter" of a retry's backoff.
+        self.jitter = jitter
         self.held = held
         self.crawls = crawls
         self.politeness = politeness
@@ -174,12 +265,16 @@ class Fetcher:
                 self.urls.set_outcome(
                     r.task.crawl_id,
                     r.task.fp,
-                    r.outcome,
+                    URL_STATES.get(r.outcome, r.outcome),
                     status=r.status,
                     reason=r.reason or None,
                     truncated=r.truncated or None,
                     warc=key if r.exchange is not None else None,
+                    retry_at=r.retry.not_before if r.retry is not None else None,
                 )
+                if r.retry is not None:
+                    # Only once the URL is ``retrying``: the next try's start_fetch needs it.
+                    self._send_retry(r.retry, outbox)
             except Exception as exc:
                 errors[i] = exc
         return BatchResult(done, key, errors, completion_error)
@@ -230,25 +325,61 @@ class Fetcher:
     def _fetch_one(self, task: FetchTask, outbox: Outbox) -> Fetched | None:
         if not self._wait_for_host(task, outbox):
             return None
-        finished_at: float | None = None
+        result: http.FetchResult | None = None
+        started = False
         try:
             now = self.clock()
-            if not self.urls.start_fetch(task.crawl_id, task.fp, now, now - CLAIM_LEASE_SECONDS):
-                # A redelivered or duplicated task whose page is stored, or
-                # being fetched by another copy: a conditional write, under
-                # the host claim, so two copies never both fetch.
-                return None
-            config = self.crawls.get(task.crawl_id)
-            result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
-            finished_at = result.finished_at
+            # A redelivered or duplicated task whose page is stored, or being
+            # fetched by another copy, or whose try is over: a conditional
+            # write, under the host claim, so two copies never both fetch.
+            started = self.urls.start_fetch(task.crawl_id, task.fp, now, now - CLAIM_LEASE_SECONDS, task.attempt)
+            if started:
+                config = self.crawls.get(task.crawl_id)
+                result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
         finally:
             # Whatever happened, the host and the window are given back, and
             # the next parked URL of the host moves up.
-            self._release(task, finished_at or self.clock(), outbox)
+            self._release(task, result, outbox)
+        if not started:
+            self._resend_retry(task, outbox)
+            return None
+        assert result is not None
         return self._classify(task, result, outbox)
 
-    def _release(self, task: FetchTask, finished_at: float, outbox: Outbox) -> None:
-        self._unpark_after(task.host, self.politeness.release(task, finished_at), outbox)
+    def _release(self, task: FetchTask, result: http.FetchResult | None, outbox: Outbox) -> None:
+        finished_at = (result.finished_at if result is not None else 0.0) or self.clock()
+        status = result.status if result is not None else None
+        pause_until = None
+        if status in settings.RETRY_STATUSES and result is not None:
+            # The server asked for time: the host is not claimed again before
+            # then (capped like the retry's own wait).
+            wait = retry_after_seconds(result.header("retry-after"), finished_at)
+            if wait:
+                pause_until = finished_at + min(wait, settings.RETRY_AFTER_MAX_SECONDS)
+        slot = self.politeness.release(
+            task,
+            finished_at,
+            slow_down=status in settings.SLOWDOWN_STATUSES,
+            succeeded=status is not None and 200 <= status < 400,
+            pause_until=pause_until,
+        )
+        self._unpark_after(task.host, slot, outbox)
+
+    def _send_retry(self, task: FetchTask, outbox: Outbox) -> None:
+        """Admit a retry like a new URL: a slot at or after its ``not_before`` in its host's window, or parked."""
+        now = self.clock()
+        for order, ready in self.politeness.admit(task, hold=self._hold_if_stopped):
+            outbox.add_fetch(ready, now, order)
+
+    def _resend_retry(self, task: FetchTask, outbox: Outbox) -> None:
+        """After a refused start: if the URL waits for the retry of this very try, send that retry (again).
+
+        The fetcher that wrote ``retrying`` may have died before sending it;
+        if it did send it, the duplicate is dropped by ``start_fetch``.
+        """
+        waiting = self.urls.retrying(task.crawl_id, task.fp)
+        if waiting is not None and waiting[0] == task.attempt:
+            self._send_retry(replace(task, attempt=task.attempt + 1, not_before=waiting[1]), outbox)
 
     def _unpark_after(self, host: str, slot: HostSlot, outbox: Outbox) -> None:
         if slot.parked_at is None:
@@ -279,7 +410,12 @@ class Fetcher:
 
     def _classify(self, task: FetchTask, result: http.FetchResult, outbox: Outbox) -> Fetched:
         if result.status is None:
+            if retryable(result):
+                return self._retry_or_fail(task, result, None)
             return Fetched(task, "failed", reason=result.error or "no response")
+        metadata = {**task.metadata(), "truncated": result.truncated, "fetched_at": result.finished_at}
+        if task.attempt > 1:
+            metadata["attempt"] = task.attempt
         exchange = Exchange(
             url=task.url,
             method="GET",
@@ -289,8 +425,11 @@ class Fetcher:
             response_headers=result.headers,
             body=result.body,
             ip_address=result.ip_address,
-            metadata={**task.metadata(), "truncated": result.truncated, "fetched_at": result.finished_at},
+            metadata=metadata,
         )
+        if retryable(result):
+            # Every try's exchange is archived, the failed ones too.
+            return self._retry_or_fail(task, result, exchange)
         location = result.header("location")
         if result.status in REDIRECT_STATUSES and location:
             if task.hops >= MAX_REDIRECT_HOPS:
@@ -320,3 +459,21 @@ class Fetcher:
         if result.truncated:
             reason = f"body truncated at {settings.MAX_BODY_BYTES} bytes"
         return Fetched(task, "fetched", result.status, reason, result.truncated, exchange)
+
+    def _retry_or_fail(self, task: FetchTask, result: http.FetchResult, exchange: Exchange | None) -> Fetched:
+        """Outcome "retry" with the next try (not before its backoff, or Retry-After), or "failed" when out of tries."""
+        what = describe(result)
+        finished_at = result.finished_at or self.clock()
+        asked = None
+        if result.status is not None:
+            asked = retry_after_seconds(result.header("retry-after"), finished_at)
+        if asked is not None and asked > settings.RETRY_AFTER_MAX_SECONDS:
+            reason = f"{what}: Retry-After of {asked:.0f}s is beyond the {settings.RETRY_AFTER_MAX_SECONDS:.0f}s cap"
+            return Fetched(task, "failed", result.status, reason, exchange=exchange)
+        if task.attempt >= settings.RETRY_MAX_ATTEMPTS:
+            tries = f"{task.attempt} attempt" + ("s" if task.attempt != 1 else "")
+            return Fetched(task, "failed", result.status, f"{what} after {tries}", exchange=exchange)
+        wait = max(asked or 0.0, self.jitter() * backoff_ceiling(task.attempt))
+        nxt = replace(task, attempt=task.attempt + 1, not_before=finished_at + wait)
+        reason = f"{what} on attempt {task.attempt} of {settings.RETRY_MAX_ATTEMPTS}; retry in {wait:.1f}s"
+        return Fetched(task, "retry", result.status, reason, exchange=exchange, retry=nxt)

@@ -6,7 +6,14 @@ Frontier message (what a user sends to seed a crawl)::
      "record_id"?: "...", "want"?: ["field", ...]}
 
 Fetch task: a frontier message that passed scope, dedupe and robots.txt, with
-its canonical URL, fingerprint, host and reserved politeness slot.
+its canonical URL, fingerprint, host and reserved politeness slot.  Two
+fields are left out of its JSON at their defaults, so a first attempt on an
+unslowed host reads as it always did: ``attempt`` (1-based; a retry of an
+HTTP error is the same task with ``attempt`` + 1, ``crawlstack.fetcher``)
+and ``adaptive_delay`` (the host's slowed-down delay when the slot was
+reserved, ``crawlstack.politeness``; 0 when not slowed).
+
+Settings: ``settings.DEFAULT_CRAWL_ID``.
 """
 
 from __future__ import annotations
@@ -108,10 +115,30 @@ class FetchTask:
     referrer: str | None = None
     record_id: str | None = None
     want: tuple[str, ...] = field(default_factory=tuple)
+    # Which try this is at the URL (retries of HTTP errors, crawlstack.fetcher).
+    attempt: int = 1
+    # The host's adaptive delay when the slot was reserved (0: not slowed down).
+    adaptive_delay: float = 0.0
+
+    @property
+    def effective_delay(self) -> float:
+        """Seconds between requests to the host for this task: the crawl's delay, or the host's slowed-down one."""
+        return max(self.delay, self.adaptive_delay)
+
+    @property
+    def attempt_key(self) -> str:
+        """``crawl_id#fp``, plus ``#attempt`` for a retry: names a WARC or crawl-log object apart from earlier tries."""
+        key = f"{self.crawl_id}#{self.fp}"
+        return key if self.attempt <= 1 else f"{key}#{self.attempt}"
 
     def to_json(self) -> str:
         data = asdict(self)
         data["want"] = list(self.want)
+        # Left out at their defaults: a fetcher of before retries reads the message as it always did.
+        if self.attempt == 1:
+            del data["attempt"]
+        if not self.adaptive_delay:
+            del data["adaptive_delay"]
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -119,9 +146,12 @@ class FetchTask:
         try:
             data = json.loads(body)
             data["want"] = tuple(data.get("want") or ())
-            return cls(**data)
+            task = cls(**data)
         except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
             raise InvalidMessage(f"bad fetch task: {exc}") from exc
+        if not isinstance(task.attempt, int) or isinstance(task.attempt, bool) or task.attempt < 1:
+            raise InvalidMessage("bad fetch task: 'attempt' must be a positive integer")
+        return task
 
     def metadata(self) -> dict[str, Any]:
         """What extract needs to know about the page besides the HTTP exchange."""

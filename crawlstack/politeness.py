@@ -24,12 +24,37 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
   table; removed (conditionally on its value) when that finds nothing.
   A flag rather than a count: nothing to drift under redelivery.
 
+* ``adaptive_delay``: the host's slowed-down delay, absent while it is not
+  slowed.  A 429 or 503 response (``release(slow_down=True)``) sets it to
+  ``ADAPTIVE_DELAY_FACTOR`` times the effective delay, once per burst (not
+  again for a request whose slot was reserved before the last slowdown: it
+  was sent at the old pace), (at least
+  ``ADAPTIVE_DELAY_FLOOR_SECONDS``, so a host crawled with no delay gets one;
+  at most ``MAX_CRAWL_DELAY_SECONDS``), before the host is released, so the
+  next claim already waits the new delay.  Every success
+  (``release(succeeded=True)``) multiplies it by ``ADAPTIVE_DELAY_RECOVERY``;
+  once that reaches the crawl's own delay or falls below
+  ``ADAPTIVE_DELAY_MIN_SECONDS`` it is removed.  The effective delay of a task is max(its crawl's delay,
+  ``adaptive_delay``): slots are spaced by it (a reservation's condition
+  includes the adaptive delay it was computed with, so no container reserves
+  with a stale one), claims and releases use it, and a slowed host's window
+  shrinks to ``DELAYED_HOST_WINDOW``.  One number per host, shared by every
+  crawl on it.  Updates are conditional on the value read, so a slowdown is
+  never lost to a concurrent recovery (a recovery that loses is skipped).
+
+A task's ``not_before`` is a floor on its slot: a retry (``crawlstack.fetcher``)
+is admitted with its backoff's end there and takes the first slot at or after
+it, so the host's later URLs queue behind it and the delay still holds.
+
 Settings: ``settings.DELAYED_HOST_WINDOW``, ``DEFAULT_HOST_CONCURRENCY``,
-``MAX_SQS_DELAY_SECONDS``, ``TOTAL_DEADLINE_SECONDS``.
+``MAX_SQS_DELAY_SECONDS``, ``TOTAL_DEADLINE_SECONDS``, ``MAX_CRAWL_DELAY_SECONDS``,
+``ADAPTIVE_DELAY_FACTOR``, ``ADAPTIVE_DELAY_FLOOR_SECONDS``, ``ADAPTIVE_DELAY_RECOVERY``,
+``ADAPTIVE_DELAY_MIN_SECONDS``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -50,6 +75,8 @@ UNPARK_ROUNDS = 4
 # Hosts whose last written state a container remembers.
 KNOWN_HOSTS_LIMIT = 50_000
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class HostSlot:
@@ -60,6 +87,8 @@ class HostSlot:
     busy: bool = False
     window: frozenset[str] = field(default_factory=frozenset)
     parked_at: float | None = None
+    # The host's slowed-down delay (0: not slowed).
+    adaptive_delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +106,7 @@ class HostSlots(Protocol):
     def clear_parked(self, host: str, stamp: float) -> None: ...
     def claim(self, host: str, now: float, lease_until: float) -> Blocked | None: ...
     def release(self, host: str, fp: str, free_at: float | None) -> HostSlot: ...
+    def set_adaptive(self, host: str, expected: float, adaptive: float | None) -> HostSlot | None: ...
 
 
 class Parking(Protocol):
@@ -89,6 +119,36 @@ class Parking(Protocol):
 
 def window_size(delay: float, host_concurrency: int) -> int:
     return settings.DELAYED_HOST_WINDOW if delay > 0 else max(1, host_concurrency)
+
+
+def effective_delay(task: FetchTask, state: HostSlot) -> float:
+    """The task's crawl delay, or the host's adaptive delay when that is longer."""
+    return max(task.delay, state.adaptive_delay)
+
+
+def effective_window(task: FetchTask, state: HostSlot) -> int:
+    """The task's window, shrunk to DELAYED_HOST_WINDOW while a host crawled with no delay is slowed down."""
+    if task.delay <= 0 < state.adaptive_delay:
+        return min(task.window, settings.DELAYED_HOST_WINDOW)
+    return task.window
+
+
+def slowed_delay(task: FetchTask, state: HostSlot) -> float:
+    """The adaptive delay after a 429 or 503: the effective delay times the factor, within floor and cap."""
+    grown = effective_delay(task, state) * settings.ADAPTIVE_DELAY_FACTOR
+    return min(settings.MAX_CRAWL_DELAY_SECONDS, max(settings.ADAPTIVE_DELAY_FLOOR_SECONDS, grown))
+
+
+def recovered_delay(task: FetchTask, state: HostSlot) -> float | None:
+    """The adaptive delay after a success; None once it is back at the crawl's delay (or below the minimum).
+
+    Not stopped at the floor: from the floor, one success would end the
+    slowdown of a host crawled with no delay, and the next burst overload it.
+    """
+    shrunk = state.adaptive_delay * settings.ADAPTIVE_DELAY_RECOVERY
+    if shrunk <= task.delay or shrunk < settings.ADAPTIVE_DELAY_MIN_SECONDS:
+        return None
+    return shrunk
 
 
 def sqs_delay(not_before: float, now: float) -> int:
@@ -149,22 +209,22 @@ class Politeness:
                 # Admitted by an earlier delivery of this message that may have
                 # died before sending it: send it again.  The fetcher's claim
                 # keeps the spacing and its outcome check drops a duplicate.
-                return [(None, replace(task, not_before=max(self.clock(), state.free_at)))]
-            if len(state.window) >= task.window:
+                again = max(self.clock(), state.free_at, task.not_before)
+                return [(None, replace(task, not_before=again, adaptive_delay=state.adaptive_delay))]
+            window = effective_window(task, state)
+            if len(state.window) >= window:
                 if not fresh:
                     state, fresh = self.hosts.read_slot(task.host), True
                     continue
                 self._known.pop(task.host, None)
                 self.parking.put(task.host, park_order(task), task.to_json())
-                if self.hosts.mark_parked(task.host, task.window, self.clock()):
+                if self.hosts.mark_parked(task.host, window, self.clock()):
                     return []
                 return list(self.unpark(task.host, hold))
-            start = max(self.clock(), state.next_slot)
-            conflict = self.hosts.reserve(task.host, key, state, start + task.delay, task.window)
-            if conflict is None:
-                self._remember(replace(state, exists=True, next_slot=start + task.delay, window=state.window | {key}))
-                return [(None, replace(task, not_before=start))]
-            state, fresh = conflict, True
+            reserved, state = self._reserve(task, state, window)
+            if reserved is not None:
+                return [(None, reserved)]
+            fresh = True
         raise Contention(f"host {task.host}: politeness state kept changing")
 
     def _remember(self, state: HostSlot) -> None:
@@ -202,14 +262,15 @@ class Politeness:
             for order, body in rows:
                 task = FetchTask.from_json(body)
                 now = self.clock()
-                if window_key(task) not in state.window and len(state.window) >= task.window:
+                if window_key(task) not in state.window and len(state.window) >= effective_window(task, state):
                     left_behind = task
                     break
                 if not self.parking.take(host, order, now, now - UNPARK_STALE_SECONDS):
                     left_behind = left_behind or task  # another unparker is on it right now
                     continue
                 if window_key(task) in state.window:
-                    out.append((order, replace(task, not_before=max(now, state.free_at))))
+                    again = max(now, state.free_at, task.not_before)
+                    out.append((order, replace(task, not_before=again, adaptive_delay=state.adaptive_delay)))
                     continue
                 if hold is not None and hold(task):
                     self.parking.delete(host, order)
@@ -225,7 +286,7 @@ class Politeness:
             # URLs remain parked: flag it while the window is full, so that
             # some release still to come looks again; if the window has room
             # after all, go round once more.
-            cap = (left_behind or FetchTask.from_json(rows[-1][1])).window
+            cap = effective_window(left_behind or FetchTask.from_json(rows[-1][1]), state)
             if self.hosts.mark_parked(host, cap, self.clock()):
                 return out
         return out
@@ -233,17 +294,29 @@ class Politeness:
     def _reserve_parked(self, host: str, task: FetchTask, state: HostSlot) -> tuple[FetchTask | None, HostSlot]:
         """Reserve a slot for a parked task; (None, state) when the window is full."""
         for _ in range(16):
-            if len(state.window) >= task.window:
+            window = effective_window(task, state)
+            if len(state.window) >= window:
                 return None, state
-            start = max(self.clock(), state.next_slot)
-            key = window_key(task)
-            conflict = self.hosts.reserve(host, key, state, start + task.delay, task.window)
-            if conflict is None:
-                return replace(task, not_before=start), replace(
-                    state, exists=True, next_slot=start + task.delay, window=state.window | {key}
-                )
-            state = conflict
+            reserved, state = self._reserve(task, state, window)
+            if reserved is not None:
+                return reserved, state
         raise Contention(f"host {host}: politeness state kept changing")
+
+    def _reserve(self, task: FetchTask, state: HostSlot, window: int) -> tuple[FetchTask | None, HostSlot]:
+        """One try at the first slot at or after ``task.not_before``, spaced by the effective delay.
+
+        (the task with its slot, the new state), or (None, the current state)
+        when next_slot or the adaptive delay were no longer what ``state`` says.
+        """
+        start = max(self.clock(), state.next_slot, task.not_before)
+        nxt = start + effective_delay(task, state)
+        key = window_key(task)
+        conflict = self.hosts.reserve(task.host, key, state, nxt, window)
+        if conflict is not None:
+            return None, conflict
+        new = replace(state, exists=True, next_slot=nxt, window=state.window | {key})
+        self._remember(new)
+        return replace(task, not_before=start, adaptive_delay=state.adaptive_delay), new
 
     def unparked(self, host: str, orders: list[str | None]) -> None:
         """Delete parked items once their tasks are in the fetch queue."""
@@ -258,20 +331,77 @@ class Politeness:
         stored free_at is only a lease against a crashed fetcher), so the wait
         is one delay: the least it can take before the host is free again.
         """
-        if task.delay <= 0:
+        delay = task.effective_delay
+        if delay <= 0:
             return 0.0
         now = self.clock()
         blocked = self.hosts.claim(task.host, now, now + CLAIM_LEASE_SECONDS)
         if blocked is None:
             return 0.0
         if blocked.in_flight:
-            return max(IN_FLIGHT_POLL_SECONDS, min(task.delay, blocked.free_at - now))
+            return max(IN_FLIGHT_POLL_SECONDS, min(delay, blocked.free_at - now))
         return max(0.001, blocked.free_at - now)
 
-    def release(self, task: FetchTask, finished_at: float) -> HostSlot:
-        """Leave the window; with a delay, free the host ``delay`` after the request ended."""
-        free_at = finished_at + task.delay if task.delay > 0 else None
-        return self.hosts.release(task.host, window_key(task), free_at)
+    def release(
+        self,
+        task: FetchTask,
+        finished_at: float,
+        *,
+        slow_down: bool = False,
+        succeeded: bool = False,
+        pause_until: float | None = None,
+    ) -> HostSlot:
+        """Leave the window; with a delay, free the host ``delay`` after the request ended.
+
+        ``slow_down`` (a 429 or 503): first raise the host's adaptive delay, so
+        the host is freed after the new, longer delay.  ``pause_until`` (a
+        Retry-After): the host is not freed before then either.  ``succeeded``:
+        one step of recovery of a slowed host's delay.  The window place is
+        given back whatever happens to the adaptive delay, and a failure to
+        change that is logged, not raised: raising would lose the response
+        just fetched and cost the host the same request again later.
+        """
+        delay = task.effective_delay
+        if slow_down:
+            try:
+                delay = max(delay, self._slow_down(task))
+            except Exception as exc:
+                log.warning("host %s: adaptive delay not raised: %s", task.host, exc)
+        free_at = None
+        if delay > 0:
+            free_at = max(finished_at + delay, pause_until or 0.0)
+        state = self.hosts.release(task.host, window_key(task), free_at)
+        if succeeded and state.adaptive_delay > 0:
+            # A recovery that loses a race is skipped: the winner was another
+            # recovery, or a slowdown that must stand.
+            try:
+                self.hosts.set_adaptive(task.host, state.adaptive_delay, recovered_delay(task, state))
+            except Exception as exc:
+                log.warning("host %s: adaptive delay not lowered: %s", task.host, exc)
+        return state
+
+    def _slow_down(self, task: FetchTask) -> float:
+        """Raise the host's adaptive delay (conditionally on the value read); the new delay.
+
+        Once per burst: if the host was slowed since this task's slot was
+        reserved (``task.adaptive_delay`` is what it was then), the request
+        was already under way at the old pace and its 429 or 503 says nothing
+        new.  Otherwise every response of one overload (up to a window of 8
+        requests in flight) would double the delay again.
+        """
+        state = self.hosts.read_slot(task.host)
+        for _ in range(16):
+            if state.adaptive_delay > task.adaptive_delay:
+                return state.adaptive_delay
+            slowed = slowed_delay(task, state)
+            if slowed <= state.adaptive_delay:
+                return state.adaptive_delay  # at the cap already
+            conflict = self.hosts.set_adaptive(task.host, state.adaptive_delay, slowed)
+            if conflict is None:
+                self._known.pop(task.host, None)
+                return slowed
+            state = conflict
+        raise Contention(f"host {task.host}: adaptive delay kept changing")
 
     def leave(self, task: FetchTask) -> HostSlot:
         """Leave the window without having claimed the host (no request was made).

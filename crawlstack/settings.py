@@ -75,6 +75,28 @@ ROBOTS_TTL_SECONDS = 24 * 3600
 # A 5xx or unreachable robots.txt disallows the host; retry it sooner than a
 # good one so a passing outage does not block a host for a day.
 ROBOTS_ERROR_TTL_SECONDS = 3600
+# Retries of HTTP errors (crawlstack.fetcher): 5xx, 429, 408 and network
+# timeouts or connection failures are tried at most RETRY_MAX_ATTEMPTS times
+# in all.  Attempt n that fails waits uniform(0, min(RETRY_MAX_BACKOFF_SECONDS,
+# RETRY_BASE_SECONDS * 2**n)) ("full jitter"), or the response's Retry-After if
+# longer; a Retry-After beyond RETRY_AFTER_MAX_SECONDS (SQS's longest delay)
+# is not waited for: the URL fails at once, never retried sooner than asked.
+RETRY_MAX_ATTEMPTS = 3
+RETRY_BASE_SECONDS = 2.0
+RETRY_MAX_BACKOFF_SECONDS = 60.0
+RETRY_AFTER_MAX_SECONDS = 900.0
+RETRY_STATUSES = frozenset({408, 429, *range(500, 600)})
+# Adaptive delay (crawlstack.politeness): a 429 or 503 multiplies the host's
+# effective delay by ADAPTIVE_DELAY_FACTOR (at least ADAPTIVE_DELAY_FLOOR_SECONDS,
+# at most MAX_CRAWL_DELAY_SECONDS); each success multiplies it by
+# ADAPTIVE_DELAY_RECOVERY until it is back at the configured delay (for a
+# configured delay of 0: until it is below ADAPTIVE_DELAY_MIN_SECONDS, about 22
+# successes after the floor).
+SLOWDOWN_STATUSES = frozenset({429, 503})
+ADAPTIVE_DELAY_FACTOR = 2.0
+ADAPTIVE_DELAY_FLOOR_SECONDS = 1.0
+ADAPTIVE_DELAY_RECOVERY = 0.9
+ADAPTIVE_DELAY_MIN_SECONDS = 0.1
 # Content types kept; anything else is skipped by content type.
 TEXT_CONTENT_TYPES = (
     "text/html",

@@ -64,8 +64,9 @@ NAMED_QUERIES = {
     ),
     "top-failing-hosts": (
         "Hosts of one crawl with the most failed fetches, and their share of failures",
-        "SELECT host, count_if(outcome = 'failed') AS failures, count(*) AS urls,\n"
-        "  round(100.0 * count_if(outcome = 'failed') / count(*), 1) AS failed_pct\n"
+        # A URL's "retry" lines (tries of HTTP errors before its outcome) are not URLs.
+        "SELECT host, count_if(outcome = 'failed') AS failures, count_if(outcome <> 'retry') AS urls,\n"
+        "  round(100.0 * count_if(outcome = 'failed') / count_if(outcome <> 'retry'), 1) AS failed_pct\n"
         f"FROM {CRAWL_LOG}\nWHERE crawl_id = '{settings.DEFAULT_CRAWL_ID}'\n"
         "GROUP BY host\nHAVING count_if(outcome = 'failed') > 0\nORDER BY failures DESC\nLIMIT 20",
     ),

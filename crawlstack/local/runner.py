@@ -8,7 +8,8 @@ nothing is queued, delayed or in flight, and writes ``OUT/``:
 * ``crawl-log.jsonl``: one line per URL the crawl met (duplicates aside):
   ``fetched``, ``skipped`` or ``failed``, or ``dropped`` by dispatch before
   dedupe (invalid, out of scope, a port not allowed, a spider trap, over the
-  budget or its host's cap), each with its reason;
+  budget or its host's cap), each with its reason; ``attempts`` when a URL
+  was tried more than once;
 * ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
   (``crawlstack.resolution``), sorted by record id;
 * ``warc/*.warc.gz``: the fetched pages, one file per fetch batch;
@@ -327,6 +328,9 @@ def _write_outputs(
             for key in ("reason", "status", "truncated"):
                 if item.get(key) is not None and key not in line:
                     line[key] = item[key]
+            if item.get("attempt", 1) > 1:
+                # Tried more than once (retries of HTTP errors, crawlstack.fetcher).
+                line["attempts"] = item["attempt"]
             outcomes[line["outcome"]] += 1
             per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")

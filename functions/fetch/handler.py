@@ -66,7 +66,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         if item.outcome == "skipped" and item.reason == RECORD_COMPLETE:
             name = "RecordCompleteSkips"
         else:
-            name = {"fetched": "PagesFetched", "skipped": "PagesSkipped"}.get(item.outcome, "FetchFailures")
+            name = {"fetched": "PagesFetched", "skipped": "PagesSkipped", "retry": "FetchRetries"}.get(
+                item.outcome, "FetchFailures"
+            )
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
         if item.outcome == "failed":
             # Its own EMF line: a dimension on the shared metric set would split every other metric too.

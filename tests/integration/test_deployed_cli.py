@@ -311,7 +311,7 @@ def test_status_gives_queue_depths_and_counts_per_crawl(capsys: pytest.CaptureFi
     sqs.receive_message(QueueUrl=deployed.queue("frontier"), MaxNumberOfMessages=1, VisibilityTimeout=300)
     sqs.send_message(QueueUrl=deployed.queue("fetch"), MessageBody="later", DelaySeconds=600)
     sqs.send_message(QueueUrl=deployed.dlq("extract"), MessageBody="dead")
-    _put_urls(deployed, "a", {"fetched": 4, "failed": 1, "skipped": 2, "queued": 1})
+    _put_urls(deployed, "a", {"fetched": 4, "failed": 1, "skipped": 2, "queued": 1, "retrying": 2})
     _put_urls(deployed, "b", {"fetched": 1})
     _put_records(deployed, "a", [{"mapping": "m", "url": "https://x/1", "fields": {}}] * 3)
     deployed.client("dynamodb").put_item(
@@ -329,16 +329,27 @@ def test_status_gives_queue_depths_and_counts_per_crawl(capsys: pytest.CaptureFi
     assert lines[2] == ["frontier", "2", "1", "0", "0"]
     assert lines[3] == ["fetch", "0", "0", "1", "0"]
     assert lines[4] == ["extract", "0", "0", "0", "1"]
-    assert lines[6] == ["crawl", "state", "queued", "fetching", "fetched", "skipped", "failed", "extracted", "budget"]
-    assert lines[8] == ["a", "running", "1", "0", "4", "2", "1", "3", "6/10"]
-    assert lines[9] == ["b", "running", "0", "0", "1", "0", "0", "0"]
-    assert lines[10] == ["c", "stopped", "0", "0", "0", "0", "0", "0"]  # a crawl with a config and no URL yet
+    assert lines[6] == [
+        "crawl",
+        "state",
+        "queued",
+        "fetching",
+        "fetched",
+        "skipped",
+        "failed",
+        "retrying",
+        "extracted",
+        "budget",
+    ]
+    assert lines[8] == ["a", "running", "1", "0", "4", "2", "1", "2", "3", "6/10"]
+    assert lines[9] == ["b", "running", "0", "0", "1", "0", "0", "0", "0"]
+    assert lines[10] == ["c", "stopped", "0", "0", "0", "0", "0", "0", "0"]  # a crawl with a config and no URL yet
 
     code, out, _ = run(capsys, deployed, "status", "a")
     assert code == 0
-    assert out.splitlines()[-1].split() == ["a", "running", "1", "0", "4", "2", "1", "3", "6/10"]
+    assert out.splitlines()[-1].split() == ["a", "running", "1", "0", "4", "2", "1", "2", "3", "6/10"]
     code, out, _ = run(capsys, deployed, "status", "c")
-    assert out.splitlines()[-1].split() == ["c", "stopped", "0", "0", "0", "0", "0", "0"]
+    assert out.splitlines()[-1].split() == ["c", "stopped", "0", "0", "0", "0", "0", "0", "0"]
 
     code, out, _ = run(capsys, deployed, "status", "--no-counts")
     assert code == 0 and "crawl" not in out and len(out.splitlines()) == 5

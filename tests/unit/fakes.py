@@ -74,6 +74,7 @@ class FakeHosts:
             busy=item.get("busy", 0) == 1,
             window=frozenset(item.get("window", ())),
             parked_at=item.get("parked_at"),
+            adaptive_delay=item.get("adaptive_delay", 0.0),
         )
 
     def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
@@ -84,6 +85,7 @@ class FakeHosts:
                 ok = "next_slot" in item and item["next_slot"] == expected.next_slot
             else:
                 ok = "next_slot" not in item
+            ok = ok and item.get("adaptive_delay", 0.0) == expected.adaptive_delay
             current = item.get("window")
             ok = ok and (current is None or (len(current) < window and fp not in current))
             if not ok:
@@ -130,6 +132,19 @@ class FakeHosts:
                 if not item["window"]:
                     del item["window"]
             return self._slot(host)
+
+    def set_adaptive(self, host: str, expected: float, adaptive: float | None) -> HostSlot | None:
+        with self._lock:
+            self.calls.append(("set_adaptive", host))
+            item = self.slots.get(host, {})
+            if item.get("adaptive_delay", 0.0) != expected:
+                return self._slot(host)
+            item = self.slots.setdefault(host, {})
+            if adaptive is None:
+                item.pop("adaptive_delay", None)
+            else:
+                item["adaptive_delay"] = adaptive
+            return None
 
     # -- RobotsCache -----------------------------------------------------------
     def push_back(self, host: str, free_at: float) -> None:
@@ -323,7 +338,8 @@ class FakeUrls:
             if item is None or item.get("record_id") != record_id:
                 return False
             state = item.get("state")
-            if not (state == "queued" or (state == "fetching" and item.get("started_at", 0.0) < stale_before)):
+            stale = state == "fetching" and item.get("started_at", 0.0) < stale_before
+            if not (state in ("queued", "retrying") or stale):
                 return False
             item.update({"state": "skipped", "reason": reason, "claimable": True})
             self.journal.append(("outcome", crawl_id, fp, "skipped"))
@@ -335,17 +351,30 @@ class FakeUrls:
             item.update({"state": outcome, **{k: v for k, v in fields.items() if v is not None}})
             self.journal.append(("outcome", crawl_id, fp, outcome))
 
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float) -> bool:
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
         with self._lock:
             item = self.items.get((crawl_id, fp))
             if item is None:
                 return False
             state = item.get("state")
-            if state == "queued" or (state == "fetching" and item.get("started_at", 0.0) < stale_before):
-                item["state"] = "fetching"
-                item["started_at"] = now
-                return True
-            return False
+            stale = state == "fetching" and item.get("started_at", 0.0) < stale_before
+            if attempt <= 1:
+                ok = state == "queued" or (stale and item.get("attempt", 1) == 1)
+            else:
+                ok = (state == "retrying" and item.get("attempt") == attempt - 1) or (
+                    stale and item.get("attempt") == attempt
+                )
+            if ok:
+                item.update(state="fetching", started_at=now, attempt=attempt)
+                self.journal.append(("start_fetch", crawl_id, fp, str(attempt)))
+            return ok
+
+    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None:
+        with self._lock:
+            item = self.items.get((crawl_id, fp))
+            if item is None or item.get("state") != "retrying":
+                return None
+            return int(item.get("attempt", 1)), float(item.get("retry_at", 0.0))
 
     def state(self, crawl_id: str, fp: str) -> str | None:
         with self._lock:

@@ -35,11 +35,13 @@ class Web:
     def page(
         self, url: str, status: int | None = 200, body: bytes = b"<p>hi</p>", headers: list | None = None, **kw: object
     ) -> None:
+        reason = str(kw.pop("reason", "OK" if status == 200 else "Other"))
+
         def result() -> http.FetchResult:
             return http.FetchResult(
                 url=url,
                 status=status,
-                reason="OK" if status == 200 else "Other",
+                reason=reason,
                 headers=list(HTML if headers is None else headers),
                 request_headers=[("User-Agent", UA)],
                 body=body,
@@ -236,11 +238,11 @@ def test_a_binary_body_claiming_html_is_skipped_and_a_corrupt_one_failed(env: En
 def test_a_batch_with_nothing_to_store_writes_no_warc(env: Env) -> None:
     img, down = env.admitted("x.pdf"), env.admitted("down")
     env.web.page(img.url, headers=[("Content-Type", "application/pdf")])
-    env.web.page(down.url, status=None, error="connection failed")
+    env.web.page(down.url, status=None, error="DNS lookup failed: no such host")
     result = env.fetcher.fetch_batch([img, down], Outbox())
     assert result.warc_key is None and env.blobs.objects == {}
     item = env.urls.item("c", down.fp)
-    assert (item["state"], item["reason"]) == ("failed", "connection failed")
+    assert (item["state"], item["reason"]) == ("failed", "DNS lookup failed: no such host")
     assert "status" not in item
 
 
@@ -389,7 +391,7 @@ def test_a_task_already_done_still_unparks_the_next_url(slow: Env) -> None:
 def test_a_failure_after_the_claim_gives_the_host_back(slow: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     a = slow.admitted("a", delay=2.0)
 
-    def broken(crawl_id: str, fp: str, now: float, stale_before: float) -> bool:
+    def broken(crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
         raise RuntimeError("DynamoDB unavailable")
 
     monkeypatch.setattr(slow.urls, "start_fetch", broken)

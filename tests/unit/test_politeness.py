@@ -378,3 +378,168 @@ def test_a_row_reserved_by_an_unparker_that_died_is_sent_again(
     assert (again_order, again.url) == (order, c.url)
     pol.unparked(HOST, [again_order])
     assert parking.count() == 0
+
+
+# --- adaptive delay ------------------------------------------------------------
+def admitted(pol: Politeness, t: FetchTask) -> FetchTask:
+    [(_, ready)] = pol.admit(t)
+    return ready
+
+
+def test_a_slowdown_doubles_the_delay_before_the_host_is_freed(pol: Politeness, hosts: FakeHosts, clock) -> None:
+    a = admitted(pol, task("a", delay=2.0))
+    assert pol.claim(a) == 0
+    state = pol.release(a, clock.now, slow_down=True)
+    assert state.adaptive_delay == 4.0
+    # The host is freed after the new delay, and every later slot is spaced by it.
+    assert state.free_at == clock.now + 4.0
+    clock.advance(10)
+    b, c = admitted(pol, task("b", delay=2.0)), admitted(pol, task("c", delay=2.0))
+    assert (b.adaptive_delay, b.effective_delay) == (4.0, 4.0)
+    assert c.not_before - b.not_before == 4.0
+    assert pol.claim(b) == 0
+    pol.release(b, clock.now, slow_down=True)
+    assert hosts.read_slot(HOST).adaptive_delay == 8.0
+    hosts.slots[HOST]["adaptive_delay"] = settings.MAX_CRAWL_DELAY_SECONDS * 0.9
+    pol.release(replace(c, adaptive_delay=settings.MAX_CRAWL_DELAY_SECONDS * 0.9), clock.now, slow_down=True)
+    assert hosts.read_slot(HOST).adaptive_delay == settings.MAX_CRAWL_DELAY_SECONDS  # capped
+
+
+def test_one_burst_of_503s_slows_the_host_once(pol: Politeness, hosts: FakeHosts, clock) -> None:
+    # Requests in flight at once on a host with no delay, all answered 503.
+    burst = [admitted(pol, task(f"b{i}", delay=0.0)) for i in range(3)]
+    for t in burst:
+        pol.release(t, clock.now, slow_down=True)
+    assert hosts.read_slot(HOST).adaptive_delay == settings.ADAPTIVE_DELAY_FLOOR_SECONDS
+    # A request sent at the new pace that still gets a 503 slows it again.
+    clock.advance(5)
+    later = admitted(pol, task("later", delay=0.0))
+    assert later.adaptive_delay == 1.0 and pol.claim(later) == 0
+    pol.release(later, clock.now, slow_down=True)
+    assert hosts.read_slot(HOST).adaptive_delay == 2.0
+
+
+def test_a_host_with_no_delay_is_slowed_from_the_floor_and_its_window_shrinks(
+    pol: Politeness, hosts: FakeHosts, clock
+) -> None:
+    first = [admitted(pol, task(f"p{i}", delay=0.0)) for i in range(3)]
+    assert first[0].window == 3 and pol.claim(first[0]) == 0  # no delay: no claim
+    state = pol.release(first[0], clock.now, slow_down=True)
+    assert state.adaptive_delay == settings.ADAPTIVE_DELAY_FLOOR_SECONDS == 1.0
+    assert state.free_at == clock.now + 1.0
+    # Two still in the window: the slowed host's window is DELAYED_HOST_WINDOW, so the next parks.
+    assert pol.admit(task("late", delay=0.0)) == []
+    # A URL admitted once there is room is spaced by the floor, and claims the host.
+    pol.release(first[1], clock.now)
+    pol.release(first[2], clock.now)
+    [(_, nxt)] = [pair for pair in pol.unpark(HOST)]
+    assert nxt.effective_delay == 1.0 and nxt.not_before >= clock.now
+    assert pol.claim(nxt) == pytest.approx(hosts.read_slot(HOST).free_at - clock.now)
+
+
+def test_successes_recover_the_delay_slowly_and_never_below_the_crawls(
+    pol: Politeness, hosts: FakeHosts, clock
+) -> None:
+    hosts.slots[HOST] = {"adaptive_delay": 4.0}
+    seen = []
+    for i in range(12):
+        t = admitted(pol, task(f"s{i}", delay=2.0))
+        clock.now = t.not_before
+        assert pol.claim(t) == 0
+        pol.release(t, clock.now, succeeded=True)
+        seen.append(hosts.read_slot(HOST).adaptive_delay)
+    expected, value = [], 4.0
+    while value * settings.ADAPTIVE_DELAY_RECOVERY > 2.0:
+        value *= settings.ADAPTIVE_DELAY_RECOVERY
+        expected.append(value)
+    assert seen[: len(expected)] == pytest.approx(expected)
+    # Once back at the crawl's delay the item has none: 2.0 applies again.
+    assert seen[len(expected) :] == [0.0] * (12 - len(expected))
+    assert len(expected) == 6
+
+
+def test_a_stale_remembered_state_cannot_reserve_with_the_old_delay(
+    hosts: FakeHosts, parking: FakeParking, clock
+) -> None:
+    one, other = Politeness(hosts, parking, clock), Politeness(hosts, parking, clock)
+    a = admitted(one, task("a", delay=2.0))
+    assert other.claim(a) == 0
+    other.release(a, clock.now, slow_down=True)  # another container saw a 429
+    # ``one`` remembers next_slot as it wrote it; the reservation's condition
+    # includes the adaptive delay, so it reads again and spaces by 4 s.
+    b, c = admitted(one, task("b", delay=2.0)), admitted(one, task("c", delay=2.0))
+    assert b.adaptive_delay == 4.0 and c.not_before - b.not_before == 4.0
+
+
+def test_a_slowdown_is_never_lost_to_a_concurrent_recovery(pol: Politeness, hosts: FakeHosts, clock) -> None:
+    hosts.slots[HOST] = {"adaptive_delay": 4.0}
+    t = replace(task("a", delay=2.0), adaptive_delay=4.0)
+    real = hosts.set_adaptive
+    raced = []
+
+    def racing(host: str, expected: float, adaptive: float | None) -> HostSlot | None:
+        if not raced:  # a recovery lands between the slowdown's read and its write
+            raced.append(real(host, 4.0, 3.6))
+        return real(host, expected, adaptive)
+
+    hosts.set_adaptive = racing  # type: ignore[method-assign]
+    pol.release(t, clock.now, slow_down=True)
+    assert raced == [None] and hosts.read_slot(HOST).adaptive_delay == 7.2
+    # A recovery that loses its race is skipped, not retried.
+    hosts.set_adaptive = real  # type: ignore[method-assign]
+    hosts.slots[HOST]["adaptive_delay"] = 7.2
+    assert hosts.set_adaptive(HOST, 8.0, 7.2 * 0.9) is not None
+    assert hosts.read_slot(HOST).adaptive_delay == 7.2
+
+
+def test_a_retry_after_keeps_the_host_unclaimed_until_then(pol: Politeness, hosts: FakeHosts, clock) -> None:
+    a = admitted(pol, task("a", delay=2.0))
+    assert pol.claim(a) == 0
+    pol.release(a, clock.now, pause_until=clock.now + 30)
+    assert hosts.read_slot(HOST).free_at == clock.now + 30
+    clock.advance(5)
+    assert pol.claim(admitted(pol, task("b", delay=2.0))) == pytest.approx(25)
+
+
+def test_not_before_is_a_floor_on_the_slot(pol: Politeness, clock) -> None:
+    a = admitted(pol, task("a", delay=2.0))
+    retry = admitted(pol, replace(task("r", delay=2.0), not_before=clock.now + 30, attempt=2))
+    assert a.not_before == clock.now and retry.not_before == clock.now + 30 and retry.attempt == 2
+
+
+def test_a_failed_adaptive_update_still_frees_the_host_and_loses_nothing(
+    pol: Politeness, hosts: FakeHosts, clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def unavailable(host: str, expected: float, adaptive: float | None) -> HostSlot | None:
+        raise RuntimeError("DynamoDB unavailable")
+
+    monkeypatch.setattr(hosts, "set_adaptive", unavailable)
+    a = admitted(pol, task("a", delay=2.0))
+    assert pol.claim(a) == 0
+    state = pol.release(a, clock.now, slow_down=True)
+    # Freed after the delay it had, out of the window: the response fetched is not lost to the error.
+    assert (state.busy, state.free_at, state.window) == (False, clock.now + 2.0, frozenset())
+    hosts.slots[HOST]["adaptive_delay"] = 4.0
+    b = admitted(pol, task("b", delay=2.0))
+    clock.now = b.not_before
+    assert pol.claim(b) == 0
+    assert pol.release(b, clock.now, succeeded=True).adaptive_delay == 4.0
+    assert [r.getMessage() for r in caplog.records] == [
+        f"host {HOST}: adaptive delay not raised: DynamoDB unavailable",
+        f"host {HOST}: adaptive delay not lowered: DynamoDB unavailable",
+    ]
+
+
+def test_a_host_with_no_delay_recovers_below_the_floor_before_the_slowdown_ends(
+    pol: Politeness, hosts: FakeHosts, clock
+) -> None:
+    hosts.slots[HOST] = {"adaptive_delay": settings.ADAPTIVE_DELAY_FLOOR_SECONDS}
+    successes = 0
+    while hosts.read_slot(HOST).adaptive_delay:
+        t = admitted(pol, task(f"r{successes}", delay=0.0))
+        clock.now = max(clock.now, t.not_before, hosts.read_slot(HOST).free_at)
+        assert pol.claim(t) == 0  # still slowed: one request at a time
+        pol.release(t, clock.now, succeeded=True)
+        successes += 1
+    # 1 s * 0.9**22 is just under the 0.1 s minimum: a slow way back, not one step.
+    assert successes == 22
