@@ -436,7 +436,7 @@ class Fetcher:
                 return Fetched(
                     task, "failed", result.status, f"more than {MAX_REDIRECT_HOPS} redirects", False, exchange
                 )
-            target = urljoin(task.url, location)
+            target = _redirect_target(task.url, location)
             nxt = FrontierMessage(
                 url=target,
                 depth=task.depth,
@@ -477,3 +477,13 @@ class Fetcher:
         nxt = replace(task, attempt=task.attempt + 1, not_before=finished_at + wait)
         reason = f"{what} on attempt {task.attempt} of {settings.RETRY_MAX_ATTEMPTS}; retry in {wait:.1f}s"
         return Fetched(task, "retry", result.status, reason, exchange=exchange, retry=nxt)
+
+
+def _redirect_target(url: str, location: str) -> str:
+    """Where a redirect points, bounded; a Location no URL can be made of goes on as it is, for dispatch to refuse."""
+    try:
+        target = urljoin(url, location.strip())
+    except ValueError:  # e.g. a broken IPv6 literal
+        target = location.strip()
+    # Past the cap it is refused anyway; bounded, it fits an SQS message.
+    return target[: settings.MAX_URL_LENGTH + 1]

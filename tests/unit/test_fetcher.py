@@ -211,6 +211,23 @@ def test_redirect_without_location_is_a_page(env: Env) -> None:
     assert fetched.outcome == "fetched" and outbox.frontier == []
 
 
+@pytest.mark.parametrize(
+    "location, target",
+    [
+        ("http://[::1/x", "http://[::1/x"),
+        ("/" + "a" * 100_000, "http://example.com/" + "a" * (settings.MAX_URL_LENGTH + 1 - len("http://example.com/"))),
+    ],
+)
+def test_a_malformed_or_huge_location_goes_on_for_dispatch_to_refuse(env: Env, location: str, target: str) -> None:
+    t = env.admitted("moved")
+    env.web.page(t.url, status=302, body=b"", headers=[("Location", location)])
+    outbox = Outbox()
+    [fetched] = env.fetcher.fetch_batch([t], outbox).fetched
+    assert fetched.outcome == "fetched" and fetched.reason == f"redirect to {target}"
+    [(body, _)] = outbox.frontier
+    assert FrontierMessage.from_json(body).url == target
+
+
 def test_non_text_content_is_skipped_and_not_archived(env: Env) -> None:
     img, page = env.admitted("logo.png"), env.admitted("page")
     env.web.page(img.url, body=b"", headers=[("Content-Type", "image/png")])
