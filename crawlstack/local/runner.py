@@ -48,6 +48,7 @@ from typing import IO, Any
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.local import resources
+from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
@@ -181,10 +182,12 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 _progress(options.progress) as tick,
                 (out / "metrics.jsonl").open("w") as emf,
                 contextlib.redirect_stdout(emf),
+                serialised_metrics(),
                 warnings.catch_warnings(),
             ):
                 # The three handlers share Powertools' metric set in one
-                # process, so one may find it flushed by another: harmless.
+                # process (serialised_metrics keeps it consistent), so one
+                # may find it flushed by another: harmless.
                 warnings.filterwarnings("ignore", message="No application metrics to publish")
                 try:
                     pump.run(on_tick=tick)
