@@ -48,8 +48,8 @@ from typing import IO, Any
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.local import resources
-from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.emulator import EmbeddedAws
+from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import ResolvedRecord
