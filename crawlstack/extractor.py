@@ -12,7 +12,8 @@ sent it already (``SentLinks``; dispatch's dedupe stays the final word).  Pages 
 Hrefs not followed are counted per WARC by class (``SkippedLinks``: the
 ``InvalidURL`` kinds, such as ``scheme`` for ``javascript:``/``mailto:``/
 ``data:``/``tel:``, ``percent-escape``, ``ipv6``, ``port``, ``too-long``; and
-``off-site`` and ``deny`` for links out of scope), with the first
+``off-site`` and ``deny`` for links out of scope, ``over-page-cap`` for
+in-scope links past ``settings.MAX_OUTLINKS_PER_PAGE``), with the first
 ``settings.SKIPPED_LINK_SAMPLE`` hrefs and their reasons kept as examples, so
 the handler logs one line per WARC however large its pages.  Ports and
 trap-shaped URLs (``scope.refusal``) are left to dispatch, which notes each in
@@ -311,11 +312,16 @@ class Extractor:
     ) -> Iterable[FrontierMessage]:
         via = mapping.name if mapping is not None and mapping.url_parsers else None
         invalid: dict[str, None] = {}
+        sent = 0
         for link in page_links(page, mapping, skipped, invalid):
             reason = out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None)
             if reason:
                 skipped.add(_scope_kind(reason), link, reason)
                 continue
+            if sent >= settings.MAX_OUTLINKS_PER_PAGE:
+                skipped.add("over-page-cap", link, f"more than {settings.MAX_OUTLINKS_PER_PAGE} links on the page")
+                continue
+            sent += 1
             if self.sent.known(config.crawl_id, meta.get("record_id"), link):
                 continue
             yield FrontierMessage(

@@ -58,6 +58,10 @@ DEFAULT_PORTS = (80, 443)
 DROPPED_NOTE_CACHE_SIZE = 100_000
 # Skipped hrefs extract logs as examples per WARC (the rest are only counted).
 SKIPPED_LINK_SAMPLE = 5
+# In-scope links one page may send to the frontier: a page of a million
+# generated links (a trap, or a hostile page) costs at most this many
+# messages; the rest are counted (HrefsSkippedOverPageCap).
+MAX_OUTLINKS_PER_PAGE = 5_000
 # Hrefs on one page that are no fetchable URL (javascript:, a bad port or
 # percent-escape, ...) sent on to dispatch, which drops each with its reason
 # in the crawl log; the rest are only counted.

@@ -281,3 +281,11 @@ def test_malformed_hrefs_forwarded_are_bounded_per_page_and_sent_once(env: Env) 
     env.extractor.sent.remember(out.outlinks)
     again = env.run(exchange("http://shop.example/other", html("Other", *bad)))
     assert again.outlinks == []
+
+
+def test_a_page_of_generated_links_sends_at_most_the_page_cap(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "MAX_OUTLINKS_PER_PAGE", 50)
+    links = [f"/gen/{i}" for i in range(120)]
+    out = env.run(exchange("http://shop.example/", html("Home", *links, "http://elsewhere.example/")))
+    assert [m.url for m in out.outlinks] == [f"http://shop.example{p}" for p in links[:50]]
+    assert out.skipped.counts == {"over-page-cap": 70, "off-site": 1}
