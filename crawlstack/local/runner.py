@@ -61,6 +61,12 @@ LOCAL_VISIBILITY_TIMEOUT = {
     "fetch": int(settings.TOTAL_DEADLINE_SECONDS) + 60,
     "extract": 60,
 }
+# A message a handler failed comes back after this long, not the visibility
+# timeout: the invocation is over (and on to the DLQ after maxReceiveCount).
+# Not fetch's: a failed fetch task may have left its URL marked fetching, and
+# its redelivery may fetch it only once that mark is older than the claim
+# lease, which the visibility timeout exceeds.
+LOCAL_RETRY_SECONDS: dict[str, int | None] = {"frontier": 2, "fetch": None, "extract": 2}
 # Extract waits while the frontier holds this many messages or more.
 FRONTIER_HIGH_WATER = 200
 # Fetch waits while the extract queue holds this many WARCs or more.
@@ -233,6 +239,7 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
             concurrency,
             batch_size=settings.QUEUES[key].batch_size,
             visibility_timeout=LOCAL_VISIBILITY_TIMEOUT[key],
+            retry_after=LOCAL_RETRY_SECONDS[key],
             **extra,
         )
 
