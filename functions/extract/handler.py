@@ -55,5 +55,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))
 
     return svc.process_batch(
-        event, context, record_handler, outbox, after_send=lambda: svc.extractor.sent.remember(sent)
+        event,
+        context,
+        record_handler,
+        outbox,
+        after_send=lambda: svc.extractor.sent.remember(sent),
+        logger=logger,
     )
