@@ -28,7 +28,9 @@ one (:class:`Call`, with its request and reply sizes), so a cost model can be
 laid over the same counts later.
 
 Faults are drawn from one RNG seeded by ``FaultPlan.seed``; which calls fail
-still depends on the order concurrent calls arrive in.  Requests are
+still depends on the order concurrent calls arrive in.  ``plan`` may be
+replaced while the endpoint serves (set up resources without faults, then
+turn them on).  Requests are
 forwarded one at a time (``serialize``): moto's backends are not safe under
 concurrent requests, and DynamoDB makes each request atomic.
 

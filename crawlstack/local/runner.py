@@ -41,6 +41,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.local import resources
@@ -275,7 +277,11 @@ def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | No
 
         def tick(pump: EventPump) -> None:
             stats = {s.key: s.stats for s in pump.sources}
-            depths = pump.depths()
+            depths: dict[str, int | str]
+            try:
+                depths = dict(pump.depths())
+            except (ClientError, BotoCoreError):  # a failing endpoint: show the rest
+                depths = dict.fromkeys(stats, "?")
             live.update(
                 f"[bold]crawling[/] {time.monotonic() - started:.0f}s  "
                 f"urls {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "

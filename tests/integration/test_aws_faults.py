@@ -78,9 +78,7 @@ def test_a_crawl_through_failing_aws_calls_loses_nothing_and_duplicates_nothing(
     # retry quota (FaultPlan.fail_attempts) and test that instead.
     plan = FaultPlan(failure_rate=FAILURE_RATE, seed=seed, after_share=0.5, throttle_share=0.1, fail_attempts=2)
     with FaultyEndpoint(upstream, plan) as faulty:
-        result = crawl(
-            *(web.url(h, "/") for h in PAGES), rules=rules, delay=0.05, extra=["--endpoint-url", faulty.url]
-        )
+        result = crawl(*(web.url(h, "/") for h in PAGES), rules=rules, delay=0.05, extra=["--endpoint-url", faulty.url])
 
     # The endpoint really failed calls, both ways, and across the services.
     assert faulty.fault_count("before") > 0 and faulty.fault_count("after") > 0, faulty.faults
@@ -114,7 +112,9 @@ def test_a_crawl_through_failing_aws_calls_loses_nothing_and_duplicates_nothing(
     assert set(table) == want and set(table.values()) == {1}, table
     s3 = boto3.client("s3", endpoint_url=upstream, **CREDS)
     stored: Counter[str] = Counter()
-    for chunk in s3.get_paginator("list_objects_v2").paginate(Bucket=settings.BUCKET_NAME, Prefix="records/"):
+    # moto's backends are per process: earlier tests' crawls are in the same bucket.
+    prefix = f"{settings.RECORDS_PREFIX}crawl_id={crawl_id}/"
+    for chunk in s3.get_paginator("list_objects_v2").paginate(Bucket=settings.BUCKET_NAME, Prefix=prefix):
         for obj in chunk.get("Contents", []):
             body = gzip.decompress(s3.get_object(Bucket=settings.BUCKET_NAME, Key=obj["Key"])["Body"].read())
             stored.update(json.loads(line)["url"] for line in body.decode().splitlines())
