@@ -15,7 +15,9 @@ wait out a visibility timeout sized for the longest invocation.
 
 The pump's own SQS calls may fail too (throttling, 5xx, retries spent):
 like an event source mapping, it counts the error (``QueueStats.aws_errors``)
-and carries on.  A batch it could not delete comes back after its
+and carries on, unless ``MAX_FAILED_RECEIVES`` receives in a row fail (each
+already retried by botocore): then the endpoint is gone, and it raises
+``EndpointUnavailable`` rather than poll a dead endpoint for ever.  A batch it could not delete comes back after its
 visibility timeout and is delivered again, which the handlers absorb
 (delivery is at least once).
 
@@ -52,6 +54,13 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 IDLE_SLEEP_SECONDS = 0.01
 _AWS_ERRORS = (ClientError, BotoCoreError)
+MAX_FAILED_RECEIVES = 30
+
+
+class EndpointUnavailable(RuntimeError):
+    """The pump's receives kept failing: the AWS endpoint is down or refusing us."""
+
+
 DEPTH_CACHE_SECONDS = 0.2
 
 
@@ -112,6 +121,7 @@ class EventPump:
         self._lock = threading.Lock()
         self._pools = {s.key: ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix=s.key) for s in sources}
         self.handler_errors: list[str] = []
+        self._failed_receives = 0
         self._depths: dict[str, tuple[float, int]] = {}
         # True once run() has returned or raised with no handler running any more.
         self.finished = False
@@ -136,7 +146,13 @@ class EventPump:
                             ).get("Messages", [])
                         except _AWS_ERRORS as exc:
                             self._aws_error(source, "receive", exc)
+                            self._failed_receives += 1
+                            if self._failed_receives >= MAX_FAILED_RECEIVES:
+                                raise EndpointUnavailable(
+                                    f"{self._failed_receives} receives in a row failed, the last: {exc}"
+                                ) from exc
                             break
+                        self._failed_receives = 0
                         if not batch:
                             break
                         delivered = True

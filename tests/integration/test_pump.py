@@ -10,8 +10,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from crawlstack import aws
+from crawlstack.local import pump as pump_module
 from crawlstack.local.emulator import EmbeddedAws
-from crawlstack.local.pump import EventPump, Source
+from crawlstack.local.pump import EndpointUnavailable, EventPump, Source
 
 
 @pytest.fixture
@@ -136,3 +137,19 @@ def test_the_pump_carries_on_when_its_own_sqs_calls_fail(sqs: Any, monkeypatch: 
     # The batch whose delete failed came back after its visibility timeout and was delivered again.
     assert sorted(seen) == ["a", "a", "b", "b"]
     assert source.stats.aws_errors == 4 and failing == dict.fromkeys(failing, 0)
+
+
+def test_the_pump_gives_up_when_every_receive_fails(sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, arn = queue(sqs, "work")
+    send(sqs, url, ["waiting"])  # the queue is not empty, so only giving up ends the pump
+    error = ClientError({"Error": {"Code": "InternalError", "Message": "endpoint gone"}}, "ReceiveMessage")
+
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(sqs, "receive_message", gone)
+    monkeypatch.setattr(pump_module, "MAX_FAILED_RECEIVES", 3)
+    source = Source("work", url, arn, lambda event, context: {"batchItemFailures": []}, 1)
+    with pytest.raises(EndpointUnavailable, match=r"3 receives in a row failed.*endpoint gone"):
+        EventPump([source]).run()
+    assert source.stats.aws_errors == 3 and source.stats.invocations == 0
