@@ -15,7 +15,8 @@ A failed call fails in one of two ways:
   XML and SQS's query protocol) or a throttling error (``ThrottlingException``,
   400; S3's ``SlowDown``, 503).  botocore's standard retry mode retries both.
 * **after**: forwarded, so the upstream did the work, then the reply is lost:
-  a 500 in place of it, or the connection dropped.  The client retries a
+  a 500 in place of it, or the connection dropped.  Only successful replies
+  are lost (an error's retry would meet the same error).  The client retries a
   call that already happened: a conditional write then meets its own write,
   a counter is added twice, a message is sent twice.
 
@@ -280,8 +281,13 @@ class FaultyEndpoint:
                 fault = "after-drop" if self._rng.random() < plan.drop_share else "after-500"
             else:
                 fault = "before-throttle" if self._rng.random() < plan.throttle_share else "before-500"
-            self.faults[(service, operation, fault.split("-")[0])] += 1
+            if fault.startswith("before"):
+                self.faults[(service, operation, "before")] += 1
             return fault
+
+    def _count_after(self, service: str, operation: str) -> None:
+        with self._lock:
+            self.faults[(service, operation, "after")] += 1
 
     def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, list[Any], bytes]:
         """Send the request upstream on this thread's connection; (status, headers, body)."""
@@ -331,6 +337,12 @@ class FaultyEndpoint:
                             status, reply_headers, data = endpoint._forward(self.command, self.path, headers, body)
                     else:
                         status, reply_headers, data = endpoint._forward(self.command, self.path, headers, body)
+                    if fault is not None and status >= 300:
+                        # Only a success is lost: an error's retry meets the same error,
+                        # which tests nothing and spends botocore's retry quota.
+                        fault = None
+                    if fault is not None:
+                        endpoint._count_after(service, operation)
                     if fault == "after-drop":
                         status, data = None, b""
                         self.close_connection = True
@@ -414,7 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     moto = None
     upstream = args.upstream
     if not upstream:
+        import logging
+
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
