@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -43,8 +44,11 @@ def upstream() -> Iterator[str]:
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    url = f"http://127.0.0.1:{port}"
+    # moto's backends are per process: start from none, not from an earlier test's hosts and queues.
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         server.stop()
 
@@ -144,7 +148,6 @@ def test_a_crawl_through_failing_aws_calls_loses_nothing_and_duplicates_nothing(
     assert set(table) == want and set(table.values()) == {1}, table
     s3 = boto3.client("s3", endpoint_url=upstream, **CREDS)
     stored: Counter[str] = Counter()
-    # moto's backends are per process: earlier tests' crawls are in the same bucket.
     prefix = f"{settings.RECORDS_PREFIX}crawl_id={crawl_id}/"
     for chunk in s3.get_paginator("list_objects_v2").paginate(Bucket=settings.BUCKET_NAME, Prefix=prefix):
         for obj in chunk.get("Contents", []):
