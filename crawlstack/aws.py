@@ -5,6 +5,14 @@ any exist, and they use botocore's standard retry mode.  Physical names come
 from the ``CRAWLSTACK_*`` environment variables (``settings.ENV_*``); an
 ``AWS_ENDPOINT_URL`` in the environment points every client at an
 AWS-compatible endpoint (moto server, LocalStack), as boto3 itself supports.
+
+A retried call may have succeeded already: when a reply is lost, botocore
+sends the call again, and a conditional write then meets its own earlier
+write and fails its condition.  Conditional writes whose failure the caller
+acts on therefore write a token unique to the call (``WRITE_TOKEN``, a new
+one per call, the same across botocore's retries of it) and read the item
+back on failure (``ReturnValuesOnConditionCheckFailure=ALL_OLD``): holding
+our token, the write did happen (``_conditional_write``).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -51,15 +60,34 @@ def _env(name: str) -> str:
     return value
 
 
-def _conditional_write(operation: str, **request: Any) -> bool:
-    """Run one conditional DynamoDB write (``put_item``, ``update_item``...); False when its condition failed."""
+# The attribute a conditional write stores its call's token in (see the module docstring).
+WRITE_TOKEN = "write_token"
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def _conditional_write(operation: str, token: str | None = None, **request: Any) -> bool:
+    """Run one conditional DynamoDB write (``put_item``, ``update_item``...); False when its condition failed.
+
+    With ``token`` (which the request writes to ``WRITE_TOKEN``), a failed
+    condition on an item that holds that token means an earlier attempt of
+    this same call did the write and its reply was lost: True.
+    """
+    if token is not None:
+        request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
     try:
         getattr(client("dynamodb"), operation)(**request)
     except ClientError as exc:
         if _is_conditional_failure(exc):
-            return False
+            return token is not None and _holds_token(_failed_item(exc), token)
         raise
     return True
+
+
+def _holds_token(item: dict[str, Any] | None, token: str) -> bool:
+    return item is not None and item.get(WRITE_TOKEN, {}).get("S") == token
 
 
 def _is_conditional_failure(exc: ClientError) -> bool:
@@ -190,14 +218,27 @@ class CrawlStore:
             self._cache.pop(crawl_id, None)
 
     def count_page(self, crawl_id: str, max_pages: int) -> bool:
-        """Take one page from the budget; False once it is spent."""
+        """Take one page from the budget; False once it is spent.
+
+        The counter is not idempotent by itself: a retry after a lost reply
+        would add again (and, at the end of the budget, fail and drop a page
+        that was admitted).  So the write also stores its token, and the
+        condition refuses a second add by the same call; its failure with our
+        token in place is the earlier attempt's success.  Only if another
+        admission lands between the attempt and its retry does the page count
+        twice (the budget then admits one page fewer).
+        """
+        token = new_token()
         return _conditional_write(
             "update_item",
+            token=token,
             TableName=self.name,
             Key={"crawl_id": {"S": crawl_id}},
-            UpdateExpression="ADD pages_admitted :one",
-            ConditionExpression="attribute_not_exists(pages_admitted) OR pages_admitted < :max",
-            ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(max_pages)}},
+            UpdateExpression="SET #t = :tok ADD pages_admitted :one",
+            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted < :max) "
+            "AND (attribute_not_exists(#t) OR #t <> :tok)",
+            ExpressionAttributeNames={"#t": WRITE_TOKEN},
+            ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(max_pages)}, ":tok": {"S": token}},
         )
 
 
@@ -225,6 +266,7 @@ class UrlStore:
         fetched: ``note_skip``, ``unclaim``) is taken over.  ``record_id`` is
         kept so that only that record may ``unclaim`` the URL.
         """
+        token = new_token()
         item = {
             "pk": {"S": f"{crawl_id}#{fp}"},
             "crawl_id": {"S": crawl_id},
@@ -232,6 +274,7 @@ class UrlStore:
             "depth": {"N": str(depth)},
             "state": {"S": "queued"},
             "seen_at": {"N": str(_num(time.time()))},
+            WRITE_TOKEN: {"S": token},
         }
         if record_id:
             item["record_id"] = {"S": record_id}
@@ -247,6 +290,7 @@ class UrlStore:
             kwargs = {"ExpressionAttributeNames": {"#s": "state"}}
         return _conditional_write(
             "put_item",
+            token=token,
             TableName=self.name,
             Item=item,
             ConditionExpression=condition,
@@ -273,12 +317,17 @@ class UrlStore:
         Attempt 1 needs the URL ``queued``, a retry needs it ``retrying`` after
         the try before (``crawlstack.fetcher``); either may take over its own
         try's ``fetching`` mark older than ``stale_before`` (a fetcher that died).
+
+        A retry whose reply was lost finds its own mark (its token) and is
+        True: else the page would never be fetched.
         """
+        token = new_token()
         values: dict[str, Any] = {
             ":fetching": {"S": "fetching"},
             ":now": {"N": str(_num(now))},
             ":stale": {"N": str(_num(stale_before))},
             ":n": {"N": str(attempt)},
+            ":tok": {"S": token},
         }
         if attempt <= 1:
             # Items from before retries carry no attempt.
@@ -294,11 +343,12 @@ class UrlStore:
             values |= {":retrying": {"S": "retrying"}, ":prev": {"N": str(attempt - 1)}}
         return _conditional_write(
             "update_item",
+            token=token,
             TableName=self.name,
             Key=self.key(crawl_id, fp),
-            UpdateExpression="SET #s = :fetching, started_at = :now, attempt = :n",
+            UpdateExpression="SET #s = :fetching, started_at = :now, attempt = :n, #t = :tok",
             ConditionExpression=condition,
-            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeNames={"#s": "state", "#t": WRITE_TOKEN},
             ExpressionAttributeValues=values,
         )
 
@@ -320,6 +370,7 @@ class UrlStore:
         The item is ``claimable``: a later ``claim`` takes it over.
         """
         now = str(_num(time.time()))
+        token = new_token()
         item = {
             "pk": {"S": f"{crawl_id}#{fp}"},
             "crawl_id": {"S": crawl_id},
@@ -330,9 +381,14 @@ class UrlStore:
             "claimable": {"BOOL": True},
             "seen_at": {"N": now},
             "finished_at": {"N": now},
+            WRITE_TOKEN: {"S": token},
         }
         return _conditional_write(
-            "put_item", TableName=self.name, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            "put_item",
+            token=token,
+            TableName=self.name,
+            Item=item,
+            ConditionExpression="attribute_not_exists(pk)",
         )
 
     def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
@@ -343,16 +399,19 @@ class UrlStore:
         a fetcher that died), so a page fetched or being fetched is never
         offered a second time.
         """
+        token = new_token()
         return _conditional_write(
             "update_item",
+            token=token,
             TableName=self.name,
             Key=self.key(crawl_id, fp),
-            UpdateExpression="SET #s = :skipped, #r = :reason, finished_at = :now, claimable = :yes",
+            UpdateExpression="SET #s = :skipped, #r = :reason, finished_at = :now, claimable = :yes, #t = :tok",
             ConditionExpression=(
                 "record_id = :rid AND (#s IN (:queued, :retrying) OR (#s = :fetching AND started_at < :stale))"
             ),
-            ExpressionAttributeNames={"#s": "state", "#r": "reason"},
+            ExpressionAttributeNames={"#s": "state", "#r": "reason", "#t": WRITE_TOKEN},
             ExpressionAttributeValues={
+                ":tok": {"S": token},
                 ":skipped": {"S": "skipped"},
                 ":reason": {"S": reason},
                 ":now": {"N": str(_num(time.time()))},
@@ -446,6 +505,8 @@ class HostStore:
             if not _is_conditional_failure(exc):
                 raise
             item = _failed_item(exc)
+            if item is not None and _reserved(item, fp, values[":new"]["N"]):
+                return None  # our own reservation, its reply lost and the call retried
             return _slot_from(host, item) if item is not None else self.read_slot(host)
         return None
 
@@ -482,17 +543,25 @@ class HostStore:
                 raise
 
     def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
-        """Take the host for one request; None on success, else what holds it."""
+        """Take the host for one request; None on success, else what holds it.
+
+        The claim carries a token: a retry that finds its own claim (its first
+        attempt's reply was lost) holds the host, rather than waiting for a
+        lease nobody will release.
+        """
+        token = new_token()
         try:
             client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self._key(host, "slot"),
-                UpdateExpression="SET free_at = :lease, busy = :one",
+                UpdateExpression="SET free_at = :lease, busy = :one, #t = :tok",
                 ConditionExpression="attribute_not_exists(free_at) OR free_at <= :now",
+                ExpressionAttributeNames={"#t": WRITE_TOKEN},
                 ExpressionAttributeValues={
                     ":lease": {"N": str(_num(lease_until))},
                     ":now": {"N": str(_num(now))},
                     ":one": {"N": "1"},
+                    ":tok": {"S": token},
                 },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -500,6 +569,8 @@ class HostStore:
             if not _is_conditional_failure(exc):
                 raise
             item = _failed_item(exc)
+            if _holds_token(item, token):
+                return None
             slot = _slot_from(host, item) if item is not None else self.read_slot(host)
             return Blocked(free_at=slot.free_at, in_flight=slot.busy)
         return None
@@ -602,13 +673,22 @@ class HostStore:
     def lock_robots(self, origin: str, until: float) -> bool:
         """Become the one fetcher of this origin's robots.txt (until a lease ends)."""
         now = time.time()
+        token = new_token()
+        # With a token: a retried lock that finds its own lock must not think
+        # another dispatcher holds it (its origin would wait out the lease).
         return _conditional_write(
             "update_item",
+            token=token,
             TableName=self.name,
             Key=self._key(origin, "robots"),
-            UpdateExpression="SET robots_lock = :until, expires_at = if_not_exists(expires_at, :until)",
+            UpdateExpression="SET robots_lock = :until, expires_at = if_not_exists(expires_at, :until), #t = :tok",
             ConditionExpression="attribute_not_exists(robots_lock) OR robots_lock < :now",
-            ExpressionAttributeValues={":until": {"N": str(_num(until))}, ":now": {"N": str(_num(now))}},
+            ExpressionAttributeNames={"#t": WRITE_TOKEN},
+            ExpressionAttributeValues={
+                ":until": {"N": str(_num(until))},
+                ":now": {"N": str(_num(now))},
+                ":tok": {"S": token},
+            },
         )
 
     def unlock_robots(self, origin: str) -> None:
@@ -658,14 +738,25 @@ class ParkStore:
         return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", []) if "body" in i]
 
     def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
-        """Become the one unparker of a row (unless another took it after ``stale_before``)."""
+        """Become the one unparker of a row (unless another took it after ``stale_before``).
+
+        A retried take that finds its own take (its token) took the row: else
+        the row would sit taken by nobody until it goes stale.
+        """
+        token = new_token()
         return _conditional_write(
             "update_item",
+            token=token,
             TableName=self.name,
             Key={"host": {"S": host}, "order": {"S": order}},
-            UpdateExpression="SET taken_at = :stamp",
+            UpdateExpression="SET taken_at = :stamp, #t = :tok",
             ConditionExpression="attribute_exists(body) AND (attribute_not_exists(taken_at) OR taken_at < :stale)",
-            ExpressionAttributeValues={":stamp": {"N": str(_num(stamp))}, ":stale": {"N": str(_num(stale_before))}},
+            ExpressionAttributeNames={"#t": WRITE_TOKEN},
+            ExpressionAttributeValues={
+                ":stamp": {"N": str(_num(stamp))},
+                ":stale": {"N": str(_num(stale_before))},
+                ":tok": {"S": token},
+            },
         )
 
     def untake(self, host: str, order: str, stamp: float) -> None:
@@ -1028,6 +1119,15 @@ def _from_dynamo(value: Any) -> Any:
     return value
 
 
+def _reserved(item: dict[str, Any], fp: str, next_slot: str) -> bool:
+    """The host item holds the reservation ``reserve`` writes: ``fp`` in the window, ``next_slot`` its value.
+
+    Only that reservation puts ``fp`` there (a window entry is one crawl's
+    URL, admitted once), so finding both is finding our own write.
+    """
+    return fp in item.get("window", {}).get("SS", []) and item.get("next_slot", {}).get("N") == next_slot
+
+
 def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:
     if not item:
         return HostSlot(host=host)
@@ -1054,14 +1154,22 @@ class ScopeStore:
     """
 
     def count_host_page(self, crawl_id: str, host: str, cap: int) -> bool:
-        """Take one of the host's ``cap`` pages for the crawl; False once they are all taken."""
+        """Take one of the host's ``cap`` pages for the crawl; False once they are all taken.
+
+        Guarded against a retried call as ``CrawlStore.count_page`` is: the
+        token refuses a second add by the same call.
+        """
+        token = new_token()
         return _conditional_write(
             "update_item",
+            token=token,
             TableName=_env(settings.ENV_TABLE["hosts"]),
             Key={"host": {"S": host}, "kind": {"S": f"pages#{crawl_id}"}},
-            UpdateExpression="ADD pages_admitted :one",
-            ConditionExpression="attribute_not_exists(pages_admitted) OR pages_admitted < :cap",
-            ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(cap)}},
+            UpdateExpression="SET #t = :tok ADD pages_admitted :one",
+            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted < :cap) "
+            "AND (attribute_not_exists(#t) OR #t <> :tok)",
+            ExpressionAttributeNames={"#t": WRITE_TOKEN},
+            ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(cap)}, ":tok": {"S": token}},
         )
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:

@@ -106,17 +106,35 @@ class Services:
         record_handler: Callable[[Any], None],
         outbox: Outbox,
         after_send: Callable[[], None] | None = None,
+        logger: Any = None,
     ) -> PartialItemFailureResponse:
         """Run ``record_handler`` over an SQS batch (Powertools, partial failures), then send ``outbox``.
 
         What finished records produced goes out even if the batch as a whole
         fails: unparked tasks already hold places in their hosts' windows.
-        ``after_send`` runs only once the sends succeeded.
+        ``after_send`` runs only once the sends succeeded.  Each failed
+        message is logged on ``logger`` with its one-line reason and receive
+        count, so a message that ends in the DLQ has its reason in the logs.
         """
+
+        def logged(record: Any) -> None:
+            try:
+                record_handler(record)
+            except Exception as exc:
+                if logger is not None:
+                    text = str(exc).splitlines()[0] if str(exc) else ""
+                    logger.warning(
+                        "message failed, to be retried",
+                        message_id=record.message_id,
+                        receive_count=record.attributes.approximate_receive_count,
+                        reason=f"{type(exc).__name__}: {text}",
+                    )
+                raise
+
         try:
             return process_partial_response(
                 event=event,
-                record_handler=record_handler,
+                record_handler=logged,
                 # One processor per invocation: it holds the batch's state, and
                 # local mode runs several invocations of one function at once.
                 processor=BatchProcessor(event_type=EventType.SQS),

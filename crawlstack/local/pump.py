@@ -8,6 +8,19 @@ the visibility timeout, up to ``maxReceiveCount`` before SQS moves them to
 the dead-letter queue.  Message delays are SQS's own.  Each queue has a
 number of concurrent "instances" (threads); fetch gets several.
 
+Messages a handler reported failed (or all of a batch whose handler
+raised) come back after ``retry_after`` seconds when a source sets it: the
+invocation is over, so nothing else holds them, and local mode need not
+wait out a visibility timeout sized for the longest invocation.
+
+The pump's own SQS calls may fail too (throttling, 5xx, retries spent):
+like an event source mapping, it counts the error (``QueueStats.aws_errors``)
+and carries on, unless ``MAX_FAILED_RECEIVES`` receives in a row fail (each
+already retried by botocore): then the endpoint is gone, and it raises
+``EndpointUnavailable`` rather than poll a dead endpoint for ever.  A batch it could not delete comes back after its
+visibility timeout and is delivered again, which the handlers absorb
+(delivery is at least once).
+
 The crawl is done when no handler is running and every queue reports
 nothing visible, in flight or delayed.  Ctrl-C (KeyboardInterrupt) stops
 handing out batches; the running ones finish (``finished`` then says so)
@@ -33,11 +46,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from crawlstack import aws, settings
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
 IDLE_SLEEP_SECONDS = 0.01
+_AWS_ERRORS = (ClientError, BotoCoreError)
+MAX_FAILED_RECEIVES = 30
+
+
+class EndpointUnavailable(RuntimeError):
+    """The pump's receives kept failing: the AWS endpoint is down or refusing us."""
+
+
 DEPTH_CACHE_SECONDS = 0.2
 
 
@@ -66,6 +89,8 @@ class QueueStats:
     failed: int = 0
     invocations: int = 0
     errors: int = 0
+    # The pump's own SQS calls that failed (receive, delete, queue depth).
+    aws_errors: int = 0
 
 
 @dataclass
@@ -84,6 +109,8 @@ class Source:
     # (backpressure: see ``EventPump``).
     backpressure_from: str | None = None
     high_water: int = 0
+    # Failed messages come back after this many seconds instead of the visibility timeout.
+    retry_after: int | None = None
     stats: QueueStats = field(default_factory=QueueStats)
     running: int = 0
 
@@ -94,6 +121,7 @@ class EventPump:
         self._lock = threading.Lock()
         self._pools = {s.key: ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix=s.key) for s in sources}
         self.handler_errors: list[str] = []
+        self._failed_receives = 0
         self._depths: dict[str, tuple[float, int]] = {}
         # True once run() has returned or raised with no handler running any more.
         self.finished = False
@@ -108,13 +136,23 @@ class EventPump:
                     if source.backpressure_from and self._depth(source.backpressure_from) >= source.high_water:
                         continue
                     while self._free(source):
-                        batch = sqs.receive_message(
-                            QueueUrl=source.queue_url,
-                            MaxNumberOfMessages=source.batch_size,
-                            VisibilityTimeout=source.visibility_timeout,
-                            WaitTimeSeconds=0,
-                            AttributeNames=["All"],
-                        ).get("Messages", [])
+                        try:
+                            batch = sqs.receive_message(
+                                QueueUrl=source.queue_url,
+                                MaxNumberOfMessages=source.batch_size,
+                                VisibilityTimeout=source.visibility_timeout,
+                                WaitTimeSeconds=0,
+                                AttributeNames=["All"],
+                            ).get("Messages", [])
+                        except _AWS_ERRORS as exc:
+                            self._aws_error(source, "receive", exc)
+                            self._failed_receives += 1
+                            if self._failed_receives >= MAX_FAILED_RECEIVES:
+                                raise EndpointUnavailable(
+                                    f"{self._failed_receives} receives in a row failed, the last: {exc}"
+                                ) from exc
+                            break
+                        self._failed_receives = 0
                         if not batch:
                             break
                         delivered = True
@@ -165,10 +203,14 @@ class EventPump:
         if cached is not None and now - cached[0] < DEPTH_CACHE_SECONDS:
             return cached[1]
         source = next(s for s in self.sources if s.key == key)
-        attrs = aws.client("sqs").get_queue_attributes(
-            QueueUrl=source.queue_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
+        try:
+            attrs = aws.client("sqs").get_queue_attributes(
+                QueueUrl=source.queue_url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
+        except _AWS_ERRORS as exc:
+            self._aws_error(source, "queue depth", exc)
+            return cached[1] if cached is not None else 0
         depth = sum(int(v) for v in attrs.values())
         self._depths[key] = (now, depth)
         return depth
@@ -182,7 +224,11 @@ class EventPump:
             return any(s.running for s in self.sources)
 
     def _all_queues_empty(self) -> bool:
-        return not any(self.depths().values())
+        try:
+            return not any(self.depths().values())
+        except _AWS_ERRORS as exc:
+            self._aws_error(self.sources[0], "queue depths", exc)
+            return False  # unknown: look again
 
     def _invoke(self, source: Source, messages: list[dict[str, Any]]) -> None:
         with self._lock:
@@ -220,17 +266,43 @@ class EventPump:
                 source.stats.errors += 1
                 self.handler_errors.append(line)
             print(f"crawlstack: warning: {line} (the batch will be retried)", file=sys.stderr)
+            self._retry_soon(source, messages)
             return
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
-            aws.client("sqs").delete_message_batch(
-                QueueUrl=source.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
-            )
+            try:
+                aws.client("sqs").delete_message_batch(
+                    QueueUrl=source.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+                )
+            except _AWS_ERRORS as exc:
+                # They come back after the visibility timeout, and the handler absorbs the redelivery.
+                self._aws_error(source, "delete", exc)
+        self._retry_soon(source, [m for m in messages if m["MessageId"] in failed])
         with self._lock:
             source.stats.deleted += len(done)
             source.stats.failed += len(failed)
+
+    def _retry_soon(self, source: Source, messages: list[dict[str, Any]]) -> None:
+        """Make failed messages visible again after ``source.retry_after`` seconds."""
+        if source.retry_after is None or not messages:
+            return
+        try:
+            aws.client("sqs").change_message_visibility_batch(
+                QueueUrl=source.queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": source.retry_after}
+                    for i, m in enumerate(messages)
+                ],
+            )
+        except _AWS_ERRORS as exc:
+            self._aws_error(source, "change visibility", exc)  # they come back after the visibility timeout
+
+    def _aws_error(self, source: Source, what: str, exc: Exception) -> None:
+        with self._lock:
+            source.stats.aws_errors += 1
+        print(f"crawlstack: warning: {source.key} queue: {what} failed: {exc}", file=sys.stderr)
 
     @staticmethod
     def _record(source: Source, message: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.local import resources
@@ -66,6 +68,12 @@ LOCAL_VISIBILITY_TIMEOUT = {
     "fetch": int(settings.TOTAL_DEADLINE_SECONDS) + 60,
     "extract": 60,
 }
+# A message a handler failed comes back after this long, not the visibility
+# timeout: the invocation is over (and on to the DLQ after maxReceiveCount).
+# Not fetch's: a failed fetch task may have left its URL marked fetching, and
+# its redelivery may fetch it only once that mark is older than the claim
+# lease, which the visibility timeout exceeds.
+LOCAL_RETRY_SECONDS: dict[str, int | None] = {"frontier": 2, "fetch": None, "extract": 2}
 # Extract waits while the frontier holds this many messages or more.
 FRONTIER_HIGH_WATER = 200
 # Fetch waits while the extract queue holds this many WARCs or more.
@@ -255,6 +263,7 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
             concurrency,
             batch_size=settings.QUEUES[key].batch_size,
             visibility_timeout=LOCAL_VISIBILITY_TIMEOUT[key],
+            retry_after=LOCAL_RETRY_SECONDS[key],
             **extra,
         )
 
@@ -290,7 +299,11 @@ def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | No
 
         def tick(pump: EventPump) -> None:
             stats = {s.key: s.stats for s in pump.sources}
-            depths = pump.depths()
+            depths: dict[str, int | str]
+            try:
+                depths = dict(pump.depths())
+            except (ClientError, BotoCoreError):  # a failing endpoint: show the rest
+                depths = dict.fromkeys(stats, "?")
             live.update(
                 f"[bold]crawling[/] {time.monotonic() - started:.0f}s  "
                 f"urls {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "

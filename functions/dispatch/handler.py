@@ -64,7 +64,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         elif decision.action in _METRIC:
             metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
 
-    return svc.process_batch(event, context, record_handler, outbox)
+    return svc.process_batch(event, context, record_handler, outbox, logger=logger)
 
 
 def _parsable(event: dict[str, Any]) -> list[FrontierMessage]:

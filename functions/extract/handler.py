@@ -85,5 +85,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             _report_skipped(extracted.skipped)
 
     return svc.process_batch(
-        event, context, record_handler, outbox, after_send=lambda: svc.extractor.sent.remember(sent)
+        event,
+        context,
+        record_handler,
+        outbox,
+        after_send=lambda: svc.extractor.sent.remember(sent),
+        logger=logger,
     )

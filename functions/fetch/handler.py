@@ -81,4 +81,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         if record.message_id in failures:
             raise failures[record.message_id]
 
-    return svc.process_batch(event, context, record_handler, outbox)
+    return svc.process_batch(event, context, record_handler, outbox, logger=logger)

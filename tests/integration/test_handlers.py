@@ -204,6 +204,8 @@ def test_dispatch_partial_batch_response_queues_valid_seeds_only(
         return real(msg, outbox, message_id=message_id)
 
     monkeypatch.setattr(svc.dispatcher, "dispatch", flaky)
+    warned: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(dispatch.logger, "warning", lambda msg, **keys: warned.append((msg, keys)))
     event = sqs_event(
         stack,
         "frontier",
@@ -216,6 +218,13 @@ def test_dispatch_partial_batch_response_queues_valid_seeds_only(
     response = dispatch.handler(event, context("dispatch"))
     # Only the message that may succeed later is reported; invalid and off-site ones are done with.
     assert response == {"batchItemFailures": [{"itemIdentifier": "m-explode"}]}
+    # Its reason is logged, one line, so a message that ends in the DLQ has its cause in the logs.
+    assert warned == [
+        (
+            "message failed, to be retried",
+            {"message_id": "m-explode", "receive_count": "1", "reason": "RuntimeError: table unavailable"},
+        )
+    ]
 
     [message] = drain(stack, "fetch")
     task = FetchTask.from_json(message["Body"])

@@ -1,0 +1,182 @@
+"""The AWS adapters when a reply is lost: every call is done, its reply replaced by a 500, and retried.
+
+The faulty endpoint (``crawlstack.local.faulty``) in front of a moto server
+makes it deterministic: with ``failure_rate=1``, ``after_share=1`` and
+``fail_attempts=1`` every call's first attempt does the work and loses the
+reply, and botocore's retry goes through.  A conditional write's retry then
+meets its own write; it must still report success, and a second, separate
+call must still be refused.  The endpoint's error shapes are checked here
+too: botocore retries each of them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+from test_endpoint import free_port
+
+from crawlstack import aws, settings
+from crawlstack.config import CrawlConfig
+from crawlstack.local import resources
+from crawlstack.local.faulty import FaultPlan, FaultyEndpoint
+from crawlstack.politeness import HostSlot
+
+CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+# Every call: done upstream, then its reply lost (a 500); the retry gets through.
+LOSE_EVERY_REPLY = FaultPlan(
+    failure_rate=1.0, after_share=1.0, drop_share=0.0, fail_attempts=1, after_exempt=frozenset()
+)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[FaultyEndpoint]:
+    """One moto server for the module, the stack's resources on it, a faulty endpoint before it."""
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = FaultyEndpoint(f"http://127.0.0.1:{port}", FaultPlan(failure_rate=0.0))
+    with pytest.MonkeyPatch.context() as env, endpoint:
+        env.setenv("AWS_ACCESS_KEY_ID", "testing")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        env.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        env.setenv("AWS_ENDPOINT_URL", endpoint.url)
+        aws.reset_clients()
+        # moto's backends are per process: other tests' resources may be there already.
+        for key, value in resources.create_all(visibility_timeout=30, exist_ok=True).items():
+            env.setenv(key, value)
+        try:
+            yield endpoint
+        finally:
+            aws.reset_clients()
+    server.stop()
+
+
+@pytest.fixture
+def faulty(served: FaultyEndpoint) -> Iterator[FaultyEndpoint]:
+    """The endpoint losing every reply, its counts from zero."""
+    served.calls.clear()
+    served.faults.clear()
+    served.plan = LOSE_EVERY_REPLY
+    aws.reset_clients()  # fresh clients: a fresh retry quota
+    try:
+        yield served
+    finally:
+        served.plan = FaultPlan(failure_rate=0.0)
+
+
+def unique(name: str) -> str:
+    """An id no other test in this process used (they share moto's backends)."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def lost(endpoint: FaultyEndpoint, operation: str) -> int:
+    return endpoint.faults[("dynamodb", operation, "after")]
+
+
+def test_a_retried_url_claim_start_fetch_and_unclaim_find_their_own_writes(faulty: FaultyEndpoint) -> None:
+    c = unique("c")
+    urls = aws.UrlStore()
+    assert urls.claim(c, "fp1", "http://a.test/", 0, record_id="r")  # no claimer: only the token tells
+    assert not urls.claim(c, "fp1", "http://a.test/", 0)  # a second claim is a dedupe hit
+    assert lost(faulty, "PutItem") == 1  # only the first claim succeeded: only its reply was lost
+
+    assert urls.start_fetch(c, "fp1", now=100.0, stale_before=0.0)
+    assert not urls.start_fetch(c, "fp1", now=101.0, stale_before=0.0)  # another copy of the task
+    assert urls.state(c, "fp1") == "fetching"
+
+    assert urls.claim(c, "fp2", "http://a.test/2", 0, record_id="r")
+    assert urls.unclaim(c, "fp2", "r", "record complete", stale_before=0.0)
+    assert not urls.unclaim(c, "fp2", "r", "record complete", stale_before=0.0)
+    assert urls.state(c, "fp2") == "skipped"
+
+    assert urls.note_skip(c, "fp3", "http://a.test/3", 1, "record complete")
+    assert not urls.note_skip(c, "fp3", "http://a.test/3", 1, "record complete")
+
+
+def test_a_retried_page_budget_counts_once(faulty: FaultyEndpoint) -> None:
+    c = unique("c")
+    crawls = aws.CrawlStore()
+    crawls.put(CrawlConfig(crawl_id=c, max_pages=2))
+    assert crawls.count_page(c, 2)
+    assert crawls.count_page(c, 2)  # the budget's last page: the retry must not find it spent
+    assert not crawls.count_page(c, 2)
+    ddb = aws.client("dynamodb")
+    item = ddb.get_item(TableName=settings.TABLES["crawls"].name, Key={"crawl_id": {"S": c}})["Item"]
+    assert item["pages_admitted"] == {"N": "2"}
+
+
+def test_a_retried_host_page_count_counts_once(faulty: FaultyEndpoint) -> None:
+    c = unique("c")
+    scope = aws.ScopeStore()
+    assert scope.count_host_page(c, "trap.test", 2)
+    assert scope.count_host_page(c, "trap.test", 2)  # the host's last page: the retry must not find it spent
+    assert not scope.count_host_page(c, "trap.test", 2)
+    ddb = aws.client("dynamodb")
+    key = {"host": {"S": "trap.test"}, "kind": {"S": f"pages#{c}"}}
+    assert ddb.get_item(TableName=settings.TABLES["hosts"].name, Key=key)["Item"]["pages_admitted"] == {"N": "2"}
+
+
+def test_retried_host_claim_reservation_robots_lock_and_parked_take_hold(faulty: FaultyEndpoint) -> None:
+    h = unique("h")
+    hosts = aws.HostStore()
+    assert hosts.reserve(h, "c#fp1", HostSlot(h), new_next=10.0, window=2) is None
+    slot = hosts.read_slot(h)
+    assert slot.window == {"c#fp1"} and slot.next_slot == 10.0
+    # Another reservation on the state read before the first is refused, with the current state.
+    conflict = hosts.reserve(h, "c#fp2", HostSlot(h), new_next=10.0, window=2)
+    assert conflict is not None and conflict.window == {"c#fp1"}
+
+    assert hosts.claim(h, now=100.0, lease_until=200.0) is None  # not blocked by its own lease
+    blocked = hosts.claim(h, now=101.0, lease_until=201.0)
+    assert blocked is not None and blocked.in_flight and blocked.free_at == 200.0
+
+    assert hosts.lock_robots(f"http://{h}", until=4e9)
+    assert not hosts.lock_robots(f"http://{h}", until=4e9)
+
+    parked = aws.ParkStore()
+    parked.put(h, "0001#c#fp3", "{}")
+    assert parked.take(h, "0001#c#fp3", stamp=100.0, stale_before=0.0)
+    assert not parked.take(h, "0001#c#fp3", stamp=101.0, stale_before=0.0)
+    assert lost(faulty, "UpdateItem") == 4  # the four that succeeded
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        FaultPlan(failure_rate=1.0, after_share=0.0, throttle_share=0.0, fail_attempts=1),
+        FaultPlan(failure_rate=1.0, after_share=0.0, throttle_share=1.0, fail_attempts=1),
+        FaultPlan(failure_rate=1.0, after_share=1.0, drop_share=0.0, fail_attempts=1),
+        FaultPlan(failure_rate=1.0, after_share=1.0, drop_share=1.0, fail_attempts=1),
+    ],
+    ids=["before-500", "before-throttle", "after-500", "after-drop"],
+)
+def test_botocore_retries_every_fault_shape_and_after_faults_did_the_work(
+    faulty: FaultyEndpoint, plan: FaultPlan
+) -> None:
+    faulty.plan = plan
+    config = aws._CONFIG
+    clients = {s: boto3.client(s, endpoint_url=faulty.url, config=config, **CREDS) for s in ("dynamodb", "sqs", "s3")}
+    queue = clients["sqs"].create_queue(QueueName=unique("q"))["QueueUrl"]
+    calls: list[dict[str, Any]] = [
+        clients["dynamodb"].put_item(TableName=settings.TABLES["results"].name, Item={"pk": {"S": "x"}}),
+        clients["sqs"].send_message_batch(QueueUrl=queue, Entries=[{"Id": "0", "MessageBody": "m"}]),
+        clients["s3"].put_object(Bucket=settings.BUCKET_NAME, Key="k", Body=b"data"),
+    ]
+    assert [c["ResponseMetadata"]["RetryAttempts"] for c in calls] == [1, 1, 1]
+    # Done once before the fault, or twice when the first attempt's reply was lost: SQS shows which.
+    faulty.plan = FaultPlan(failure_rate=0.0)
+    sent = clients["sqs"].get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"])
+    assert sent["Attributes"]["ApproximateNumberOfMessages"] == ("2" if plan.after_share else "1")
+    kind = "after" if plan.after_share else "before"
+    assert faulty.fault_count(kind) == 4 and faulty.fault_count("before" if plan.after_share else "after") == 0
+    assert {(s, op) for s, op, _ in faulty.faults} == {
+        ("sqs", "CreateQueue"),
+        ("dynamodb", "PutItem"),
+        ("sqs", "SendMessageBatch"),
+        ("s3", "PutObject"),
+    }
