@@ -401,7 +401,14 @@ def _crawl(args: argparse.Namespace) -> int:
         fetch_concurrency=args.concurrency,
         progress=False if args.no_progress else None,
     )
-    summary = crawl_local(seeds, options)  # type: ignore[arg-type]
+    try:
+        summary = crawl_local(seeds, options)  # type: ignore[arg-type]
+    except Exception as exc:
+        if not _endpoint_failure(exc):
+            raise
+        endpoint = args.endpoint_url or "(embedded)"
+        print(f"crawlstack: error: AWS endpoint {endpoint} unreachable: {exc}", file=sys.stderr)
+        return 1
     outcomes = summary["outcomes"]
     print(
         f"crawled {summary['pages_fetched']} pages in {summary['elapsed_seconds']:.1f}s: "
@@ -745,6 +752,15 @@ def _deployed_call(command: Callable[[argparse.Namespace], int], args: argparse.
     except DeployedError as exc:
         print(f"crawlstack: error: {exc}", file=sys.stderr)
         return exc.status
+
+
+def _endpoint_failure(exc: BaseException) -> bool:
+    """The AWS endpoint could not be reached, or stopped answering: a runtime failure, not a bug."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from crawlstack.local.pump import EndpointUnavailable
+
+    return isinstance(exc, EndpointConnectionError | EndpointUnavailable)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
@@ -53,3 +54,13 @@ def test_crawl_through_an_external_endpoint(web: LoopbackWeb, crawl: Crawl, endp
     # A second crawl on the same endpoint is a new crawl: nothing deduped away by the first.
     again = crawl(web.url(A, "/"), delay=0.2, extra=["--endpoint-url", endpoint])
     assert sum(1 for e in again.log if e["outcome"] == "fetched") == 4
+
+
+def test_an_unreachable_endpoint_is_one_line_and_status_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from crawlstack.cli import main
+
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    argv = ["crawl", "--local", "http://127.0.0.2:9/", "--endpoint-url", closed, "--out", str(tmp_path / "out")]
+    assert main([*argv, "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"crawlstack: error: AWS endpoint {closed} unreachable: "), err
