@@ -38,8 +38,9 @@ _SNIFF_BYTES = 64 * 1024
 # empty.  The HTML parser expands no entities, and bodies are capped when
 # fetched, so the limits it lifts protect nothing here.
 _html_parser = lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=False, huge_tree=True)
-# resolve_entities=False, load_dtd=False and no_network=True: no billion
-# laughs, no external entities, no DTD fetch.
+# resolve_entities=False, load_dtd=False and no_network=True: no external
+# entities, no DTD fetch; the entity references left are removed after the
+# parse (``_parse_xml``), so internal ones never expand either.
 _xml_parser = etree.XMLParser(
     encoding="utf-8",
     resolve_entities=False,
@@ -169,6 +170,10 @@ class Page:
             return None
         if root is None:
             return None
+        # Entity references stay nodes (resolve_entities=False), but XPath's
+        # string value would still expand an internal one: remove them, so a
+        # billion-laughs document costs nothing whichever field reads it.
+        etree.strip_elements(root, etree.Entity, with_tail=False)
         for element in root.iter():
             if isinstance(element.tag, str) and element.tag.startswith("{"):
                 element.tag = etree.QName(element).localname

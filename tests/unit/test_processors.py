@@ -208,6 +208,18 @@ def test_xml_without_entities_dtd_or_namespaces() -> None:
     assert run(page, p("css", selector="item link::attr(href)")) == ["http://feed.example/a"]
 
 
+def test_internal_xml_entities_never_expand() -> None:
+    laughs = (
+        b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">'
+        b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>'
+        b"<feed><title>before &c; after</title><note>&amp; &lt;</note></feed>"
+    )
+    page = Page("http://feed.example/atom", laughs, "application/atom+xml")
+    # XPath's string value would expand an entity reference node; none is left to expand.
+    assert run(page, p("xpath", expression="string(//title)")) == ["before  after"]
+    assert run(page, p("xpath", expression="//note"), p("trim")) == ["& <"]  # predefined entities are text
+
+
 def test_xhtml_reads_as_html() -> None:
     xhtml = b'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body><h1>Hi</h1></body></html>'
     page = Page(URL, xhtml, "application/xhtml+xml")
