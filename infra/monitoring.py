@@ -23,6 +23,11 @@ PIPELINE_METRICS = (
     ("dispatch", "RobotsBlocked", "robots-blocked"),
     ("extract", "RecordsExtracted", "records extracted"),
     ("extract", "OutlinksFound", "outlinks found"),
+    # The hostile web, at a glance: servers failing, traps and refused ports, damaged archives.
+    ("fetch", "FetchRetries", "fetch retries"),
+    ("dispatch", "UrlsTrapped", "trap URLs dropped"),
+    ("dispatch", "UrlsPortRefused", "ports refused"),
+    ("extract", "UnreadableWarcs", "unreadable WARCs"),
 )
 
 
