@@ -285,7 +285,7 @@ class _Decoder:
         # Applied in reverse of the order the server listed them.
         for name in reversed(encodings):
             if name in ("gzip", "x-gzip"):
-                self._stages.append(zlib.decompressobj(16 + zlib.MAX_WBITS))
+                self._stages.append(_Gzip())
             elif name == "deflate":
                 self._stages.append(_Deflate())
             elif name not in ("identity", ""):
@@ -299,6 +299,38 @@ class _Decoder:
         except zlib.error as exc:
             raise CorruptBody(f"corrupt compressed body: {exc}") from exc
         return data[:limit]
+
+
+class _Gzip:
+    """``gzip`` with every member decoded: a body may be several gzip members in a row (RFC 1952).
+
+    Bytes after a member that do not start another one are trailing garbage
+    and ignored, as browsers and urllib3 do.
+    """
+
+    def __init__(self) -> None:
+        self._obj: Any = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b""  # a lone first byte of what may be the next member
+        self._garbage = False
+        self.unconsumed_tail = b""
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        data, self._pending = self._pending + data, b""
+        out = bytearray()
+        while data and not self._garbage and len(out) < max_length:
+            if self._obj.eof:
+                if data == b"\x1f":
+                    self._pending, data = data, b""
+                    break
+                if not data.startswith(b"\x1f\x8b"):
+                    self._garbage, data = True, b""
+                    break
+                self._obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += self._obj.decompress(data, max_length - len(out))
+            data = self._obj.unused_data if self._obj.eof else self._obj.unconsumed_tail
+        # Only input left by the output cap goes back: garbage is never read again.
+        self.unconsumed_tail = b"" if self._garbage else data
+        return bytes(out)
 
 
 class _Deflate:

@@ -71,6 +71,31 @@ def test_a_gzipped_page_is_decoded(web: LoopbackWeb) -> None:
     assert r.body == b"<p>zipped</p>" and not r.truncated and not r.error
 
 
+def test_every_member_of_a_multi_member_gzip_body_is_decoded(web: LoopbackWeb) -> None:
+    # RFC 1952 allows members in a row (what `cat a.gz b.gz` gives); a decoder that stops after
+    # the first silently lost the rest of the page, its links included.  Trailing garbage is ignored.
+    first, second = b"<p>one</p>" * 5000, b"<a href='/x'>two</a>" * 5000
+    body = gzip.compress(first) + gzip.compress(second) + b"\x00\x00trailing garbage"
+    r = fetch(serve(web, "/multi", Response(body, headers={"Content-Encoding": "gzip"})))
+    assert r.body == first + second and not r.truncated and not r.error
+
+
+@pytest.mark.parametrize("step", [1, 2, 7, 65536])
+def test_gzip_members_split_anywhere_across_chunks_decode_whole(step: int) -> None:
+    first, second = b"<p>one</p>" * 100, b"<p>two</p>" * 100
+    body = gzip.compress(first) + gzip.compress(second) + b"junk"
+    decoder = http._Decoder(["gzip"])
+    out = b"".join(decoder.decode(body[i : i + step], 10**6) for i in range(0, len(body), step))
+    assert out == first + second
+
+
+def test_a_multi_member_gzip_bomb_stops_at_the_cap(web: LoopbackWeb) -> None:
+    bomb = gzip.compress(b"a" * (8 * 1024 * 1024)) * 8
+    url = serve(web, "/bombs", Response(bomb, headers={"Content-Encoding": "gzip"}, content_type="text/html"))
+    r = fetch(url, max_bytes=1_000_000)
+    assert r.truncated and r.body == b"a" * 1_000_000 and not r.error
+
+
 def test_a_corrupt_compressed_body_fails_cleanly(web: LoopbackWeb) -> None:
     url = serve(web, "/bad", Response(b"\x1f\x8b\x08\x00not really gzip" * 10, headers={"Content-Encoding": "gzip"}))
     r = fetch(url)
