@@ -402,6 +402,10 @@ def fetch(
         if watchdog.expired:
             # Whatever the read reported when its socket was shut: the deadline did it.
             result.error = f"deadline of {deadline_seconds:g}s exceeded"
+        if result.error and result.status is not None and not result.corrupt:
+            # The body was cut short (deadline, reset, a Content-Length or chunk the
+            # server never finished): what arrived is kept, and said to be partial.
+            result.truncated = True
     result.finished_at = time.time()
     return result
 

@@ -114,7 +114,32 @@ def test_a_dripping_body_is_cut_off_at_the_total_deadline(web: LoopbackWeb) -> N
     r = fetch(url, timeouts=(2.0, 5.0), deadline_seconds=0.6)
     assert r.status == 200
     assert r.error == "deadline of 0.6s exceeded"
-    assert 0 < len(r.body) < 200  # what arrived is kept
+    assert 0 < len(r.body) < 200 and r.truncated  # what arrived is kept, and said to be partial
+
+
+def test_a_body_shorter_than_its_content_length_is_kept_and_marked_truncated() -> None:
+    # The server promises 100000 bytes, sends a page and closes: the links on it are kept,
+    # but records from it must not pass for a whole page.
+    import threading
+
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen(1)
+
+    def serve_once() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<p>part</p>")
+        conn.close()
+
+    thread = threading.Thread(target=serve_once, daemon=True)
+    thread.start()
+    try:
+        r = fetch(f"http://{HOST}:{listener.getsockname()[1]}/")
+    finally:
+        thread.join(5)
+        listener.close()
+    assert (r.status, r.body, r.error, r.truncated) == (200, b"<p>part</p>", "connection closed mid-response", True)
 
 
 def test_slow_headers_are_cut_off_at_the_total_deadline(web: LoopbackWeb) -> None:
