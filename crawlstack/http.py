@@ -32,6 +32,7 @@ RFC 9309 asks.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import ipaddress
 import socket
 import threading
@@ -182,8 +183,39 @@ def _watchdog() -> _Watchdog | None:
     return getattr(_local, "watchdog", None)
 
 
+# Header lines of one interim (1xx) response, and interim responses before the final one.
+_MAX_INTERIM_HEADERS = 100
+_MAX_INTERIM_RESPONSES = 10
+
+
+class _FinalResponse(http.client.HTTPResponse):
+    """Skips every interim 1xx response, not only 100 Continue, to the final one (RFC 9110 §15.2).
+
+    http.client skips 100 alone: a server sending ``103 Early Hints`` and then
+    its page was recorded as a bodiless 103, the page and its links lost.
+    101 Switching Protocols is final here (a GET never asks for it).
+    """
+
+    def _read_status(self) -> tuple[str, int, str]:
+        for _ in range(_MAX_INTERIM_RESPONSES):
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not (100 < status < 200) or status == 101:
+                return version, status, reason
+            for _ in range(_MAX_INTERIM_HEADERS + 1):
+                line = self.fp.readline(http.client._MAXLINE + 1)  # type: ignore[attr-defined]
+                if len(line) > http.client._MAXLINE:  # type: ignore[attr-defined]
+                    raise http.client.LineTooLong("interim header line")
+                if line in (b"\r\n", b"\n", b""):
+                    break
+            else:
+                raise http.client.HTTPException(f"got more than {_MAX_INTERIM_HEADERS} interim headers")
+        raise http.client.HTTPException(f"more than {_MAX_INTERIM_RESPONSES} interim responses")
+
+
 class _GuardedConnectionMixin:
     """Connects only to addresses the guard checked, from the same DNS answer."""
+
+    response_class: type[http.client.HTTPResponse] = _FinalResponse
 
     guard: AddressGuard
     host: str

@@ -117,9 +117,8 @@ def test_a_dripping_body_is_cut_off_at_the_total_deadline(web: LoopbackWeb) -> N
     assert 0 < len(r.body) < 200 and r.truncated  # what arrived is kept, and said to be partial
 
 
-def test_a_body_shorter_than_its_content_length_is_kept_and_marked_truncated() -> None:
-    # The server promises 100000 bytes, sends a page and closes: the links on it are kept,
-    # but records from it must not pass for a whole page.
+def raw_fetch(answer: bytes) -> http.FetchResult:
+    """Fetch from a one-shot socket server that sends ``answer`` (any bytes, valid HTTP or not) and closes."""
     import threading
 
     listener = socket.socket()
@@ -129,16 +128,22 @@ def test_a_body_shorter_than_its_content_length_is_kept_and_marked_truncated() -
     def serve_once() -> None:
         conn, _ = listener.accept()
         conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<p>part</p>")
+        conn.sendall(answer)
         conn.close()
 
     thread = threading.Thread(target=serve_once, daemon=True)
     thread.start()
     try:
-        r = fetch(f"http://{HOST}:{listener.getsockname()[1]}/")
+        return fetch(f"http://{HOST}:{listener.getsockname()[1]}/")
     finally:
         thread.join(5)
         listener.close()
+
+
+def test_a_body_shorter_than_its_content_length_is_kept_and_marked_truncated() -> None:
+    # The server promises 100000 bytes, sends a page and closes: the links on it are kept,
+    # but records from it must not pass for a whole page.
+    r = raw_fetch(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<p>part</p>")
     assert (r.status, r.body, r.error, r.truncated) == (200, b"<p>part</p>", "connection closed mid-response", True)
 
 
@@ -231,3 +236,16 @@ class _Resolver:
 
 def _resolver(first: list[str], then: list[str] | None = None) -> _Resolver:
     return _Resolver(first, then)
+
+
+def test_interim_1xx_responses_are_skipped_to_the_final_one() -> None:
+    # 103 Early Hints (and 102) before the page: http.client skips 100 alone, so the page was
+    # recorded as a bodiless 103 and its links lost.
+    page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 11\r\n\r\n<p>page</p>"
+    r = raw_fetch(b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n" + page)
+    assert (r.status, r.body, r.error) == (200, b"<p>page</p>", "")
+
+
+def test_endless_interim_responses_fail_cleanly() -> None:
+    r = raw_fetch(b"HTTP/1.1 103 Early Hints\r\n\r\n" * 50)
+    assert r.status is None and r.error
