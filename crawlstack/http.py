@@ -85,13 +85,18 @@ class AddressGuard:
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         for addr in addresses:
             ip = ipaddress.ip_address(addr.split("%", 1)[0])
-            if self._refused(ip) and not any(ip in net for net in self.allowed):
+            if self._refused(ip) and not self._allowed(ip):
                 raise AddressRefused(f"address {ip} is not public (use --allow-private to allow it)")
         return addresses
 
     def check(self, host: str, port: int) -> str:
         """Resolve ``host`` and return the first address, or raise AddressRefused."""
         return self.resolve(host, port)[0]
+
+    def _allowed(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        # ::ffff:127.0.0.1 is refused as 127.0.0.1 is, so a CIDR allowing one allows the other.
+        mapped = getattr(ip, "ipv4_mapped", None)
+        return any(ip in net or (mapped is not None and mapped in net) for net in self.allowed)
 
     @staticmethod
     def _refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
