@@ -21,11 +21,14 @@ at run time (an AWS error, a failed query) is one line and exit status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import re
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -369,6 +372,28 @@ def _valid_seed(url: str, where: str) -> str:
     return url
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``timeout``, ``kill``, a container stopping) stops a local crawl as Ctrl-C does.
+
+    Without this the process died at once and OUT/ held nothing, not even the
+    crawl log of what was fetched.  A second SIGTERM, like a second Ctrl-C,
+    abandons the batches still finishing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _crawl(args: argparse.Namespace) -> int:
     from crawlstack.local.runner import LocalOptions, crawl_local
 
@@ -402,7 +427,8 @@ def _crawl(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
     )
     try:
-        summary = crawl_local(seeds, options)  # type: ignore[arg-type]
+        with _terminate_as_interrupt():
+            summary = crawl_local(seeds, options)  # type: ignore[arg-type]
     except Exception as exc:
         if not _endpoint_failure(exc):
             raise

@@ -455,8 +455,8 @@ class Fetcher:
             return Fetched(task, "skipped", result.status, f"binary body claiming to be {ctype or 'text'}")
         if result.corrupt:
             return Fetched(task, "failed", result.status, result.error)
-        reason = result.error  # e.g. deadline exceeded part-way: keep what arrived
-        if result.truncated:
+        reason = result.error  # e.g. deadline exceeded part-way: keep what arrived (truncated)
+        if result.truncated and not reason:
             reason = f"body truncated at {settings.MAX_BODY_BYTES} bytes"
         return Fetched(task, "fetched", result.status, reason, result.truncated, exchange)
 

@@ -32,6 +32,7 @@ RFC 9309 asks.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import ipaddress
 import socket
 import threading
@@ -84,13 +85,18 @@ class AddressGuard:
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         for addr in addresses:
             ip = ipaddress.ip_address(addr.split("%", 1)[0])
-            if self._refused(ip) and not any(ip in net for net in self.allowed):
+            if self._refused(ip) and not self._allowed(ip):
                 raise AddressRefused(f"address {ip} is not public (use --allow-private to allow it)")
         return addresses
 
     def check(self, host: str, port: int) -> str:
         """Resolve ``host`` and return the first address, or raise AddressRefused."""
         return self.resolve(host, port)[0]
+
+    def _allowed(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        # ::ffff:127.0.0.1 is refused as 127.0.0.1 is, so a CIDR allowing one allows the other.
+        mapped = getattr(ip, "ipv4_mapped", None)
+        return any(ip in net or (mapped is not None and mapped in net) for net in self.allowed)
 
     @staticmethod
     def _refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -182,8 +188,39 @@ def _watchdog() -> _Watchdog | None:
     return getattr(_local, "watchdog", None)
 
 
+# Header lines of one interim (1xx) response, and interim responses before the final one.
+_MAX_INTERIM_HEADERS = 100
+_MAX_INTERIM_RESPONSES = 10
+
+
+class _FinalResponse(http.client.HTTPResponse):
+    """Skips every interim 1xx response, not only 100 Continue, to the final one (RFC 9110 §15.2).
+
+    http.client skips 100 alone: a server sending ``103 Early Hints`` and then
+    its page was recorded as a bodiless 103, the page and its links lost.
+    101 Switching Protocols is final here (a GET never asks for it).
+    """
+
+    def _read_status(self) -> tuple[str, int, str]:
+        for _ in range(_MAX_INTERIM_RESPONSES):
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not (100 < status < 200) or status == 101:
+                return version, status, reason
+            for _ in range(_MAX_INTERIM_HEADERS + 1):
+                line = self.fp.readline(http.client._MAXLINE + 1)  # type: ignore[attr-defined]
+                if len(line) > http.client._MAXLINE:  # type: ignore[attr-defined]
+                    raise http.client.LineTooLong("interim header line")
+                if line in (b"\r\n", b"\n", b""):
+                    break
+            else:
+                raise http.client.HTTPException(f"got more than {_MAX_INTERIM_HEADERS} interim headers")
+        raise http.client.HTTPException(f"more than {_MAX_INTERIM_RESPONSES} interim responses")
+
+
 class _GuardedConnectionMixin:
     """Connects only to addresses the guard checked, from the same DNS answer."""
+
+    response_class: type[http.client.HTTPResponse] = _FinalResponse
 
     guard: AddressGuard
     host: str
@@ -285,7 +322,7 @@ class _Decoder:
         # Applied in reverse of the order the server listed them.
         for name in reversed(encodings):
             if name in ("gzip", "x-gzip"):
-                self._stages.append(zlib.decompressobj(16 + zlib.MAX_WBITS))
+                self._stages.append(_Gzip())
             elif name == "deflate":
                 self._stages.append(_Deflate())
             elif name not in ("identity", ""):
@@ -299,6 +336,38 @@ class _Decoder:
         except zlib.error as exc:
             raise CorruptBody(f"corrupt compressed body: {exc}") from exc
         return data[:limit]
+
+
+class _Gzip:
+    """``gzip`` with every member decoded: a body may be several gzip members in a row (RFC 1952).
+
+    Bytes after a member that do not start another one are trailing garbage
+    and ignored, as browsers and urllib3 do.
+    """
+
+    def __init__(self) -> None:
+        self._obj: Any = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b""  # a lone first byte of what may be the next member
+        self._garbage = False
+        self.unconsumed_tail = b""
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        data, self._pending = self._pending + data, b""
+        out = bytearray()
+        while data and not self._garbage and len(out) < max_length:
+            if self._obj.eof:
+                if data == b"\x1f":
+                    self._pending, data = data, b""
+                    break
+                if not data.startswith(b"\x1f\x8b"):
+                    self._garbage, data = True, b""
+                    break
+                self._obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += self._obj.decompress(data, max_length - len(out))
+            data = self._obj.unused_data if self._obj.eof else self._obj.unconsumed_tail
+        # Only input left by the output cap goes back: garbage is never read again.
+        self.unconsumed_tail = b"" if self._garbage else data
+        return bytes(out)
 
 
 class _Deflate:
@@ -370,6 +439,10 @@ def fetch(
         if watchdog.expired:
             # Whatever the read reported when its socket was shut: the deadline did it.
             result.error = f"deadline of {deadline_seconds:g}s exceeded"
+        if result.error and result.status is not None and not result.corrupt:
+            # The body was cut short (deadline, reset, a Content-Length or chunk the
+            # server never finished): what arrived is kept, and said to be partial.
+            result.truncated = True
     result.finished_at = time.time()
     return result
 

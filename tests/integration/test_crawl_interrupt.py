@@ -115,3 +115,38 @@ def test_summary_json_is_valid_json(crawl: Crawl, web: LoopbackWeb) -> None:
     web.add_host(A, star_site(1))
     result = crawl(web.url(A, "/"), rules=[PAGES], delay=0)
     assert json.loads(Path(result.out / "summary.json").read_text(encoding="utf-8")) == result.summary
+
+
+def test_sigterm_writes_what_was_done_so_far_and_exits_130(web: LoopbackWeb, tmp_path: Path) -> None:
+    # `timeout 120 crawlstack crawl --local ...` (or a container stopping) sends SIGTERM: it used to kill
+    # the crawl with nothing in OUT/, not even the crawl log of the pages already fetched.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from crawlstack.demo.server import Response
+
+    links = "".join(f"<a href='/p{i}.html'>p</a>" for i in range(20))
+    web.add_host(A, {"/": Response(f"<h1>home</h1>{links}")}, fallback=Response("<h1>slow</h1>", delay=0.5))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "crawlstack.cli", "crawl", "--local", web.url(A, "/"), "--out", str(out)]
+    cmd += ["--allow-private", "127.0.0.0/8", "--delay", "0", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r.path.startswith("/p") and r.finished for r in list(web.log)):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    log = [json.loads(line) for line in (out / "crawl-log.jsonl").read_text().splitlines()]
+    assert {"url": web.url(A, "/"), "outcome": "fetched", "depth": 0, "status": 200}.items() <= log[0].items()
+    assert len([r for r in web.log if r.path.startswith("/p")]) < 20  # stopped before the end

@@ -116,6 +116,7 @@ def test_a_hostile_host_is_crawled_to_the_end_and_every_case_leaves_a_reason(
     assert corrupt["outcome"] == "failed" and corrupt["reason"].startswith("corrupt compressed body"), corrupt
     drip = entry("/drip.html")
     assert drip["reason"] == f"deadline of {DEADLINE:g}s exceeded", drip
+    assert drip["truncated"] is True, drip
     assert entry("/hop/6")["reason"] == "more than 5 redirects"
     assert entry("/image.png")["reason"] == "content-type image/png is not text"
     assert entry("/fake.html")["reason"] == "binary body claiming to be text/html"

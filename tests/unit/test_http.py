@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import ipaddress
 import socket
 import zlib
 from collections.abc import Iterator
@@ -71,6 +72,31 @@ def test_a_gzipped_page_is_decoded(web: LoopbackWeb) -> None:
     assert r.body == b"<p>zipped</p>" and not r.truncated and not r.error
 
 
+def test_every_member_of_a_multi_member_gzip_body_is_decoded(web: LoopbackWeb) -> None:
+    # RFC 1952 allows members in a row (what `cat a.gz b.gz` gives); a decoder that stops after
+    # the first silently lost the rest of the page, its links included.  Trailing garbage is ignored.
+    first, second = b"<p>one</p>" * 5000, b"<a href='/x'>two</a>" * 5000
+    body = gzip.compress(first) + gzip.compress(second) + b"\x00\x00trailing garbage"
+    r = fetch(serve(web, "/multi", Response(body, headers={"Content-Encoding": "gzip"})))
+    assert r.body == first + second and not r.truncated and not r.error
+
+
+@pytest.mark.parametrize("step", [1, 2, 7, 65536])
+def test_gzip_members_split_anywhere_across_chunks_decode_whole(step: int) -> None:
+    first, second = b"<p>one</p>" * 100, b"<p>two</p>" * 100
+    body = gzip.compress(first) + gzip.compress(second) + b"junk"
+    decoder = http._Decoder(["gzip"])
+    out = b"".join(decoder.decode(body[i : i + step], 10**6) for i in range(0, len(body), step))
+    assert out == first + second
+
+
+def test_a_multi_member_gzip_bomb_stops_at_the_cap(web: LoopbackWeb) -> None:
+    bomb = gzip.compress(b"a" * (8 * 1024 * 1024)) * 8
+    url = serve(web, "/bombs", Response(bomb, headers={"Content-Encoding": "gzip"}, content_type="text/html"))
+    r = fetch(url, max_bytes=1_000_000)
+    assert r.truncated and r.body == b"a" * 1_000_000 and not r.error
+
+
 def test_a_corrupt_compressed_body_fails_cleanly(web: LoopbackWeb) -> None:
     url = serve(web, "/bad", Response(b"\x1f\x8b\x08\x00not really gzip" * 10, headers={"Content-Encoding": "gzip"}))
     r = fetch(url)
@@ -89,7 +115,37 @@ def test_a_dripping_body_is_cut_off_at_the_total_deadline(web: LoopbackWeb) -> N
     r = fetch(url, timeouts=(2.0, 5.0), deadline_seconds=0.6)
     assert r.status == 200
     assert r.error == "deadline of 0.6s exceeded"
-    assert 0 < len(r.body) < 200  # what arrived is kept
+    assert 0 < len(r.body) < 200 and r.truncated  # what arrived is kept, and said to be partial
+
+
+def raw_fetch(answer: bytes) -> http.FetchResult:
+    """Fetch from a one-shot socket server that sends ``answer`` (any bytes, valid HTTP or not) and closes."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen(1)
+
+    def serve_once() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(answer)
+        conn.close()
+
+    thread = threading.Thread(target=serve_once, daemon=True)
+    thread.start()
+    try:
+        return fetch(f"http://{HOST}:{listener.getsockname()[1]}/")
+    finally:
+        thread.join(5)
+        listener.close()
+
+
+def test_a_body_shorter_than_its_content_length_is_kept_and_marked_truncated() -> None:
+    # The server promises 100000 bytes, sends a page and closes: the links on it are kept,
+    # but records from it must not pass for a whole page.
+    r = raw_fetch(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<p>part</p>")
+    assert (r.status, r.body, r.error, r.truncated) == (200, b"<p>part</p>", "connection closed mid-response", True)
 
 
 def test_slow_headers_are_cut_off_at_the_total_deadline(web: LoopbackWeb) -> None:
@@ -143,6 +199,16 @@ def test_the_guard_refuses_addresses_that_are_not_public(monkeypatch: pytest.Mon
     assert r.error.startswith("address ") and r.error.endswith(" is not public (use --allow-private to allow it)")
 
 
+@pytest.mark.parametrize(
+    "address, allowed",
+    [("::ffff:127.0.0.1", "127.0.0.0/8"), ("::ffff:169.254.169.254", "169.254.0.0/16"), ("::ffff:a00:1", "10.0.0.0/8")],
+)
+def test_an_allowed_cidr_allows_the_ipv4_mapped_form_too(address: str, allowed: str) -> None:
+    # Refused as the IPv4 address it maps to, so allowed as that address is; other CIDRs still refuse it.
+    assert http.AddressGuard([allowed])._allowed(ipaddress.ip_address(address))
+    assert not http.AddressGuard(["192.168.0.0/16"])._allowed(ipaddress.ip_address(address))
+
+
 def test_the_connection_goes_to_the_checked_address(web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch) -> None:
     serve(web, "/", Response("<p>by name</p>"))
     port = web.hosts[HOST].port
@@ -181,3 +247,16 @@ class _Resolver:
 
 def _resolver(first: list[str], then: list[str] | None = None) -> _Resolver:
     return _Resolver(first, then)
+
+
+def test_interim_1xx_responses_are_skipped_to_the_final_one() -> None:
+    # 103 Early Hints (and 102) before the page: http.client skips 100 alone, so the page was
+    # recorded as a bodiless 103 and its links lost.
+    page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 11\r\n\r\n<p>page</p>"
+    r = raw_fetch(b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n" + page)
+    assert (r.status, r.body, r.error) == (200, b"<p>page</p>", "")
+
+
+def test_endless_interim_responses_fail_cleanly() -> None:
+    r = raw_fetch(b"HTTP/1.1 103 Early Hints\r\n\r\n" * 50)
+    assert r.status is None and r.error
