@@ -146,7 +146,7 @@ def page_links(
     if mapping is not None and mapping.url_parsers:
         return mapping.links(page)
     seen: dict[str, None] = {}
-    for href in page.hrefs():
+    for href in page.hrefs(settings.MAX_HREFS_PER_PAGE):
         try:
             seen.setdefault(resolve_link(page.base_url, href))
         except InvalidURL as exc:

@@ -58,6 +58,9 @@ DEFAULT_PORTS = (80, 443)
 DROPPED_NOTE_CACHE_SIZE = 100_000
 # Skipped hrefs extract logs as examples per WARC (the rest are only counted).
 SKIPPED_LINK_SAMPLE = 5
+# Hrefs of one page extract reads at all (in document order): a 10 MiB page
+# of nothing but links would otherwise hold a million strings.
+MAX_HREFS_PER_PAGE = 50_000
 # In-scope links one page may send to the frontier: a page of a million
 # generated links (a trap, or a hostile page) costs at most this many
 # messages; the rest are counted (HrefsSkippedOverPageCap).

@@ -226,13 +226,21 @@ class Page:
         values = root.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content")
         return {token.strip().lower() for value in values for token in str(value).split(",")}
 
-    def hrefs(self) -> list[str]:
-        """Every followable href on an HTML page: <a> and <area>, minus rel=nofollow."""
+    def hrefs(self, limit: int | None = None) -> list[str]:
+        """Every followable href on an HTML page: <a> and <area>, minus rel=nofollow; the first ``limit`` if given.
+
+        Walks the tree and stops at the limit: a page of a million links costs
+        the strings it keeps, not a million.
+        """
         root = self.tree
         if root is None or self.kind != "html" or "nofollow" in self.meta_robots or "none" in self.meta_robots:
             return []
-        found = root.xpath(
-            "//a[@href][not(contains(concat(' ', normalize-space(@rel), ' '), ' nofollow '))]/@href"
-            " | //area[@href][not(contains(concat(' ', normalize-space(@rel), ' '), ' nofollow '))]/@href"
-        )
-        return [str(h) for h in found]
+        found: list[str] = []
+        for element in root.iter("a", "area"):
+            href = element.get("href")
+            if href is None or "nofollow" in (element.get("rel") or "").lower().split():
+                continue
+            found.append(href)
+            if limit is not None and len(found) >= limit:
+                break
+        return found

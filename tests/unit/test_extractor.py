@@ -289,3 +289,10 @@ def test_a_page_of_generated_links_sends_at_most_the_page_cap(env: Env, monkeypa
     out = env.run(exchange("http://shop.example/", html("Home", *links, "http://elsewhere.example/")))
     assert [m.url for m in out.outlinks] == [f"http://shop.example{p}" for p in links[:50]]
     assert out.skipped.counts == {"over-page-cap": 70, "off-site": 1}
+
+
+def test_only_the_first_hrefs_of_a_page_are_read(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "MAX_HREFS_PER_PAGE", 30)
+    links = [f"/h/{i}" for i in range(100)]
+    out = env.run(exchange("http://shop.example/", html("Home", *links)))
+    assert [m.url for m in out.outlinks] == [f"http://shop.example{p}" for p in links[:30]]
