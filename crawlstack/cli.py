@@ -433,7 +433,7 @@ def _crawl(args: argparse.Namespace) -> int:
         if not _endpoint_failure(exc):
             raise
         endpoint = args.endpoint_url or "(embedded)"
-        print(f"crawlstack: error: AWS endpoint {endpoint} unreachable: {exc}", file=sys.stderr)
+        print(f"crawlstack: error: AWS endpoint {endpoint} unreachable or failing: {exc}", file=sys.stderr)
         return 1
     outcomes = summary["outcomes"]
     print(
@@ -781,12 +781,16 @@ def _deployed_call(command: Callable[[argparse.Namespace], int], args: argparse.
 
 
 def _endpoint_failure(exc: BaseException) -> bool:
-    """The AWS endpoint could not be reached, or stopped answering: a runtime failure, not a bug."""
-    from botocore.exceptions import EndpointConnectionError
+    """The AWS endpoint could not be reached, or kept failing: a runtime failure, not a bug."""
+    from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError
 
     from crawlstack.local.pump import EndpointUnavailable
 
-    return isinstance(exc, EndpointConnectionError | EndpointUnavailable)
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        return status >= 500 or "Throttl" in str(error.get("Code", ""))
+    return isinstance(exc, EndpointConnectionError | ConnectionClosedError | EndpointUnavailable)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

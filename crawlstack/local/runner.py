@@ -205,7 +205,9 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                     interrupted = True
             if interrupted:
                 print(f"crawlstack: interrupted: writing what was done so far to {out}", file=sys.stderr)
-            summary = _write_outputs(out, crawl_id, started, pump, names, seeds, options, interrupted)
+            summary = _with_retries(
+                lambda: _write_outputs(out, crawl_id, started, pump, names, seeds, options, interrupted)
+            )
         wiring.reset()
         aws.reset_clients()
     summary["rules"] = len(rules)
@@ -312,6 +314,27 @@ def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | No
             )
 
         yield tick
+
+
+# Tries at writing OUT/ when AWS calls keep failing (a flaky --endpoint-url):
+# by the end of a long crawl botocore's retry quota may be spent.
+OUTPUT_TRIES = 5
+
+
+def _with_retries(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run ``write`` (idempotent: every file is replaced whole) again, with fresh clients, while AWS calls fail."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    for attempt in range(OUTPUT_TRIES):
+        try:
+            return write()
+        except (BotoCoreError, ClientError) as exc:
+            if attempt == OUTPUT_TRIES - 1:
+                raise
+            print(f"crawlstack: warning: writing outputs: {exc}; trying again", file=sys.stderr)
+            aws.reset_clients()  # a fresh retry quota
+            time.sleep(2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _write_outputs(
