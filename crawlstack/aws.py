@@ -242,6 +242,31 @@ class CrawlStore:
         )
 
 
+def _note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str) -> bool:
+    """Note a URL the crawl passed over (``state`` with ``reason``), only if the crawl has no item for it yet.
+
+    The note is ``claimable``: a later ``claim`` takes it over.  False when
+    an item was there already (a retried call finding its own note is True).
+    """
+    now = str(_num(time.time()))
+    token = new_token()
+    item = {
+        "pk": {"S": f"{crawl_id}#{fp}"},
+        "crawl_id": {"S": crawl_id},
+        "url": {"S": url},
+        "depth": {"N": str(depth)},
+        "state": {"S": state},
+        "reason": {"S": reason},
+        "claimable": {"BOOL": True},
+        "seen_at": {"N": now},
+        "finished_at": {"N": now},
+        WRITE_TOKEN: {"S": token},
+    }
+    return _conditional_write(
+        "put_item", token=token, TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+    )
+
+
 class UrlStore:
     """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
 
@@ -369,27 +394,7 @@ class UrlStore:
 
         The item is ``claimable``: a later ``claim`` takes it over.
         """
-        now = str(_num(time.time()))
-        token = new_token()
-        item = {
-            "pk": {"S": f"{crawl_id}#{fp}"},
-            "crawl_id": {"S": crawl_id},
-            "url": {"S": url},
-            "depth": {"N": str(depth)},
-            "state": {"S": "skipped"},
-            "reason": {"S": reason},
-            "claimable": {"BOOL": True},
-            "seen_at": {"N": now},
-            "finished_at": {"N": now},
-            WRITE_TOKEN: {"S": token},
-        }
-        return _conditional_write(
-            "put_item",
-            token=token,
-            TableName=self.name,
-            Item=item,
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        return _note_url(self.name, crawl_id, fp, url, depth, "skipped", reason)
 
     def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
         """Record a claimed, unfetched URL as skipped and ``claimable`` again.
@@ -1174,21 +1179,4 @@ class ScopeStore:
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         """Record a URL dropped before dedupe, only if the crawl has no item for it yet."""
-        now = str(_num(time.time()))
-        item = {
-            "pk": {"S": f"{crawl_id}#{fp}"},
-            "crawl_id": {"S": crawl_id},
-            "url": {"S": url},
-            "depth": {"N": str(depth)},
-            "state": {"S": "dropped"},
-            "reason": {"S": reason},
-            "claimable": {"BOOL": True},
-            "seen_at": {"N": now},
-            "finished_at": {"N": now},
-        }
-        return _conditional_write(
-            "put_item",
-            TableName=_env(settings.ENV_TABLE["urls"]),
-            Item=item,
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        return _note_url(_env(settings.ENV_TABLE["urls"]), crawl_id, fp, url, depth, "dropped", reason)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from typing import Any
 
 import pytest
+from test_handlers import sqs_event
 
 from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
@@ -172,24 +172,8 @@ def test_scan_crawl_lists_one_crawls_records(store: aws.ResolvedStore) -> None:
 
 # --- the dispatch handler ----------------------------------------------------------------
 def frontier_event(names: dict[str, str], *messages: FrontierMessage) -> dict[str, Any]:
-    url = names[settings.ENV_QUEUE_URL["frontier"]]
-    arn = aws.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    return {
-        "Records": [
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": f"rh-{i}",
-                "body": body,
-                "attributes": {"ApproximateReceiveCount": "1"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": arn,
-                "awsRegion": "us-east-1",
-            }
-            for i, body in enumerate([m.to_json() for m in messages] + ["{not json"])
-        ]
-    }
+    """The messages, and one body that is not JSON (it must fail alone)."""
+    return sqs_event(names, "frontier", *(m.to_json() for m in messages), "{not json")
 
 
 def test_dispatch_skips_a_complete_records_messages_with_one_read(

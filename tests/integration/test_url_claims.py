@@ -8,10 +8,10 @@ handler's skip, end to end.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
+from test_handlers import sqs_event
 
 from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
@@ -86,27 +86,6 @@ def test_a_fetched_page_is_never_given_back(urls: aws.UrlStore) -> None:
     assert not urls.claim(CRAWL, FP, URL, 1, claimer="m-b")
 
 
-def fetch_event(names: dict[str, str], *tasks: FetchTask) -> dict[str, Any]:
-    url = names[settings.ENV_QUEUE_URL["fetch"]]
-    arn = aws.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    return {
-        "Records": [
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": f"rh-{i}",
-                "body": task.to_json(),
-                "attributes": {"ApproximateReceiveCount": "1"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": arn,
-                "awsRegion": "us-east-1",
-            }
-            for i, task in enumerate(tasks)
-        ]
-    }
-
-
 def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
     stack: dict[str, str], urls: aws.UrlStore
 ) -> None:
@@ -135,7 +114,7 @@ def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
 
     spec = settings.FUNCTIONS["fetch"]
     context = LambdaContext("crawlstack-fetch", spec.memory_mb, spec.timeout_seconds)
-    assert fetch.handler(fetch_event(stack, *tasks), context) == {"batchItemFailures": []}
+    assert fetch.handler(sqs_event(stack, "fetch", *(t.to_json() for t in tasks)), context) == {"batchItemFailures": []}
 
     items = {i["url"]: i for i in urls.scan_crawl(CRAWL)}
     for task in tasks:
