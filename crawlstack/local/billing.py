@@ -125,7 +125,7 @@ def dynamodb_units(operation: str, request: bytes, reply: bytes) -> dict[str, fl
         sent = item_size(req.get("Key", {})) + len(json.dumps(req.get("ExpressionAttributeValues", {})))
         return {"ddb_wru": write_units(sent)}
     if operation == "BatchWriteItem":
-        units = 0
+        units = 0.0
         for requests in req.get("RequestItems", {}).values():
             for r in requests:
                 put = r.get("PutRequest")
