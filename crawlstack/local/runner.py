@@ -308,7 +308,7 @@ def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | No
                 depths = dict.fromkeys(stats, "?")
             live.update(
                 f"[bold]crawling[/] {time.monotonic() - started:.0f}s  "
-                f"urls {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
+                f"frontier messages {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
                 f"extracted {stats['extract'].deleted}  "
                 f"[dim]queued {depths['frontier']}/{depths['fetch']}/{depths['extract']}[/]"
             )
