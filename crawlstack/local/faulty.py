@@ -25,8 +25,9 @@ protocols (DynamoDB, SQS), ``Action=`` for the query protocol, and the
 method, path and query for S3 (path-style addressing, as botocore uses for an
 IP address endpoint); the service itself from the SigV4 credential scope.
 Every call is counted (``calls``), failed or not, and ``observers`` see each
-one (:class:`Call`, with its request and reply sizes), so a cost model can be
-laid over the same counts later.
+one (:class:`Call`, with its request and reply sizes and the request body), so
+a cost model can be laid over the same counts later, and a test can read what
+was sent (a message's queue and ``DelaySeconds``).
 
 Faults are drawn from one RNG seeded by ``FaultPlan.seed``; which calls fail
 still depends on the order concurrent calls arrive in.  ``plan`` may be
@@ -129,6 +130,8 @@ class Call:
     status: int | None  # the status the client got (None: connection dropped)
     request_bytes: int
     response_bytes: int
+    # The request body as the client sent it (an SQS JSON request, a DynamoDB item, an S3 object).
+    request: bytes = b""
 
 
 def identify(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[str, str]:
@@ -353,7 +356,7 @@ class FaultyEndpoint:
                         self._reply(status, [("Content-Type", ctype)], data)
                     else:
                         self._reply(status, reply_headers, data)
-                call = Call(service, operation, fault, status, len(body), len(data))
+                call = Call(service, operation, fault, status, len(body), len(data), body)
                 for observer in list(endpoint.observers):
                     observer(call)
 
