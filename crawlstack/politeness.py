@@ -4,9 +4,9 @@ Every host has one state item, updated only with conditional writes, so
 every dispatcher and fetcher in every Lambda sees the same schedule:
 
 * ``next_slot``: when the next request may start.  Dispatch reserves a slot
-  per URL (start = max(now, next_slot), next_slot = start + delay) and the
-  fetch message waits in SQS for the whole seconds (``DelaySeconds``); the
-  fetcher sleeps the sub-second remainder.
+  per URL (start = max(now, next_slot, ``host_free_floor``), next_slot =
+  start + delay) and the fetch message waits in SQS for the whole seconds
+  (``DelaySeconds``); the fetcher sleeps the sub-second remainder.
 * ``window``: the ``crawl_id#fingerprint`` of the host's URLs currently in the
   fetch queue (``window_key``: crawls share hosts, not URLs).
   It holds at most 2 when the delay is above 0 (this request and the next)
@@ -154,6 +154,25 @@ def recovered_delay(task: FetchTask, state: HostSlot) -> float | None:
 def sqs_delay(not_before: float, now: float) -> int:
     """Whole seconds a message should wait in SQS; the fetcher sleeps the rest."""
     return max(0, min(settings.MAX_SQS_DELAY_SECONDS, math.floor(not_before - now)))
+
+
+def host_free_floor(state: HostSlot, now: float, delay: float) -> float:
+    """The earliest a new slot can find the host free: spaced requests take their time, slots do not.
+
+    Slots are spaced by the delay alone, but a request frees the host only a
+    delay after it ends, so with a slow host (or a backlog unparked late) the
+    next slot would come before the host is free and the task would go round
+    the fetch queue again, two or three times per URL at 5 s and 0.5 s a
+    request.  Each URL already in the window takes at least a delay more; a
+    request in flight (``busy``: ``free_at`` is only its lease) frees the host
+    no sooner than a delay from now.  A stale state gives an earlier floor,
+    never a later one; the claim still decides.
+    """
+    if delay <= 0:
+        return 0.0
+    if state.busy:
+        return now + delay * max(1, len(state.window))
+    return state.free_at + delay * len(state.window)
 
 
 def window_key(task: FetchTask) -> str:
@@ -308,8 +327,10 @@ class Politeness:
         (the task with its slot, the new state), or (None, the current state)
         when next_slot or the adaptive delay were no longer what ``state`` says.
         """
-        start = max(self.clock(), state.next_slot, task.not_before)
-        nxt = start + effective_delay(task, state)
+        now = self.clock()
+        delay = effective_delay(task, state)
+        start = max(now, state.next_slot, task.not_before, host_free_floor(state, now, delay))
+        nxt = start + delay
         key = window_key(task)
         conflict = self.hosts.reserve(task.host, key, state, nxt, window)
         if conflict is not None:
