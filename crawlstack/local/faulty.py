@@ -25,9 +25,8 @@ protocols (DynamoDB, SQS), ``Action=`` for the query protocol, and the
 method, path and query for S3 (path-style addressing, as botocore uses for an
 IP address endpoint); the service itself from the SigV4 credential scope.
 Every call is counted (``calls``), failed or not, and ``observers`` see each
-one (:class:`Call`, with its request and reply sizes and the request body), so
-a cost model can be laid over the same counts later, and a test can read what
-was sent (a message's queue and ``DelaySeconds``).
+one (:class:`Call`, with its request and reply sizes), so a cost model can be
+laid over the same counts later.
 
 Faults are drawn from one RNG seeded by ``FaultPlan.seed``; which calls fail
 still depends on the order concurrent calls arrive in.  ``plan`` may be
@@ -56,7 +55,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -130,8 +129,10 @@ class Call:
     status: int | None  # the status the client got (None: connection dropped)
     request_bytes: int
     response_bytes: int
-    # The request body as the client sent it (an SQS JSON request, a DynamoDB item, an S3 object).
-    request: bytes = b""
+    # What was sent and answered, for observers that price calls (crawlstack.local.billing).
+    path: str = field(default="", repr=False)
+    request: bytes = field(default=b"", repr=False)
+    reply: bytes = field(default=b"", repr=False)
 
 
 def identify(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[str, str]:
@@ -356,7 +357,7 @@ class FaultyEndpoint:
                         self._reply(status, [("Content-Type", ctype)], data)
                     else:
                         self._reply(status, reply_headers, data)
-                call = Call(service, operation, fault, status, len(body), len(data), body)
+                call = Call(service, operation, fault, status, len(body), len(data), self.path, body, data)
                 for observer in list(endpoint.observers):
                     observer(call)
 
