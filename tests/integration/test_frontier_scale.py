@@ -36,9 +36,9 @@ from crawlstack.demo.server import LoopbackWeb, Response
 from crawlstack.local.faulty import Call, FaultPlan, FaultyEndpoint
 
 SMALL, LARGE = "127.0.0.2", "127.0.0.3"
-BACKLOG = {SMALL: 12, LARGE: 36}
+BACKLOG = {SMALL: 10, LARGE: 30}
 DELAY = 0.3
-# The shortened SQS delay limit: each backlog lasts longer at DELAY (3.6 s and 10.8 s).
+# The shortened SQS delay limit: each backlog lasts longer at DELAY (3 s and 9 s).
 LIMIT = 2
 # Each page takes this long to answer, so a request ends later than its slot
 # began, as it does on a real network (and the next slot may come before the host is free).
