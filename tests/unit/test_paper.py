@@ -65,6 +65,13 @@ def test_with_quotas_raised_politeness_binds_at_1000_hosts_and_the_event_source_
     assert large["1 000 concurrent batches per event source"] == pytest.approx(1_250)
 
 
+def test_with_only_fetch_raised_the_account_concurrency_binds(cost: dict) -> None:
+    seconds = paper.seconds_per_page(cost["handler_ms_per_page"], 0.5)
+    limits = paper.ceilings(1_000, 1.0, seconds, 12.0, paper.FETCH_RAISED)
+    # 1 000 executions / (0.2 + 0.8 + 0.1) s a page = 909.1, below the ceiling of 1 000.
+    assert paper.binding(limits) == ("account concurrency", pytest.approx(1_000 / 1.1))
+
+
 def test_the_budget_counter_pays_for_the_whole_crawl_item() -> None:
     # 1 024 + 1 000 x 20 bytes = 21 024 bytes: 21 write units an admission, 1 000 / 21 a second.
     assert paper.crawl_item_bytes(1_000) == 21_024
