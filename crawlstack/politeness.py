@@ -336,7 +336,9 @@ class Politeness:
         if conflict is not None:
             return None, conflict
         new = replace(state, exists=True, next_slot=nxt, window=state.window | {key})
-        self._remember(new)
+        # Remembered without the claim fields, which change without this
+        # container: from memory the floor is never later than it should be.
+        self._remember(replace(new, busy=False, free_at=0.0))
         return replace(task, not_before=start, adaptive_delay=state.adaptive_delay), new
 
     def unparked(self, host: str, orders: list[str | None]) -> None:

@@ -16,11 +16,28 @@ from collections import Counter
 
 import pytest
 from crawlsim import SimCrawl
+from fakes import FakeClock, FakeHosts, FakeParking
 
 from crawlstack.config import CrawlConfig
-from crawlstack.politeness import HostSlot, host_free_floor
+from crawlstack.messages import FetchTask
+from crawlstack.politeness import HostSlot, Politeness, host_free_floor, window_size
+from crawlstack.urls import fingerprint
 
 HOST = "example.com"
+
+
+def task(path: str, delay: float = 2.0) -> FetchTask:
+    url = f"http://{HOST}/{path}"
+    return FetchTask(
+        url=url,
+        fp=fingerprint(url),
+        host=HOST,
+        depth=1,
+        crawl_id="c",
+        not_before=0.0,
+        delay=delay,
+        window=window_size(delay, 8),
+    )
 
 
 def crawl(monkeypatch: pytest.MonkeyPatch, n: int, delay: float, latency: float) -> tuple[Counter[str], SimCrawl]:
@@ -77,3 +94,21 @@ def test_host_free_floor() -> None:
     assert host_free_floor(HostSlot(HOST, free_at=now + 90.0, busy=True), now, 5.0) == 1005.0
     # No delay: no spacing, no floor.
     assert host_free_floor(busy, now, 0.0) == 0.0
+
+
+def test_a_remembered_busy_host_does_not_push_a_later_slot_back() -> None:
+    # Dispatch remembers the state it last wrote; a request in flight then is
+    # long over by the next URL, which must not wait a delay for it.
+    clock = FakeClock()
+    hosts = FakeHosts(clock)
+    pol = Politeness(hosts, FakeParking(), clock)
+    start = clock.now
+    hosts.claim(HOST, start, start + 90.0)  # another request in flight
+    [(_, a)] = pol.admit(task("a"))
+    assert a.not_before == start + 2.0  # no sooner than a delay after now
+    hosts.release(HOST, "x", start + 2.0)
+    clock.advance(10.0)
+    pol.release(a, clock.now)
+    clock.advance(10.0)  # the host has been free for 8 s
+    [(_, b)] = pol.admit(task("b"))
+    assert b.not_before == clock.now
