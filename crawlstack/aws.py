@@ -131,7 +131,8 @@ class Queue:
         batch: list[dict[str, Any]] = []
         sent = 0
         for body, delay in messages:
-            batch.append({"Id": str(len(batch)), "MessageBody": body, "DelaySeconds": max(0, min(delay, 900))})
+            wait = max(0, min(delay, settings.MAX_SQS_DELAY_SECONDS))
+            batch.append({"Id": str(len(batch)), "MessageBody": body, "DelaySeconds": wait})
             if len(batch) == settings.SQS_BATCH_SIZE:
                 sent += self._send_batch(batch)
                 batch = []

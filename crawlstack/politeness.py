@@ -4,9 +4,9 @@ Every host has one state item, updated only with conditional writes, so
 every dispatcher and fetcher in every Lambda sees the same schedule:
 
 * ``next_slot``: when the next request may start.  Dispatch reserves a slot
-  per URL (start = max(now, next_slot), next_slot = start + delay) and the
-  fetch message waits in SQS for the whole seconds (``DelaySeconds``); the
-  fetcher sleeps the sub-second remainder.
+  per URL (start = max(now, next_slot, ``host_free_floor``), next_slot =
+  start + delay) and the fetch message waits in SQS for the whole seconds
+  (``DelaySeconds``); the fetcher sleeps the sub-second remainder.
 * ``window``: the ``crawl_id#fingerprint`` of the host's URLs currently in the
   fetch queue (``window_key``: crawls share hosts, not URLs).
   It holds at most 2 when the delay is above 0 (this request and the next)
@@ -160,6 +160,25 @@ def recovered_delay(task: FetchTask, state: HostSlot) -> float | None:
 def sqs_delay(not_before: float, now: float) -> int:
     """Whole seconds a message should wait in SQS; the fetcher sleeps the rest."""
     return max(0, min(settings.MAX_SQS_DELAY_SECONDS, math.floor(not_before - now)))
+
+
+def host_free_floor(state: HostSlot, now: float, delay: float) -> float:
+    """The earliest a new slot can find the host free: spaced requests take their time, slots do not.
+
+    Slots are spaced by the delay alone, but a request frees the host only a
+    delay after it ends, so with a slow host (or a backlog unparked late) the
+    next slot would come before the host is free and the task would go round
+    the fetch queue again, two or three times per URL at 5 s and 0.5 s a
+    request.  Each URL already in the window takes at least a delay more; a
+    request in flight (``busy``: ``free_at`` is only its lease) frees the host
+    no sooner than a delay from now.  A stale state gives an earlier floor,
+    never a later one; the claim still decides.
+    """
+    if delay <= 0:
+        return 0.0
+    if state.busy:
+        return now + delay * max(1, len(state.window))
+    return state.free_at + delay * len(state.window)
 
 
 def window_key(task: FetchTask) -> str:
@@ -341,8 +360,9 @@ class Politeness:
         (the task with its slot, the new state), or (None, the current state)
         when next_slot or the adaptive delay were no longer what ``state`` says.
         """
-        start = max(self.clock(), state.next_slot, task.not_before)
+        now = self.clock()
         delay = effective_delay(task, state)
+        start = max(now, state.next_slot, task.not_before, host_free_floor(state, now, delay))
         # No delay, no schedule to keep: only the window bounds the host's requests.
         nxt = start + delay if delay > 0 else None
         key = window_key(task)
@@ -351,7 +371,9 @@ class Politeness:
             return None, conflict
         kept = state.next_slot if nxt is None else nxt
         new = replace(state, exists=True, next_slot=kept, window=state.window | {key})
-        self._remember(new)
+        # Remembered without the claim fields, which change without this
+        # container: from memory the floor is never later than it should be.
+        self._remember(replace(new, busy=False, free_at=0.0))
         return replace(task, not_before=start, adaptive_delay=state.adaptive_delay), new
 
     def unparked(self, host: str, orders: list[str | None]) -> None:

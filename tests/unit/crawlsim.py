@@ -73,12 +73,16 @@ class SimCrawl:
         self.fetch = SimQueue(self.clock)
         # (url, crawl user agent, time) per request made.
         self.requests: list[tuple[str, float]] = []
+        # Seconds each request takes on the fake clock.
+        self.latency = 0.0
         self._lock = threading.Lock()
         monkeypatch.setattr(http, "fetch", self._fetch)
 
     def _fetch(self, url: str, user_agent: str, guard: http.AddressGuard, **kw: object) -> http.FetchResult:
         with self._lock:
             self.requests.append((url, self.clock.now))
+        started = self.clock.now
+        self.clock.advance(self.latency)
         return http.FetchResult(
             url=url,
             status=200,
@@ -87,7 +91,7 @@ class SimCrawl:
             request_headers=[("User-Agent", user_agent)],
             body=b"<p>hi</p>",
             ip_address="203.0.113.5",
-            started_at=self.clock.now,
+            started_at=started,
             finished_at=self.clock.now,
         )
 

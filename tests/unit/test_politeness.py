@@ -125,7 +125,9 @@ def test_full_window_parks_and_release_unparks_shallow_first(
     unparked = pol.unpark(HOST)
     # One place in the window: the shallow URL takes it, the deep one waits.
     assert [(o, t.url) for o, t in unparked] == [(park_order(shallow), shallow.url)]
-    assert unparked[0][1].not_before == clock.now - 1.0 + 4.0  # after a's and b's slots
+    # Not at the slot after a's and b's (start + 4 s): a ended 1 s late, so the
+    # host is free 2 s after that, b goes then, and the shallow URL 2 s later.
+    assert unparked[0][1].not_before == clock.now + 2.0 + 2.0
     pol.unparked(HOST, [o for o, _ in unparked])
     assert parking.peek(HOST, 10) == [(park_order(deep), deep.to_json())]
     assert hosts.read_slot(HOST).parked_at is not None
