@@ -1178,12 +1178,14 @@ class ScopeStore:
       crawl has no item for the URL, so the crawl log says why it was dropped.
     """
 
-    def count_host_page(self, crawl_id: str, host: str, cap: int) -> bool:
-        """Take one of the host's ``cap`` pages for the crawl; False once they are all taken.
+    def count_host_page(self, crawl_id: str, host: str, cap: int, pages: int = 1) -> bool:
+        """Take ``pages`` of the host's ``cap`` pages for the crawl at once; False if fewer are left.
 
         Guarded against a retried call as ``CrawlStore.count_page`` is: the
         token refuses a second add by the same call.
         """
+        if pages > cap:
+            return False
         token = new_token()
         return _conditional_write(
             "update_item",
@@ -1191,10 +1193,14 @@ class ScopeStore:
             TableName=_env(settings.ENV_TABLE["hosts"]),
             Key={"host": {"S": host}, "kind": {"S": f"pages#{crawl_id}"}},
             UpdateExpression="SET #t = :tok ADD pages_admitted :one",
-            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted < :cap) "
+            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted <= :room) "
             "AND (attribute_not_exists(#t) OR #t <> :tok)",
             ExpressionAttributeNames={"#t": WRITE_TOKEN},
-            ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(cap)}, ":tok": {"S": token}},
+            ExpressionAttributeValues={
+                ":one": {"N": str(pages)},
+                ":room": {"N": str(cap - pages)},
+                ":tok": {"S": token},
+            },
         )
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:

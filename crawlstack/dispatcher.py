@@ -40,6 +40,13 @@ cost a write, more than the crawl; the first URL over the limit in each
 container is claimed and skipped with the reason instead.  ``Decision.kind``
 classes each drop for the handler's metrics.
 
+The per-host counter is taken ``settings.HOST_CAP_CHUNK`` pages at a time
+(one conditional write per chunk, not per URL); the container admits the
+rest of a chunk from memory, and a chunk cut short (near the cap) falls back
+to one page at a time.  Pages a container took and never used (it was
+recycled) are lost to the host: a host may get a little less than its cap,
+never more.
+
 Limits: the per-host counter is not idempotent.  A message redelivered after
 it was counted (its dispatcher failed before the batch finished) counts
 again, so a host may get a little less than its cap, never more.
@@ -88,7 +95,7 @@ class Urls(Protocol):
 
 
 class ScopeRecords(Protocol):
-    def count_host_page(self, crawl_id: str, host: str, cap: int) -> bool: ...
+    def count_host_page(self, crawl_id: str, host: str, cap: int, pages: int = 1) -> bool: ...
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool: ...
 
 
@@ -176,6 +183,10 @@ class Dispatcher:
         self._noted = NotedDrops()
         # Crawl and host pairs this container saw at their cap.
         self._host_full: set[tuple[str, str]] = set()
+        # Pages of a host's cap this container took ahead and has yet to admit.
+        self._host_allowance: dict[tuple[str, str], int] = {}
+        # Pairs whose last chunk did not fit under the cap: one page at a time from there.
+        self._host_near_cap: set[tuple[str, str]] = set()
         self.held = held
         self.urls = urls
         self.robots = robots
@@ -273,7 +284,7 @@ class Dispatcher:
         if (
             cap is not None
             and self.scope_records is not None
-            and not self.scope_records.count_host_page(msg.crawl_id, host, cap)
+            and not self._take_host_page(msg.crawl_id, host, cap)
         ):
             if len(self._host_full) > settings.DROPPED_NOTE_CACHE_SIZE:
                 self._host_full.clear()
@@ -305,6 +316,26 @@ class Dispatcher:
         for order, ready in admitted:
             outbox.add_fetch(ready, now, order)
         return Decision(url, "queued" if any(t.fp == fp for _, t in admitted) else "parked")
+
+    def _take_host_page(self, crawl_id: str, host: str, cap: int) -> bool:
+        """One page of the host's cap: from what this container took ahead, else a chunk, else one."""
+        assert self.scope_records is not None
+        key = (crawl_id, host)
+        left = self._host_allowance.pop(key, 0)
+        if left:
+            self._host_allowance[key] = left - 1
+            return True
+        chunk = 1 if key in self._host_near_cap else min(settings.HOST_CAP_CHUNK, cap)
+        if chunk > 1:
+            if self.scope_records.count_host_page(crawl_id, host, cap, chunk):
+                if len(self._host_allowance) >= settings.DROPPED_NOTE_CACHE_SIZE:
+                    self._host_allowance.clear()  # forgotten pages are never admitted: less than the cap, never more
+                self._host_allowance[key] = chunk - 1
+                return True
+            if len(self._host_near_cap) >= settings.DROPPED_NOTE_CACHE_SIZE:
+                self._host_near_cap.clear()
+            self._host_near_cap.add(key)
+        return self.scope_records.count_host_page(crawl_id, host, cap)
 
     def _register_seed(self, msg: FrontierMessage, url: str, host: str, config: CrawlConfig) -> CrawlConfig:
         """A depth-0 message makes its host a seed host; an original seed on another port allows that port there.

@@ -39,6 +39,9 @@ OUTLINK_CACHE_SIZE = 200_000
 # Links of one page per frontier message (crawlstack.messages.pack_links): a
 # dispatch batch of 10 such messages stays well inside the function's timeout.
 LINKS_PER_FRONTIER_MESSAGE = 50
+# Pages of a host's cap (max_pages_per_host) a dispatch container takes with
+# one conditional write and admits from memory (crawlstack.dispatcher).
+HOST_CAP_CHUNK = 16
 # Completed records (crawlstack.resolution) each dispatch and extract
 # container remembers, so their messages and pages cost no reads.
 COMPLETED_RECORD_CACHE_SIZE = 100_000

@@ -492,15 +492,17 @@ class FakeScopeStore:
     def __init__(self, urls: FakeUrls) -> None:
         self.urls = urls
         self.host_pages: dict[tuple[str, str], int] = {}
+        self.host_page_calls = 0
         self.notes = 0
         self._lock = threading.Lock()
 
-    def count_host_page(self, crawl_id: str, host: str, cap: int) -> bool:
+    def count_host_page(self, crawl_id: str, host: str, cap: int, pages: int = 1) -> bool:
         with self._lock:
+            self.host_page_calls += 1
             count = self.host_pages.get((crawl_id, host), 0)
-            if count >= cap:
+            if count + pages > cap:
                 return False
-            self.host_pages[(crawl_id, host)] = count + 1
+            self.host_pages[(crawl_id, host)] = count + pages
             return True
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:

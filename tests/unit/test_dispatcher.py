@@ -295,6 +295,18 @@ def test_per_host_cap_counts_each_new_url_once_and_then_drops_without_writes() -
 
 
 @pytest.mark.usefixtures("env")  # no robots.txt fetch
+def test_the_host_cap_is_taken_a_chunk_at_a_time_and_never_exceeded() -> None:
+    cap = crawl_settings.HOST_CAP_CHUNK * 2 + 3
+    env, store = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_depth=5, max_pages_per_host=cap))
+    env.robots("http://example.com")
+    actions = [env.send(SEED)[0]] + [env.send(f"http://example.com/{i}", depth=1)[0] for i in range(cap + 5)]
+    assert actions.count("queued") + actions.count("parked") == cap
+    assert store.host_pages == {("c", "example.com"): cap}
+    # Two whole chunks, a chunk refused near the cap, then single pages: three, and one refused.
+    assert store.host_page_calls == 2 + 1 + 3 + 1
+
+
+@pytest.mark.usefixtures("env")  # no robots.txt fetch
 def test_no_per_host_cap_when_the_crawl_has_none() -> None:
     env, store = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_pages_per_host=None))
     env.robots("http://example.com")
