@@ -362,6 +362,7 @@ class Fetcher:
             slow_down=status in settings.SLOWDOWN_STATUSES,
             succeeded=status is not None and 200 <= status < 400,
             pause_until=pause_until,
+            started_at=result.started_at if result is not None else None,
         )
         self._unpark_after(task.host, slot, outbox)
 

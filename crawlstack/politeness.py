@@ -16,9 +16,10 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
   host, whatever the backlog: SQS's 15-minute delay limit is never reached
   and queue operations per URL stay constant.
 * ``free_at``: a fetcher claims the host (free_at <= now) before each
-  request and sets free_at = end + delay after it, so requests to a host
-  with a delay never overlap and never start closer than the delay, even
-  when a slot was reached late.
+  request and sets free_at = max(start + delay, end) after it, so requests
+  to a host with a delay never overlap and never start closer than the
+  delay (start to start, as Scrapy's download delay), even when a slot was
+  reached late.  After a 429 or 503 the slowed delay counts from the end.
 * ``parked_at``: set when a URL is parked, and only while the window is
   full, so a release still to come will see it and look in the parked
   table; removed (conditionally on its value) when that finds nothing.
@@ -166,7 +167,8 @@ def host_free_floor(state: HostSlot, now: float, delay: float) -> float:
     """The earliest a new slot can find the host free: spaced requests take their time, slots do not.
 
     Slots are spaced by the delay alone, but a request frees the host only a
-    delay after it ends, so with a slow host (or a backlog unparked late) the
+    delay after it started and not before it ended, so with a slow host (or a
+    backlog unparked late) the
     next slot would come before the host is free and the task would go round
     the fetch queue again, two or three times per URL at 5 s and 0.5 s a
     request.  Each URL already in the window takes at least a delay more; a
@@ -408,8 +410,14 @@ class Politeness:
         slow_down: bool = False,
         succeeded: bool = False,
         pause_until: float | None = None,
+        started_at: float | None = None,
     ) -> HostSlot:
-        """Leave the window; with a delay, free the host ``delay`` after the request ended.
+        """Leave the window; with a delay, free the host ``delay`` after the request started.
+
+        Requests start at least the delay apart, as slots are spaced (and as
+        Scrapy's download delay counts), and never overlap: the host is not
+        free before the request ended.  Without ``started_at`` (no request
+        was made), and after a 429 or 503, the delay counts from the end.
 
         ``slow_down`` (a 429 or 503): first raise the host's adaptive delay, so
         the host is freed after the new, longer delay.  ``pause_until`` (a
@@ -427,7 +435,8 @@ class Politeness:
                 log.warning("host %s: adaptive delay not raised: %s", task.host, exc)
         free_at = None
         if delay > 0:
-            free_at = max(finished_at + delay, pause_until or 0.0)
+            base = started_at if started_at and not slow_down else finished_at
+            free_at = max(base + delay, finished_at, pause_until or 0.0)
         state = self.hosts.release(task.host, window_key(task), free_at)
         if succeeded and state.adaptive_delay > 0:
             # A recovery that loses a race is skipped: the winner was another

@@ -68,8 +68,8 @@ def test_a_backlog_goes_to_the_fetch_queue_once_per_url_when_requests_take_time(
     assert len(sim.requests) == n
     assert set(sends.values()) == {1}, sends
     times = sorted(t for _, t in sim.requests)
-    # The host's pace is its delay after each request ends, no slower.
-    assert [round(b - a, 6) for a, b in itertools.pairwise(times)] == [delay + latency] * (n - 1)
+    # The host's pace is its delay from one request's start to the next, no slower.
+    assert [round(b - a, 6) for a, b in itertools.pairwise(times)] == [delay] * (n - 1)
 
 
 def test_a_request_slower_than_the_sub_second_sleep_costs_at_most_one_send_more(
