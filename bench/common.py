@@ -1,0 +1,131 @@
+"""Helpers shared by the benchmark scripts: the machine, the result contract, loopback hosts.
+
+Every benchmark writes ``bench/results/<name>.json`` with :func:`write_result`::
+
+    {"name": str, "machine": str, "method": str,
+     "figures": [{"label": str, "value": number | str, "unit": str,
+                  "target": str | None, "meets": bool | None}, ...],
+     ...extra keys}
+
+``bench/run.py`` renders BENCHMARKS.md from those files.  Scripts import this
+module as ``common`` (they run as ``python bench/NAME.py``, which puts
+``bench/`` first on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+
+
+def machine() -> str:
+    """One line naming the machine and interpreter, e.g. ``x86_64, 2 cores, CPython 3.11.7, Linux``."""
+    cores = os.cpu_count() or 0
+    return (
+        f"{platform.machine()}, {cores} core{'s' if cores != 1 else ''}, "
+        f"{platform.python_implementation()} {platform.python_version()}, {platform.system()}"
+    )
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> float | None:
+    """The one-minute load average, or None where the OS has none: other work on the machine skews timings."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def figure(
+    label: str,
+    value: float | int | str,
+    unit: str = "",
+    target: str | None = None,
+    meets: bool | None = None,
+) -> dict[str, Any]:
+    return {"label": label, "value": value, "unit": unit, "target": target, "meets": meets}
+
+
+def write_result(
+    name: str,
+    method: str,
+    figures: list[dict[str, Any]],
+    *,
+    load_before: float | None = None,
+    results_dir: Path | None = None,
+    **extra: Any,
+) -> Path:
+    """Write ``results_dir/<name>.json`` in the contract above; returns its path.
+
+    Adds ``date`` (UTC) and ``load`` (one-minute load average before the run,
+    when given, and now) so a reader can tell a quiet machine from a busy one.
+    """
+    result: dict[str, Any] = {
+        "name": name,
+        "machine": machine(),
+        "method": method,
+        "figures": figures,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpu": cpu_model(),
+        "load": {"before": load_before, "after": load_average()},
+        **extra,
+    }
+    out_dir = results_dir or RESULTS_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def checkout_env(**overrides: str) -> dict[str, str]:
+    """This process's environment with this checkout first on PYTHONPATH, for subprocesses.
+
+    The venv may hold an editable install of another checkout; the benchmark
+    must measure the code it sits in.
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env.update(overrides)
+    return env
+
+
+def use_checkout() -> None:
+    """Put this checkout first on ``sys.path`` (for benchmarks that import crawlstack in process)."""
+    if str(ROOT) not in sys.path[:1]:
+        sys.path.insert(0, str(ROOT))
+
+
+def loopback_address(i: int) -> str:
+    """The i-th loopback host address: 127.0.1.1, 127.0.1.2, ... (250 to a block)."""
+    return f"127.0.{1 + i // 250}.{1 + i % 250}"
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def round_to(value: float, digits: int = 3) -> float:
+    return float(f"{value:.{digits}g}")
