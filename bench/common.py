@@ -9,7 +9,7 @@ Every benchmark writes ``bench/results/<name>.json`` with :func:`write_result`::
 
 ``bench/run.py`` renders BENCHMARKS.md from those files.  Scripts import this
 module as ``common`` (they run as ``python bench/NAME.py``, which puts
-``bench/`` first on ``sys.path``).
+``bench/`` first on ``sys.path``) before anything of crawlstack's.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
+
+# Benchmarks measure the checkout they sit in, even when the venv holds an
+# editable install of another one: importing this module puts it first.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 def machine() -> str:
@@ -108,12 +113,6 @@ def checkout_env(**overrides: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(overrides)
     return env
-
-
-def use_checkout() -> None:
-    """Put this checkout first on ``sys.path`` (for benchmarks that import crawlstack in process)."""
-    if str(ROOT) not in sys.path[:1]:
-        sys.path.insert(0, str(ROOT))
 
 
 def loopback_address(i: int) -> str:
