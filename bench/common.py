@@ -77,9 +77,10 @@ def write_result(
     *,
     load_before: float | None = None,
     results_dir: Path | None = None,
+    path: Path | None = None,
     **extra: Any,
 ) -> Path:
-    """Write ``results_dir/<name>.json`` in the contract above; returns its path.
+    """Write ``results_dir/<name>.json`` (or ``path``) in the contract above; returns its path.
 
     Adds ``date`` (UTC) and ``load`` (one-minute load average before the run,
     when given, and now) so a reader can tell a quiet machine from a busy one.
@@ -94,9 +95,9 @@ def write_result(
         "load": {"before": load_before, "after": load_average()},
         **extra,
     }
-    out_dir = results_dir or RESULTS_DIR
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
+    if path is None:
+        path = (results_dir or RESULTS_DIR) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
