@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         figure(f"efficiency, worst host ({worst['host']})", worst["efficiency"] or 0.0, ""),
         figure("smallest gap, any host", min_gap if min_gap is not None else "none", "s" if min_gap else "",
                f"≥ {args.delay:g} s", None if min_gap is None else min_gap >= args.delay),
-        figure("requests (robots.txt included)", requests, "", f"{expected}", requests == expected),
+        figure("requests (robots.txt included)", requests, "", f"= {expected}", requests == expected),
         figure("crawl wall time", round(wall, 1), "s"),
     ]  # fmt: skip
     slow = sorted(rows, key=lambda r: r["efficiency"] or 0.0)[:3]

@@ -36,6 +36,7 @@ ORDER = ("cold_start", "extraction", "politeness", "scrapy_compare", "cost", "pa
 COLUMNS = ("Benchmark", "Figure", "Value", "Target", "Met", "Machine", "How measured")
 SAME = "as above"
 NONE = "-"
+ATTACHED_UNITS = ("x", "%")  # 2.94x, 12%: no space
 
 
 # --- running ------------------------------------------------------------------
@@ -137,6 +138,8 @@ def format_value(value: Any, unit: str = "") -> str:
             text = f"{value:.2f}"
         else:
             text = f"{value:.3g}"
+    if unit in ATTACHED_UNITS:
+        return text + unit
     return f"{text} {unit}".strip() if unit else text
 
 
