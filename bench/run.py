@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +45,7 @@ ATTACHED_UNITS = ("x", "%")  # 2.94x, 12%: no space
 
 # --- running ------------------------------------------------------------------
 def last_error_line(stderr: str, stdout: str = "") -> str:
-    """The line that says what went wrong: the last non-empty line of stderr (else stdout)."""
+    """The line that says what went wrong: the last non-empty line of ``stderr`` (else ``stdout``)."""
     for text in (stderr, stdout):
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         if lines:
@@ -68,29 +72,44 @@ def run_one(name: str, results_dir: Path, timeout: float | None = None) -> str |
     """
     result_file = results_dir / f"{name}.json"
     before = result_file.stat().st_mtime_ns if result_file.exists() else None
-    env = checkout_env()
     started = time.monotonic()
     print(f"== {name}", flush=True)
-    try:
-        proc = subprocess.run(
-            [sys.executable, str(BENCH_DIR / f"{name}.py")],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        error: str | None = f"timed out after {timeout:.0f} s"
-    else:
-        sys.stdout.write(proc.stdout)
-        sys.stdout.write(proc.stderr)
-        error = None
-        if proc.returncode != 0:
-            error = f"exit {proc.returncode}: {last_error_line(proc.stderr, proc.stdout)}"
-        elif not result_file.exists() or result_file.stat().st_mtime_ns == before:
-            error = f"wrote no {result_file.relative_to(ROOT) if result_file.is_relative_to(ROOT) else result_file}"
+    # Its output is passed through as it comes (a crawl takes minutes); the
+    # last lines are kept for the one-line error.
+    proc = subprocess.Popen(
+        [sys.executable, "-u", str(BENCH_DIR / f"{name}.py")],
+        cwd=ROOT,
+        env=checkout_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a timeout ends its children (servers, crawls) too
+    )
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, kill) if timeout else None
+    if timer is not None:
+        timer.start()
+    tail: deque[str] = deque(maxlen=50)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        tail.append(line)
+    returncode = proc.wait()
+    if timer is not None:
+        timer.cancel()
+    error: str | None = None
+    if timed_out.is_set():
+        error = f"timed out after {timeout:.0f} s"
+    elif returncode != 0:
+        error = f"exit {returncode}: {last_error_line(''.join(tail))}"
+    elif not result_file.exists() or result_file.stat().st_mtime_ns == before:
+        error = f"wrote no bench/results/{result_file.name}"
     print(f"== {name}: {'ok' if error is None else 'FAILED: ' + error} ({time.monotonic() - started:.0f} s)")
     if error is not None:
         results_dir.mkdir(parents=True, exist_ok=True)
