@@ -26,6 +26,8 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
+# When this benchmark process started (it imports this module first thing).
+STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 # Benchmarks measure the checkout they sit in, even when the venv holds an
 # editable install of another one: importing this module puts it first.
@@ -82,14 +84,16 @@ def write_result(
 ) -> Path:
     """Write ``results_dir/<name>.json`` (or ``path``) in the contract above; returns its path.
 
-    Adds ``date`` (UTC) and ``load`` (one-minute load average before the run,
-    when given, and now) so a reader can tell a quiet machine from a busy one.
+    Adds ``started`` and ``date`` (UTC: the process's start, and now) and
+    ``load`` (one-minute load average before the run, when given, and now)
+    so a reader can tell a quiet machine from a busy one.
     """
     result: dict[str, Any] = {
         "name": name,
         "machine": machine(),
         "method": method,
         "figures": figures,
+        "started": STARTED,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpu": cpu_model(),
         "load": {"before": load_before, "after": load_average()},

@@ -171,12 +171,15 @@ def format_met(meets: Any) -> str:
 
 
 def machine_cell(result: Mapping[str, Any]) -> str:
+    """The machine, when the benchmark started (UTC) and the load average as it started and ended."""
     parts = [str(result.get("machine") or "unknown")]
-    if result.get("date"):
-        parts.append(str(result["date"])[:16].replace("T", " ") + " UTC")
+    when = result.get("started") or result.get("date")
+    if when:
+        parts.append(str(when)[:16].replace("T", " ") + " UTC")
     load = result.get("load")
     if isinstance(load, Mapping) and load.get("before") is not None:
-        parts.append(f"load {load['before']}")
+        after = load.get("after")
+        parts.append(f"load {load['before']:.1f}" + (f"→{after:.1f}" if after is not None else ""))
     return "; ".join(parts)
 
 
@@ -231,8 +234,9 @@ def render(
     if remark:
         out += [remark.strip(), ""]
     out += [
-        "The Machine column gives each benchmark's machine, when it ran and the one-minute load average "
-        "as it started; timings taken while other work loads the machine are noisy.",
+        "The Machine column gives each benchmark's machine, when it started and the one-minute load average "
+        "as it started→ended (a 2-core machine is busy above 2); timings taken while other work loads the "
+        "machine are noisy.",
         "",
         render_table(results),
         "",
@@ -240,10 +244,12 @@ def render(
     skipped = list(skipped)
     if skipped:
         out += ["Not run: " + "; ".join(skipped) + ".", ""]
-    for result in results:
-        text = result.get("notes")
-        if isinstance(text, str) and text.strip():
-            out += [f"## {result.get('name')}", "", text.strip(), ""]
+    sections = [(r.get("name"), r.get("notes")) for r in results]
+    sections = [(name, text.strip()) for name, text in sections if isinstance(text, str) and text.strip()]
+    if sections:
+        out += ["## Notes", ""]
+        for name, text in sections:
+            out += [f"### {name}", "", text, ""]
     if notes.strip():
         out += [notes.rstrip(), ""]
     return "\n".join(out)

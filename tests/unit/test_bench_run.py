@@ -39,6 +39,7 @@ POLITENESS = {
     "name": "politeness",
     "machine": "x86_64, 2 cores, CPython 3.11.7, Linux",
     "method": "Server log | per host.",
+    "started": "2026-11-22T07:58:00Z",
     "date": "2026-11-22T08:00:00Z",
     "load": {"before": 1.5, "after": 1.7},
     "figures": [
@@ -90,7 +91,7 @@ def test_met_marks_values_and_cells(run: ModuleType) -> None:
     # machine and method on the benchmark's first row, with when and how loaded; a pipe is escaped
     first = row["efficiency"]
     assert first[0] == "politeness"
-    assert first[5] == "x86_64, 2 cores, CPython 3.11.7, Linux; 2026-11-22 08:00 UTC; load 1.5"
+    assert first[5] == "x86_64, 2 cores, CPython 3.11.7, Linux; 2026-11-22 07:58 UTC; load 1.5→1.7"
     assert first[6] == "Server log \\| per host."
     assert row["smallest gap"][0] == "" and row["smallest gap"][5] == run.SAME
 
@@ -109,8 +110,8 @@ def test_notes_sections_then_hand_written_notes_verbatim(run: ModuleType) -> Non
     notes = "## Earlier measurements\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
     md = run.render([POLITENESS, FAILED], notes=notes, skipped=["cost (bench/cost.py is not in this checkout)"])
     assert "make bench" in md.split("\n\n")[1]
-    assert "## politeness\n\nPer-host rows are in the JSON." in md
-    assert md.index("## politeness") > md.index("| politeness |")
+    assert "## Notes\n\n### politeness\n\nPer-host rows are in the JSON." in md
+    assert md.index("### politeness") > md.index("| politeness |")
     assert md.rstrip().endswith(notes.rstrip())
     assert "Not run: cost (bench/cost.py is not in this checkout)." in md
 
