@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, checkout_env, figure, load_average, write_result
+from common import ROOT, checkout_env, figure, load_average, report
 
 from crawlstack import settings
 
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "(tracing on); this host's CPython on x86, not Lambda's arm64 Python "
         f"{settings.LAMBDA_PYTHON_VERSION}. Sizes: files under scripts/build_lambda.py's layer/ and code/."
     )
-    write_result(
+    report(
         "cold_start",
         method,
         figures,

@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: the machine, the result contract, loopback hosts.
 
-Every benchmark writes ``bench/results/<name>.json`` with :func:`write_result`::
+Every benchmark writes ``bench/results/<name>.json`` with :func:`write_result`
+(a whole result dict) or :func:`report` (its parts)::
 
     {"name": str, "machine": str, "method": str,
      "figures": [{"label": str, "value": number | str, "unit": str,
@@ -25,7 +26,7 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
-RESULTS_DIR = BENCH_DIR / "results"
+RESULTS_DIR = RESULTS = BENCH_DIR / "results"
 # When this benchmark process started (it imports this module first thing).
 STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -72,40 +73,51 @@ def figure(
     return {"label": label, "value": value, "unit": unit, "target": target, "meets": meets}
 
 
-def write_result(
-    name: str,
-    method: str,
-    figures: list[dict[str, Any]],
-    *,
-    load_before: float | None = None,
-    results_dir: Path | None = None,
-    path: Path | None = None,
-    **extra: Any,
-) -> Path:
-    """Write ``results_dir/<name>.json`` (or ``path``) in the contract above; returns its path.
+def write_result(result: dict[str, Any], path: Path | None = None) -> Path:
+    """Write one result dict (the contract above) to ``RESULTS_DIR/<name>.json``, or ``path``; returns the path.
 
-    Adds ``started`` and ``date`` (UTC: the process's start, and now) and
-    ``load`` (one-minute load average before the run, when given, and now)
-    so a reader can tell a quiet machine from a busy one.
+    Adds what the result does not say itself: ``date`` (UTC, now),
+    ``started`` (UTC, when this process started) and ``load.after`` (the
+    one-minute load average now), so a reader can tell a quiet machine from
+    a busy one.
     """
-    result: dict[str, Any] = {
-        "name": name,
-        "machine": machine(),
-        "method": method,
-        "figures": figures,
-        "started": STARTED,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cpu": cpu_model(),
-        "load": {"before": load_before, "after": load_average()},
-        **extra,
-    }
+    result = dict(result)
+    result.setdefault("machine", machine())
+    result.setdefault("date", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    result.setdefault("started", STARTED)
+    load = dict(result.get("load") or {})
+    load.setdefault("before", None)
+    load.setdefault("after", load_average())
+    result["load"] = load
     if path is None:
-        path = (results_dir or RESULTS_DIR) / f"{name}.json"
+        path = RESULTS_DIR / f"{result['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def report(
+    name: str,
+    method: str,
+    figures: list[dict[str, Any]],
+    *,
+    load_before: float | None = None,
+    path: Path | None = None,
+    **extra: Any,
+) -> Path:
+    """Build the result dict from its parts (plus the CPU model and ``load_before``) and write it."""
+    result: dict[str, Any] = {
+        "name": name,
+        "machine": machine(),
+        "method": method,
+        "figures": figures,
+        "cpu": cpu_model(),
+        "load": {"before": load_before},
+        **extra,
+    }
+    return write_result(result, path)
 
 
 def checkout_env(**overrides: str) -> dict[str, str]:

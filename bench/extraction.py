@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from common import cpu_model, figure, load_average, write_result
+from common import cpu_model, figure, load_average
+from common import report as write_report
 from lxml import etree
 from parsel import Selector
 from w3lib.encoding import html_to_unicode
@@ -497,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         f"/ parsel's: {report['crawlstack_vs_parsel']:.3f} (median of per-repetition ratios)"
     )
     method, figures, notes = contract(report, results)
-    out = write_result(
+    out = write_report(
         "extraction", method, figures, load_before=load_before, path=Path(args.out), notes=notes, **report
     )
     print(f"-> {out}")

@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from common import figure, load_average, loopback_address, write_result
+from common import figure, load_average, loopback_address, report
 
 from crawlstack.cli import main as crawlstack
 from crawlstack.demo.server import LoopbackWeb, Request
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "own throughput, not its politeness slots, set the pace. Per-host rows are in "
         "bench/results/politeness.json (`hosts`)."
     )
-    write_result(
+    report(
         "politeness",
         method,
         figures,

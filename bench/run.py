@@ -159,6 +159,8 @@ def format_value(value: Any, unit: str = "") -> str:
             text = f"{value:.3g}"
     if unit in ATTACHED_UNITS:
         return text + unit
+    if unit == "$":
+        return f"-${text[1:]}" if text.startswith("-") else f"${text}"
     return f"{text} {unit}".strip() if unit else text
 
 

@@ -33,7 +33,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, checkout_env, figure, load_average, port_in_use, write_result
+from common import ROOT, checkout_env, figure, load_average, port_in_use, report
 
 PORT = 8998
 START_URL = f"http://localhost:{PORT}/?total=100000&show=20"
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "and runs every page through its three handlers, queues and tables (moto, in process); Scrapy keeps its "
         "frontier in memory."
     )
-    write_result(
+    report(
         "scrapy_compare",
         method,
         [

@@ -476,31 +476,37 @@ class HostStore:
         )
         return _slot_from(host, item)
 
-    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
+    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float | None, window: int) -> HostSlot | None:
         """Add ``fp`` to the host's window and move next_slot, if nobody else moved it.
 
         The slot was spaced by the adaptive delay read with ``expected``, so
-        that must be unchanged too.  Returns None on success, else the host's
-        current state (the caller retries).
+        that must be unchanged too.  ``new_next`` None (no delay): only a
+        place in the window, whatever next_slot says, so concurrent
+        admissions to a host crawled without a delay do not conflict.
+        Returns None on success, else the host's current state (the caller retries).
         """
-        values: dict[str, Any] = {":new": {"N": str(_num(new_next))}, ":fp": {"SS": [fp]}, ":cap": {"N": str(window)}}
-        if expected.exists:
-            cond = "next_slot = :old"
-            values[":old"] = {"N": str(_num(expected.next_slot))}
-        else:
-            cond = "attribute_not_exists(next_slot)"
+        values: dict[str, Any] = {":fp": {"SS": [fp]}, ":cap": {"N": str(window)}}
+        conds = []
+        if new_next is not None:
+            values[":new"] = {"N": str(_num(new_next))}
+            if expected.exists:
+                conds.append("next_slot = :old")
+                values[":old"] = {"N": str(_num(expected.next_slot))}
+            else:
+                conds.append("attribute_not_exists(next_slot)")
         if expected.adaptive_delay:
-            cond += " AND adaptive_delay = :ad"
+            conds.append("adaptive_delay = :ad")
             values[":ad"] = {"N": str(_num(expected.adaptive_delay))}
         else:
-            cond += " AND attribute_not_exists(adaptive_delay)"
-        cond += " AND (attribute_not_exists(#w) OR (size(#w) < :cap AND NOT contains(#w, :fpv)))"
+            conds.append("attribute_not_exists(adaptive_delay)")
+        conds.append("(attribute_not_exists(#w) OR (size(#w) < :cap AND NOT contains(#w, :fpv)))")
+        cond = " AND ".join(conds)
         values[":fpv"] = {"S": fp}
         try:
             client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self._key(host, "slot"),
-                UpdateExpression="SET next_slot = :new ADD #w :fp",
+                UpdateExpression="ADD #w :fp" if new_next is None else "SET next_slot = :new ADD #w :fp",
                 ConditionExpression=cond,
                 ExpressionAttributeNames={"#w": "window"},
                 ExpressionAttributeValues=values,
@@ -510,7 +516,7 @@ class HostStore:
             if not _is_conditional_failure(exc):
                 raise
             item = _failed_item(exc)
-            if item is not None and _reserved(item, fp, values[":new"]["N"]):
+            if item is not None and _reserved(item, fp, values[":new"]["N"] if new_next is not None else None):
                 return None  # our own reservation, its reply lost and the call retried
             return _slot_from(host, item) if item is not None else self.read_slot(host)
         return None
@@ -731,16 +737,27 @@ class ParkStore:
             TableName=self.name, Item={"host": {"S": host}, "order": {"S": order}, "body": {"S": body}}
         )
 
-    def peek(self, host: str, limit: int) -> list[tuple[str, str]]:
-        resp = client("dynamodb").query(
-            TableName=self.name,
-            KeyConditionExpression="#h = :h",
-            ExpressionAttributeNames={"#h": "host"},
-            ExpressionAttributeValues={":h": {"S": host}},
-            ConsistentRead=True,
-            Limit=limit,
-        )
-        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", []) if "body" in i]
+    def peek(self, host: str, limit: int, untaken_since: float | None = None) -> list[tuple[str, str]]:
+        """The first ``limit`` rows; with ``untaken_since``, leaving out rows taken since then.
+
+        Rows another unparker holds are read (a filter costs what it reads)
+        but not returned, so a busy host's unparkers do not all try the same
+        first rows; the read looks a window's worth of rows further for it.
+        """
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "#h = :h",
+            "ExpressionAttributeNames": {"#h": "host"},
+            "ExpressionAttributeValues": {":h": {"S": host}},
+            "ConsistentRead": True,
+            "Limit": limit,
+        }
+        if untaken_since is not None:
+            request["Limit"] = limit + 2 * settings.DEFAULT_HOST_CONCURRENCY
+            request["FilterExpression"] = "attribute_not_exists(taken_at) OR taken_at < :since"
+            request["ExpressionAttributeValues"][":since"] = {"N": str(_num(untaken_since))}
+        resp = client("dynamodb").query(**request)
+        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", []) if "body" in i][:limit]
 
     def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
         """Become the one unparker of a row (unless another took it after ``stale_before``).
@@ -1124,13 +1141,15 @@ def _from_dynamo(value: Any) -> Any:
     return value
 
 
-def _reserved(item: dict[str, Any], fp: str, next_slot: str) -> bool:
+def _reserved(item: dict[str, Any], fp: str, next_slot: str | None) -> bool:
     """The host item holds the reservation ``reserve`` writes: ``fp`` in the window, ``next_slot`` its value.
 
     Only that reservation puts ``fp`` there (a window entry is one crawl's
     URL, admitted once), so finding both is finding our own write.
     """
-    return fp in item.get("window", {}).get("SS", []) and item.get("next_slot", {}).get("N") == next_slot
+    if fp not in item.get("window", {}).get("SS", []):
+        return False
+    return next_slot is None or item.get("next_slot", {}).get("N") == next_slot
 
 
 def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:

@@ -385,7 +385,7 @@ class Fetcher:
         if slot.parked_at is None:
             return
         now = self.clock()
-        for order, ready in self.politeness.unpark(host, hold=self._hold_if_stopped):
+        for order, ready in self.politeness.unpark(host, hold=self._hold_if_stopped, state=slot):
             outbox.add_fetch(ready, now, order)
 
     def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:

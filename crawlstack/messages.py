@@ -5,6 +5,16 @@ Frontier message (what a user sends to seed a crawl)::
     {"url": "...", "depth": 0, "crawl_id"?: "...", "referrer"?: "...",
      "record_id"?: "...", "want"?: ["field", ...]}
 
+Link bundle: the links extract found on one page travel together, one queue
+message for up to ``settings.LINKS_PER_FRONTIER_MESSAGE`` of them, with the
+fields they share said once::
+
+    {"urls": ["...", ...], "depth": 2, "crawl_id": "...", "referrer"?: "...",
+     "record_id"?: "...", "want"?: [...], "hops"?: 0, "via"?: "..."}
+
+(``pack_links``, ``frontier_messages``).  A bundle costs one send, receive and
+delete where a message per link cost one each (a tenth of a batched call).
+
 Fetch task: a frontier message that passed scope, dedupe and robots.txt, with
 its canonical URL, fingerprint, host and reserved politeness slot.  Two
 fields are left out of its JSON at their defaults, so a first attempt on an
@@ -13,13 +23,14 @@ HTTP error is the same task with ``attempt`` + 1, ``crawlstack.fetcher``)
 and ``adaptive_delay`` (the host's slowed-down delay when the slot was
 reserved, ``crawlstack.politeness``; 0 when not slowed).
 
-Settings: ``settings.DEFAULT_CRAWL_ID``.
+Settings: ``settings.DEFAULT_CRAWL_ID``, ``settings.LINKS_PER_FRONTIER_MESSAGE``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from crawlstack import settings
@@ -27,6 +38,16 @@ from crawlstack import settings
 
 class InvalidMessage(ValueError):
     """A queue message that can never be processed; the text says why."""
+
+
+def _json_object(body: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise InvalidMessage(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidMessage("not a JSON object")
+    return data
 
 
 def _optional_str(data: dict[str, Any], key: str) -> str | None:
@@ -53,13 +74,7 @@ class FrontierMessage:
 
     @classmethod
     def from_json(cls, body: str, default_crawl_id: str = settings.DEFAULT_CRAWL_ID) -> FrontierMessage:
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, TypeError) as exc:
-            raise InvalidMessage(f"not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise InvalidMessage("not a JSON object")
-        return cls.from_dict(data, default_crawl_id)
+        return cls.from_dict(_json_object(body), default_crawl_id)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], default_crawl_id: str = settings.DEFAULT_CRAWL_ID) -> FrontierMessage:
@@ -87,7 +102,10 @@ class FrontierMessage:
         )
 
     def to_json(self) -> str:
-        data: dict[str, Any] = {"url": self.url, "depth": self.depth, "crawl_id": self.crawl_id}
+        return json.dumps(self._fields({"url": self.url}), separators=(",", ":"))
+
+    def _fields(self, data: dict[str, Any]) -> dict[str, Any]:
+        data.update(depth=self.depth, crawl_id=self.crawl_id)
         if self.referrer:
             data["referrer"] = self.referrer
         if self.record_id:
@@ -98,7 +116,41 @@ class FrontierMessage:
             data["hops"] = self.hops
         if self.via:
             data["via"] = self.via
-        return json.dumps(data, separators=(",", ":"))
+        return data
+
+
+def pack_links(links: Iterable[FrontierMessage], per_message: int | None = None) -> list[str]:
+    """Queue message bodies for ``links``: bundles of the links that share every field but the URL.
+
+    A lone link goes as a plain frontier message.  Order is kept within each bundle.
+    """
+    per_message = per_message or settings.LINKS_PER_FRONTIER_MESSAGE
+    groups: dict[FrontierMessage, list[str]] = {}
+    for link in links:
+        groups.setdefault(replace(link, url=""), []).append(link.url)
+    bodies = []
+    for shared, urls in groups.items():
+        for start in range(0, len(urls), per_message):
+            chunk = urls[start : start + per_message]
+            if len(chunk) == 1:
+                bodies.append(replace(shared, url=chunk[0]).to_json())
+            else:
+                bodies.append(json.dumps(shared._fields({"urls": chunk}), separators=(",", ":")))
+    return bodies
+
+
+def frontier_messages(body: str, default_crawl_id: str = settings.DEFAULT_CRAWL_ID) -> list[FrontierMessage]:
+    """The frontier messages of one queue message: a single one, or every link of a bundle."""
+    data = _json_object(body)
+    if "urls" not in data:
+        return [FrontierMessage.from_dict(data, default_crawl_id)]
+    urls = data.pop("urls")
+    if "url" in data:
+        raise InvalidMessage("a message has 'url' or 'urls', not both")
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+        raise InvalidMessage("'urls' must be a non-empty list of URL strings")
+    first = FrontierMessage.from_dict({**data, "url": urls[0]}, default_crawl_id)
+    return [replace(first, url=u.strip()) for u in urls]
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -72,6 +73,9 @@ IN_FLIGHT_POLL_SECONDS = 0.05
 # (it died before sending) may be taken again.
 UNPARK_STALE_SECONDS = 120.0
 UNPARK_ROUNDS = 4
+# Rows a release's unpark looks at first: the one place it freed, and one to see whether more wait.
+FIRST_PEEK = 2
+UNPARK_LOCK_STRIPES = 64
 # Hosts whose last written state a container remembers.
 KNOWN_HOSTS_LIMIT = 50_000
 
@@ -101,7 +105,9 @@ class Blocked:
 
 class HostSlots(Protocol):
     def read_slot(self, host: str) -> HostSlot: ...
-    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None: ...
+    def reserve(
+        self, host: str, fp: str, expected: HostSlot, new_next: float | None, window: int
+    ) -> HostSlot | None: ...
     def mark_parked(self, host: str, window: int, stamp: float) -> bool: ...
     def clear_parked(self, host: str, stamp: float) -> None: ...
     def claim(self, host: str, now: float, lease_until: float) -> Blocked | None: ...
@@ -111,7 +117,7 @@ class HostSlots(Protocol):
 
 class Parking(Protocol):
     def put(self, host: str, order: str, body: str) -> None: ...
-    def peek(self, host: str, limit: int) -> list[tuple[str, str]]: ...
+    def peek(self, host: str, limit: int, untaken_since: float | None = None) -> list[tuple[str, str]]: ...
     def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool: ...
     def untake(self, host: str, order: str, stamp: float) -> None: ...
     def delete(self, host: str, order: str) -> None: ...
@@ -182,6 +188,9 @@ class Politeness:
     parking: Parking
     clock: Callable[[], float] = time.time
     _known: dict[str, HostSlot] = field(default_factory=dict, repr=False)
+    _unpark_locks: tuple[threading.Lock, ...] = field(
+        default_factory=lambda: tuple(threading.Lock() for _ in range(UNPARK_LOCK_STRIPES)), repr=False
+    )
 
     def admit(
         self, task: FetchTask, hold: Callable[[FetchTask], bool] | None = None
@@ -232,7 +241,18 @@ class Politeness:
             self._known.clear()
         self._known[state.host] = state
 
-    def unpark(self, host: str, hold: Callable[[FetchTask], bool] | None = None) -> list[tuple[str | None, FetchTask]]:
+    def unpark(
+        self, host: str, hold: Callable[[FetchTask], bool] | None = None, state: HostSlot | None = None
+    ) -> list[tuple[str | None, FetchTask]]:
+        # One unparker per host at a time in this container: a fetch batch's
+        # requests end together, and their unparkers would all try the same
+        # first rows (a failed take is a write unit like any other).
+        with self._unpark_locks[hash(host) % len(self._unpark_locks)]:
+            return self._unpark(host, hold, state)
+
+    def _unpark(
+        self, host: str, hold: Callable[[FetchTask], bool] | None, state: HostSlot | None
+    ) -> list[tuple[str | None, FetchTask]]:
         """Move parked URLs of ``host`` into its window, oldest first.
 
         Returns (order, task) pairs.  The caller sends the tasks, then calls
@@ -248,14 +268,22 @@ class Politeness:
         it returns True (its crawl is stopped and the task is held,
         ``crawlstack.jobs``) the row is deleted and the place goes to the next
         row, so a stopped crawl's backlog spends none of the host's slots.
+
+        ``state``: the host's state as a write just returned it (a release):
+        the first round then reads neither the state nor more rows than the
+        place a release frees (``FIRST_PEEK``), and a later round is only
+        needed when more places were free.
         """
         out: list[tuple[str | None, FetchTask]] = []
-        limit = settings.DEFAULT_HOST_CONCURRENCY
+        limit = FIRST_PEEK if state is not None else settings.DEFAULT_HOST_CONCURRENCY
         for _ in range(UNPARK_ROUNDS):
-            state = self.hosts.read_slot(host)
-            rows = self.parking.peek(host, limit=limit)
+            if state is None:
+                state = self.hosts.read_slot(host)
+            rows = self.parking.peek(host, limit=limit, untaken_since=self.clock() - UNPARK_STALE_SECONDS)
             if not rows:
-                if state.parked_at is not None:
+                # Rows other unparkers hold keep the flag: one that cannot
+                # place its row gives it back and flags the host again.
+                if state.parked_at is not None and not self.parking.peek(host, limit=1):
                     self.hosts.clear_parked(host, state.parked_at)
                 return out
             left_behind: FetchTask | None = None
@@ -285,10 +313,15 @@ class Politeness:
                 return out
             # URLs remain parked: flag it while the window is full, so that
             # some release still to come looks again; if the window has room
-            # after all, go round once more.
+            # after all, go round once more.  A flag that the state (returned
+            # by our own last write) shows set stands: only an unparker that
+            # finds no rows clears it, and the rows left behind are there.
             cap = effective_window(left_behind or FetchTask.from_json(rows[-1][1]), state)
+            if state.parked_at is not None and len(state.window) >= cap:
+                return out
             if self.hosts.mark_parked(host, cap, self.clock()):
                 return out
+            state, limit = None, settings.DEFAULT_HOST_CONCURRENCY
         return out
 
     def _reserve_parked(self, host: str, task: FetchTask, state: HostSlot) -> tuple[FetchTask | None, HostSlot]:
@@ -309,12 +342,15 @@ class Politeness:
         when next_slot or the adaptive delay were no longer what ``state`` says.
         """
         start = max(self.clock(), state.next_slot, task.not_before)
-        nxt = start + effective_delay(task, state)
+        delay = effective_delay(task, state)
+        # No delay, no schedule to keep: only the window bounds the host's requests.
+        nxt = start + delay if delay > 0 else None
         key = window_key(task)
         conflict = self.hosts.reserve(task.host, key, state, nxt, window)
         if conflict is not None:
             return None, conflict
-        new = replace(state, exists=True, next_slot=nxt, window=state.window | {key})
+        kept = state.next_slot if nxt is None else nxt
+        new = replace(state, exists=True, next_slot=kept, window=state.window | {key})
         self._remember(new)
         return replace(task, not_before=start, adaptive_delay=state.adaptive_delay), new
 

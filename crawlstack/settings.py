@@ -36,6 +36,9 @@ MAX_CRAWL_DELAY_SECONDS = 300.0
 # the 30 links a page repeats from its neighbours are not sent again.  The
 # frontier's conditional write stays the final word on dedupe.
 OUTLINK_CACHE_SIZE = 200_000
+# Links of one page per frontier message (crawlstack.messages.pack_links): a
+# dispatch batch of 10 such messages stays well inside the function's timeout.
+LINKS_PER_FRONTIER_MESSAGE = 50
 # Completed records (crawlstack.resolution) each dispatch and extract
 # container remembers, so their messages and pages cost no reads.
 COMPLETED_RECORD_CACHE_SIZE = 100_000

@@ -55,7 +55,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -129,6 +129,10 @@ class Call:
     status: int | None  # the status the client got (None: connection dropped)
     request_bytes: int
     response_bytes: int
+    # What was sent and answered, for observers that price calls (crawlstack.local.billing).
+    path: str = field(default="", repr=False)
+    request: bytes = field(default=b"", repr=False)
+    reply: bytes = field(default=b"", repr=False)
 
 
 def identify(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[str, str]:
@@ -353,7 +357,7 @@ class FaultyEndpoint:
                         self._reply(status, [("Content-Type", ctype)], data)
                     else:
                         self._reply(status, reply_headers, data)
-                call = Call(service, operation, fault, status, len(body), len(data))
+                call = Call(service, operation, fault, status, len(body), len(data), self.path, body, data)
                 for observer in list(endpoint.observers):
                     observer(call)
 

@@ -91,6 +91,8 @@ class QueueStats:
     errors: int = 0
     # The pump's own SQS calls that failed (receive, delete, queue depth).
     aws_errors: int = 0
+    # Wall time spent inside the handler, over every invocation: what Lambda bills.
+    handler_seconds: float = 0.0
 
 
 @dataclass
@@ -255,8 +257,14 @@ class EventPump:
             if spec
             else LambdaContext(function_name=f"local-{source.key}")
         )
+        started = time.perf_counter()
         try:
-            response = source.handler(event, context) or {}
+            try:
+                response = source.handler(event, context) or {}
+            finally:
+                elapsed = time.perf_counter() - started
+                with self._lock:
+                    source.stats.handler_seconds += elapsed
         except Exception as exc:  # the whole batch failed: all of it comes back
             line = f"{source.key}: {_first_line(exc)}"
             children = getattr(exc, "child_exceptions", None) or []

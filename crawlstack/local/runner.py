@@ -308,7 +308,7 @@ def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | No
                 depths = dict.fromkeys(stats, "?")
             live.update(
                 f"[bold]crawling[/] {time.monotonic() - started:.0f}s  "
-                f"urls {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
+                f"frontier messages {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
                 f"extracted {stats['extract'].deleted}  "
                 f"[dim]queued {depths['frontier']}/{depths['fetch']}/{depths['extract']}[/]"
             )
@@ -429,6 +429,7 @@ def _write_outputs(
         "parked_left": parked_left,
         "handler_errors": pump.handler_errors[:20],
         "invocations": {s.key: s.stats.invocations for s in pump.sources},
+        "handler_seconds": {s.key: round(s.stats.handler_seconds, 3) for s in pump.sources},
         "settings": {
             "max_depth": options.max_depth,
             "max_pages": options.max_pages,

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack.dispatcher import Outbox
-from crawlstack.messages import FrontierMessage, InvalidMessage
+from crawlstack.messages import FrontierMessage, InvalidMessage, frontier_messages
 from crawlstack.redact import redacted_logs
 from crawlstack.urls import url_correlation_id
 from crawlstack.wiring import services
@@ -47,22 +47,25 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
 
     def record_handler(record: SQSRecord) -> None:
         try:
-            msg = FrontierMessage.from_json(record.body)
+            messages = frontier_messages(record.body)
         except InvalidMessage as exc:
             # It can never succeed: log it whole (it is the user's own
             # message) and let it go rather than cycle it to the DLQ.
             logger.error("invalid frontier message", reason=str(exc), body=record.body[:2000])
             metrics.add_metric(name="InvalidMessages", unit=MetricUnit.Count, value=1)
             return
-        logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
-        # The URL's fingerprint (its key in the urls table) ties its log lines together across functions.
-        logger.set_correlation_id(url_correlation_id(msg.url))
-        decision = svc.dispatcher.dispatch(msg, outbox, message_id=record.message_id)
-        logger.debug("dispatched", action=decision.action, reason=decision.reason)
-        if decision.kind in _KIND_METRIC:
-            metrics.add_metric(name=_KIND_METRIC[decision.kind], unit=MetricUnit.Count, value=1)
-        elif decision.action in _METRIC:
-            metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
+        # A link bundle (crawlstack.messages) is one message: a link that fails
+        # fails it, and its redelivery finds the links before it already claimed.
+        for msg in messages:
+            logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
+            # The URL's fingerprint (its key in the urls table) ties its log lines together across functions.
+            logger.set_correlation_id(url_correlation_id(msg.url))
+            decision = svc.dispatcher.dispatch(msg, outbox, message_id=record.message_id)
+            logger.debug("dispatched", action=decision.action, reason=decision.reason)
+            if decision.kind in _KIND_METRIC:
+                metrics.add_metric(name=_KIND_METRIC[decision.kind], unit=MetricUnit.Count, value=1)
+            elif decision.action in _METRIC:
+                metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
 
     return svc.process_batch(event, context, record_handler, outbox, logger=logger)
 
@@ -71,7 +74,7 @@ def _parsable(event: dict[str, Any]) -> list[FrontierMessage]:
     messages = []
     for record in event.get("Records", []):
         try:
-            messages.append(FrontierMessage.from_json(record.get("body", "")))
+            messages.extend(frontier_messages(record.get("body", "")))
         except InvalidMessage:
             continue
     return messages

@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from crawlstack import settings
 from crawlstack.dispatcher import Outbox
 from crawlstack.extractor import SkippedLinks
-from crawlstack.messages import FrontierMessage
+from crawlstack.messages import FrontierMessage, pack_links
 from crawlstack.redact import redacted_logs
 from crawlstack.warc import WarcUnreadable
 from crawlstack.wiring import services
@@ -78,7 +78,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
                 logger.error("unreadable WARC", reason=str(exc))
                 metrics.add_metric(name="UnreadableWarcs", unit=MetricUnit.Count, value=1)
                 raise
-            outbox.frontier.extend((link.to_json(), 0) for link in extracted.outlinks)
+            outbox.frontier.extend((body, 0) for body in pack_links(extracted.outlinks))
             sent.extend(extracted.outlinks)
             metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))
             metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))

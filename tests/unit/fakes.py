@@ -77,11 +77,13 @@ class FakeHosts:
             adaptive_delay=item.get("adaptive_delay", 0.0),
         )
 
-    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float, window: int) -> HostSlot | None:
+    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float | None, window: int) -> HostSlot | None:
         with self._lock:
             self.calls.append(("reserve", host, fp))
             item = self.slots.get(host, {})
-            if expected.exists:
+            if new_next is None:
+                ok = True
+            elif expected.exists:
                 ok = "next_slot" in item and item["next_slot"] == expected.next_slot
             else:
                 ok = "next_slot" not in item
@@ -91,7 +93,8 @@ class FakeHosts:
             if not ok:
                 return self._slot(host)
             item = self.slots.setdefault(host, {})
-            item["next_slot"] = new_next
+            if new_next is not None:
+                item["next_slot"] = new_next
             item["window"] = set(current or ()) | {fp}
             return None
 
@@ -209,9 +212,12 @@ class FakeParking:
             if self.taken.get((host, order)) == stamp:
                 del self.taken[(host, order)]
 
-    def peek(self, host: str, limit: int) -> list[tuple[str, str]]:
+    def peek(self, host: str, limit: int, untaken_since: float | None = None) -> list[tuple[str, str]]:
         with self._lock:
-            return sorted(self.items.get(host, {}).items())[:limit]
+            rows = sorted(self.items.get(host, {}).items())
+            if untaken_since is not None:
+                rows = [r for r in rows if self.taken.get((host, r[0]), float("-inf")) < untaken_since]
+            return rows[:limit]
 
     def delete(self, host: str, order: str) -> None:
         with self._lock:

@@ -102,6 +102,7 @@ def test_string_values_and_big_numbers(run: ModuleType) -> None:
     assert run.format_value(231.46, "s") == "231 s"
     assert run.format_value(2.936, "x") == "2.94x"
     assert run.format_value(0.5, "s") == "0.5 s"
+    assert run.format_value(19.66, "$") == "$19.7"
     assert run.format_value(0.04219) == "0.0422"
     assert run.format_met(None) == run.format_met("?") == "-"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from crawlstack import settings
-from crawlstack.messages import FetchTask, FrontierMessage, InvalidMessage
+from crawlstack.messages import FetchTask, FrontierMessage, InvalidMessage, frontier_messages, pack_links
 
 
 def test_minimal_frontier_message_gets_defaults() -> None:
@@ -111,3 +111,35 @@ def test_fetch_task_metadata() -> None:
         "record_id": "r-1",
         "want": ["title"],
     }
+
+
+def test_links_of_a_page_travel_as_one_bundle_and_come_back_whole() -> None:
+    page = [FrontierMessage(url=f"http://e.com/{i}", depth=2, crawl_id="c", referrer="http://e.com/") for i in range(5)]
+    other = FrontierMessage(url="http://e.com/x", depth=2, crawl_id="c", referrer="http://e.com/", via="books")
+    bodies = pack_links([*page, other])
+    assert len(bodies) == 2
+    assert json.loads(bodies[0])["urls"] == [m.url for m in page]
+    assert "urls" not in json.loads(bodies[1])  # a lone link is a plain message
+    assert [m for body in bodies for m in frontier_messages(body)] == [*page, other]
+
+
+def test_bundles_hold_at_most_the_configured_number_of_links() -> None:
+    links = [FrontierMessage(url=f"http://e.com/{i}", depth=1, crawl_id="c") for i in range(7)]
+    bodies = pack_links(links, per_message=3)
+    assert [len(frontier_messages(b)) for b in bodies] == [3, 3, 1]
+    assert [m.url for b in bodies for m in frontier_messages(b)] == [m.url for m in links]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"urls": []}',
+        '{"urls": "http://e.com/"}',
+        '{"urls": ["http://e.com/", 3]}',
+        '{"urls": ["http://e.com/"], "url": "x"}',
+        '{"urls": ["http://e.com/"], "depth": -1}',
+    ],
+)
+def test_a_bad_bundle_is_an_invalid_message(body: str) -> None:
+    with pytest.raises(InvalidMessage):
+        frontier_messages(body)

@@ -1,0 +1,228 @@
+"""What AWS would bill for the calls a counting endpoint saw: units per call, priced.
+
+An observer of :class:`crawlstack.local.faulty.FaultyEndpoint` (``Bill.observe``)
+turns each call into billable units, the way each service meters them:
+
+* **SQS**: one request per call, and one per 64 KiB chunk of its payload.
+  ``GetQueueAttributes`` and the other queue-management calls are the local
+  pump's own (an event source mapping does not make them) and ``ReceiveMessage``
+  calls that return nothing are its idle polling: both are counted apart
+  (``unbilled``), not priced per page.  S3 sends one message to the extract
+  queue per object it announces; moto does that inside the server, out of the
+  endpoint's sight, so each announced ``PutObject`` (a WARC, under
+  ``settings.PAGES_PREFIX``) adds one SQS request here.
+* **DynamoDB, on demand**: a write unit per KiB of item written, at least
+  one, for every write call, successful or not (a failed condition is billed
+  too); ``BatchWriteItem`` per item; a read unit per 4 KiB read, halved for
+  eventually consistent reads, at least one unit per item (``GetItem``,
+  ``BatchGetItem``) or per call (``Query``, ``Scan``, summed over the items
+  returned).  An ``UpdateItem`` or ``DeleteItem`` is billed on the size of
+  the item it writes, which the endpoint does not see: it counts one unit per
+  KiB of what the request sends, at least one.  Crawl state items are far
+  below a KiB, so this is exact for them.
+* **S3**: ``PutObject``, ``CopyObject``, ``List*`` and uploads at the PUT
+  price, ``GetObject`` and ``HeadObject`` at the GET price; ``DeleteObject``
+  is free.
+* Table, queue and bucket management is free and counted apart.
+
+Prices (``PRICES``) are us-east-1 list prices.  Lambda is priced separately
+from measured handler time (``lambda_usd``).
+
+Settings: ``settings.PAGES_PREFIX``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from crawlstack import settings
+
+# us-east-1 list prices, in dollars per unit.
+PRICES = {
+    "sqs_requests": 0.40 / 1_000_000,
+    "ddb_wru": 0.625 / 1_000_000,
+    "ddb_rru": 0.125 / 1_000_000,
+    "s3_put": 0.005 / 1_000,
+    "s3_get": 0.0004 / 1_000,
+    "lambda_gb_s": 0.0000133334,  # arm64
+}
+SQS_CHUNK = 64 * 1024
+
+_SQS_BILLED = {
+    "SendMessage",
+    "SendMessageBatch",
+    "ReceiveMessage",
+    "DeleteMessage",
+    "DeleteMessageBatch",
+    "ChangeMessageVisibility",
+    "ChangeMessageVisibilityBatch",
+}
+_DDB_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+_S3_PUT_CLASS = {
+    "PutObject",
+    "CopyObject",
+    "ListObjects",
+    "ListObjectsV2",
+    "CreateMultipartUpload",
+    "UploadPart",
+    "CompleteMultipartUpload",
+}
+_S3_GET_CLASS = {"GetObject", "HeadObject"}
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """Bytes DynamoDB bills for an item in its wire form: names plus values."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in item.items())
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    (kind, v), *_ = value.items()
+    if kind == "S":
+        return len(str(v).encode())
+    if kind == "N":
+        return math.ceil(len(str(v).lstrip("-").replace(".", "")) / 2) + 1
+    if kind == "B":
+        return math.ceil(len(str(v)) * 3 / 4)  # base64 on the wire
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + _value_size(x) + 1 for k, x in v.items())
+    if kind == "L":
+        return 3 + sum(_value_size(x) + 1 for x in v)
+    if kind in ("SS", "NS", "BS"):
+        return sum(_value_size({kind[0]: x}) for x in v)
+    return len(json.dumps(v))
+
+
+def write_units(size: int) -> int:
+    return max(1, math.ceil(size / 1024))
+
+
+def read_units(size: int, consistent: bool) -> float:
+    units = max(1, math.ceil(size / 4096))
+    return float(units) if consistent else units / 2
+
+
+def _json(data: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def dynamodb_units(operation: str, request: bytes, reply: bytes) -> dict[str, float]:
+    """``{"ddb_wru": n}`` or ``{"ddb_rru": n}`` for one DynamoDB call; ``{}`` for a free one."""
+    req = _json(request)
+    if operation == "PutItem":
+        return {"ddb_wru": write_units(item_size(req.get("Item", {})))}
+    if operation in _DDB_WRITES:
+        sent = item_size(req.get("Key", {})) + len(json.dumps(req.get("ExpressionAttributeValues", {})))
+        return {"ddb_wru": write_units(sent)}
+    if operation == "BatchWriteItem":
+        units = 0.0
+        for requests in req.get("RequestItems", {}).values():
+            for r in requests:
+                put = r.get("PutRequest")
+                units += write_units(item_size(put["Item"])) if put else 1
+        return {"ddb_wru": units}
+    if operation == "TransactWriteItems":
+        return {"ddb_wru": 2 * len(req.get("TransactItems", []))}
+    rep = _json(reply)
+    if operation == "GetItem":
+        return {"ddb_rru": read_units(item_size(rep.get("Item", {})), bool(req.get("ConsistentRead")))}
+    if operation == "BatchGetItem":
+        units = 0.0
+        for table, asked in req.get("RequestItems", {}).items():
+            consistent = bool(asked.get("ConsistentRead"))
+            found = rep.get("Responses", {}).get(table, [])
+            units += sum(read_units(item_size(item), consistent) for item in found)
+            units += read_units(0, consistent) * max(0, len(asked.get("Keys", [])) - len(found))
+        return {"ddb_rru": units}
+    if operation in ("Query", "Scan"):
+        size = sum(item_size(item) for item in rep.get("Items", []))
+        return {"ddb_rru": read_units(size, bool(req.get("ConsistentRead")))}
+    return {}
+
+
+def sqs_units(operation: str, request: bytes, reply: bytes) -> dict[str, float]:
+    if operation not in _SQS_BILLED:
+        return {}
+    if operation == "ReceiveMessage" and not _json(reply).get("Messages"):
+        return {}
+    payload = len(reply) if operation == "ReceiveMessage" else len(request)
+    return {"sqs_requests": max(1, math.ceil(payload / SQS_CHUNK))}
+
+
+def s3_units(operation: str, path: str) -> dict[str, float]:
+    if operation in _S3_PUT_CLASS:
+        units: dict[str, float] = {"s3_put": 1}
+        # The object's key, path-style: /bucket/key.  A WARC's creation is announced to the extract queue.
+        key = path.split("?", 1)[0].lstrip("/").partition("/")[2]
+        if operation == "PutObject" and key.startswith(settings.PAGES_PREFIX):
+            units["sqs_requests"] = 1
+        return units
+    if operation in _S3_GET_CLASS:
+        return {"s3_get": 1}
+    return {}
+
+
+def units_of(service: str, operation: str, path: str, request: bytes, reply: bytes) -> dict[str, float]:
+    """The billable units of one successful call (see the module docstring)."""
+    if service == "dynamodb":
+        return dynamodb_units(operation, request, reply)
+    if service == "sqs":
+        return sqs_units(operation, request, reply)
+    if service == "s3":
+        return s3_units(operation, path)
+    return {}
+
+
+def lambda_usd(gb_seconds: float) -> float:
+    return gb_seconds * PRICES["lambda_gb_s"]
+
+
+@dataclass
+class Bill:
+    """Units and calls seen by a counting endpoint; ``observe`` is its observer."""
+
+    units: Counter[str] = field(default_factory=Counter)
+    billed_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    unbilled_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def observe(self, call: Any) -> None:
+        # A failed call is billed too, mostly; this prices none but the failed
+        # conditions (400): a counting run fails nothing else.
+        failed = call.status is None or call.status >= 300
+        if failed and not (call.service == "dynamodb" and call.status == 400):
+            return
+        units = units_of(call.service, call.operation, call.path, call.request, call.reply)
+        if call.service == "dynamodb" and call.status == 400 and call.operation in _DDB_WRITES:
+            units = {"ddb_wru": units.get("ddb_wru", 1)}
+        with self._lock:
+            if units:
+                self.billed_calls[(call.service, call.operation)] += 1
+                self.units.update(units)
+            else:
+                self.unbilled_calls[(call.service, call.operation)] += 1
+
+    def usd(self) -> dict[str, float]:
+        """Dollars per service: sqs, dynamodb, s3."""
+        u = self.units
+        return {
+            "sqs": u["sqs_requests"] * PRICES["sqs_requests"],
+            "dynamodb": u["ddb_wru"] * PRICES["ddb_wru"] + u["ddb_rru"] * PRICES["ddb_rru"],
+            "s3": u["s3_put"] * PRICES["s3_put"] + u["s3_get"] * PRICES["s3_get"],
+        }
+
+    def calls_by_service(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for (service, _), n in self.billed_calls.items():
+            out[service] += n
+        return dict(out)
