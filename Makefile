@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit integration lint typecheck demo clean
+.PHONY: setup test unit integration lint typecheck demo bench clean
 
 include make/infra.mk
 
@@ -40,6 +40,11 @@ typecheck: setup
 ## Serve the bundled demo site on loopback, crawl it locally, print the records
 demo: setup
 	$(PY) -m crawlstack.demo --out demo-out
+
+## Run bench/ (each benchmark in a fresh interpreter, one after another) and rewrite BENCHMARKS.md
+bench: setup
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) bench/run.py
 
 clean:
 	rm -rf demo-out .pytest_cache .mypy_cache .ruff_cache
