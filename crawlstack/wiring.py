@@ -85,6 +85,7 @@ class Services:
             resolved=self.resolved,
             completed=self.completed,
             held=self.held,
+            send_now=self.flush,
         )
 
     @cached_property
