@@ -24,9 +24,23 @@ HANDLERS = ("dispatch", "fetch", "extract")
 # Modules no handler imports at cold start.  The X-Ray SDK loads at the first
 # invocation with tracing on and never with it off (crawlstack.tracing); of
 # patch_all's libraries only botocore is patched, so requests and sqlite3 are
-# not imported for it.
-DEFERRED_ALL = ("aws_xray_sdk.core", "requests", "sqlite3")
-DEFERRED = {name: DEFERRED_ALL for name in HANDLERS}
+# not imported for it.  charset-normalizer loads when a page's encoding is
+# guessed, cssselect and jsonpath-ng when rules are compiled, jsonschema never.
+DEFERRED_ALL = (
+    "aws_xray_sdk.core",
+    "requests",
+    "sqlite3",
+    "charset_normalizer",
+    "cssselect",
+    "jsonpath_ng",
+    "jsonschema",
+)
+# And each handler leaves out the services of the others (crawlstack.wiring).
+DEFERRED = {
+    "dispatch": (*DEFERRED_ALL, "crawlstack.extractor", "crawlstack.fetcher", "crawlstack.warc", "warcio"),
+    "fetch": (*DEFERRED_ALL, "crawlstack.extractor"),
+    "extract": (*DEFERRED_ALL, "crawlstack.fetcher"),
+}
 
 
 def _env(tracing: bool) -> dict[str, str]:
