@@ -24,12 +24,15 @@ HANDLERS = ("dispatch", "fetch", "extract")
 # Modules no handler imports at cold start.  The X-Ray SDK loads at the first
 # invocation with tracing on and never with it off (crawlstack.tracing); of
 # patch_all's libraries only botocore is patched, so requests and sqlite3 are
-# not imported for it.  charset-normalizer loads when a page's encoding is
+# not imported for it.  lxml.html and w3lib.encoding load when a page is first
+# decoded and parsed (extract), charset-normalizer when a page's encoding is
 # guessed, cssselect and jsonpath-ng when rules are compiled, jsonschema never.
 DEFERRED_ALL = (
     "aws_xray_sdk.core",
     "requests",
     "sqlite3",
+    "lxml.html",
+    "w3lib.encoding",
     "charset_normalizer",
     "cssselect",
     "jsonpath_ng",
