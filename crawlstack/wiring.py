@@ -13,18 +13,21 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 from crawlstack import aws, jobs, settings
 from crawlstack.dispatcher import Dispatcher, Outbox
-from crawlstack.extractor import Extractor
-from crawlstack.fetcher import Fetcher
 from crawlstack.politeness import Politeness
 from crawlstack.resolution import CompletedRecords
 from crawlstack.rules import RuleSet, load_rules
+
+if TYPE_CHECKING:
+    # Each handler imports the one it uses: dispatch needs neither (nor WARCs, warcio), fetch no extractor.
+    from crawlstack.extractor import Extractor
+    from crawlstack.fetcher import Fetcher
 
 
 @dataclass
@@ -77,6 +80,8 @@ class Services:
 
     @cached_property
     def fetcher(self) -> Fetcher:
+        from crawlstack.fetcher import Fetcher
+
         return Fetcher(
             self.urls,
             self.crawls,
@@ -90,6 +95,8 @@ class Services:
 
     @cached_property
     def extractor(self) -> Extractor:
+        from crawlstack.extractor import Extractor
+
         return Extractor(self.crawls, aws.ResultStore(), aws.BlobStore(), self.rules, resolved=self.resolved)
 
     @cached_property

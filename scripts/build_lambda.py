@@ -16,6 +16,13 @@ it works on any build host that can reach PyPI.  It is rebuilt only when its
 cache key changes: the requirements, the target platform and the pip options.
 The code directory is copied fresh on every run; it is small.
 
+Both are compiled to bytecode with a CPython of the runtime's version
+(``$CRAWLSTACK_LAMBDA_PYTHON``, else ``python3.12`` on PATH), as checked-hash
+pycs, valid whatever dates the asset's zip gives the sources.  Lambda's file
+system is read-only, so without them every cold start compiles every module it
+imports from source, which about doubles a handler's import time.  Without
+such an interpreter the assets are built from sources only, as the build says.
+
 Nothing is built when ``rules/`` has a problem (the schema, then the
 compiler: what ``crawlstack rules validate rules/`` checks): each problem is
 printed on stderr, one line each, and the exit status is 1.  A deployed
@@ -51,6 +58,35 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", 
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
 
 
+# An interpreter of Lambda's Python version, to compile the assets' bytecode with (see lambda_python).
+LAMBDA_PYTHON_ENV = "CRAWLSTACK_LAMBDA_PYTHON"
+
+
+def lambda_python() -> str | None:
+    """A CPython of ``settings.LAMBDA_PYTHON_VERSION`` on this host, whose bytecode the runtime loads; None if none."""
+    candidates = [os.environ.get(LAMBDA_PYTHON_ENV), f"python{settings.LAMBDA_PYTHON_VERSION}", sys.executable]
+    for candidate in candidates:
+        path = shutil.which(candidate) if candidate else None
+        if path is None:
+            continue
+        probe = subprocess.run(
+            [path, "-c", "import sys; print(sys.implementation.name, '%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.returncode == 0 and probe.stdout.split() == ["cpython", settings.LAMBDA_PYTHON_VERSION]:
+            return path
+    return None
+
+
+def compile_bytecode(python: str, path: Path) -> None:
+    """Compile every module under ``path`` with ``python``, as checked-hash pycs (no source dates involved)."""
+    subprocess.run(
+        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", str(path)], check=True
+    )
+
+
 def pip_args(target: Path) -> list[str]:
     args = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
     for platform in PLATFORMS:
@@ -68,8 +104,8 @@ def pip_args(target: Path) -> list[str]:
     return args
 
 
-def layer_hash() -> str:
-    """Cache key of the layer: everything that decides what pip installs."""
+def layer_hash(python: str | None = None) -> str:
+    """Cache key of the layer: everything that decides what pip installs, and whether it is compiled."""
     key = {
         "requirements": sorted(settings.LAMBDA_REQUIREMENTS),
         "python": settings.LAMBDA_PYTHON_VERSION,
@@ -77,6 +113,8 @@ def layer_hash() -> str:
         "args": pip_args(Path("TARGET"))[3:],
         "runtime_provided": RUNTIME_PROVIDED,
     }
+    if python:  # a layer of sources only keeps the key it had before layers were compiled
+        key["bytecode"] = "checked-hash"
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
@@ -92,11 +130,11 @@ def installed_distributions(site: Path) -> list[str]:
     return names
 
 
-def build_layer(out: Path, force: bool) -> bool:
-    """Install the dependencies into ``out/layer/python``.  Returns False when cached."""
+def build_layer(out: Path, force: bool, python: str | None = None) -> bool:
+    """Install the dependencies into ``out/layer/python`` (compiled with ``python``, if any).  False when cached."""
     layer = out / "layer"
     stamp = out / "layer.sha256"
-    wanted = layer_hash()
+    wanted = layer_hash(python)
     if not force and layer.is_dir() and stamp.is_file() and stamp.read_text().strip() == wanted:
         return False
     out.mkdir(parents=True, exist_ok=True)
@@ -113,6 +151,8 @@ def build_layer(out: Path, force: bool) -> bool:
         shutil.rmtree(site / "bin", ignore_errors=True)
         for cache in site.rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
+        if python:
+            compile_bytecode(python, site)
         if stamp.exists():
             stamp.unlink()
         if layer.exists():
@@ -215,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.print_hash:
-        print(layer_hash())
+        print(layer_hash(lambda_python()))
         return 0
 
     problems = rules_errors(ROOT / "rules")
@@ -226,8 +266,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     out: Path = args.out.resolve()
-    built = build_layer(out, args.force)
+    python = lambda_python()
+    built = build_layer(out, args.force, python)
     build_code(out)
+    if python:
+        compile_bytecode(python, out / "code")
+        print(f"bytecode: compiled with {python} (checked-hash pycs)")
+    else:
+        print(
+            f"bytecode: none (no CPython {settings.LAMBDA_PYTHON_VERSION} found; set {LAMBDA_PYTHON_ENV}): "
+            "each cold start compiles every module it imports, about twice the import time"
+        )
 
     layer_size = dir_size(out / "layer")
     code_size = dir_size(out / "code")

@@ -18,13 +18,11 @@ of that kind or does not parse.
 from __future__ import annotations
 
 import json
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 from urllib.parse import urljoin
 
-import lxml.html
 from lxml import etree
-from w3lib.encoding import html_to_unicode
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
 _XML_TYPES = frozenset({"text/xml", "application/xml"})
@@ -33,11 +31,19 @@ _JSON_TYPES = frozenset({"application/json", "text/json", "application/javascrip
 # encodings apart, bounded on huge pages.
 _SNIFF_BYTES = 64 * 1024
 
+
 # huge_tree: without it libxml2 silently drops everything below 256 levels of
 # nesting or after an attribute over 10 MB, and the fields there come back
 # empty.  The HTML parser expands no entities, and bodies are capped when
 # fetched, so the limits it lifts protect nothing here.
-_html_parser = lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=False, huge_tree=True)
+@cache
+def _html_parser() -> etree.HTMLParser:
+    # lxml.html when a page is first parsed: only extract parses pages; dispatch and fetch compile rules.
+    import lxml.html
+
+    return lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=False, huge_tree=True)
+
+
 # resolve_entities=False, load_dtd=False and no_network=True: no external
 # entities, no DTD fetch; the entity references left are removed after the
 # parse (``_parse_xml``), so internal ones never expand either.
@@ -129,6 +135,8 @@ class Page:
 
     @cached_property
     def _decoded(self) -> tuple[str, str]:
+        from w3lib.encoding import html_to_unicode  # when a page is first decoded (extract), as lxml.html
+
         header = self.content_type_header or None
         return html_to_unicode(header, self.body, auto_detect_fun=_sniff_encoding)
 
@@ -155,7 +163,7 @@ class Page:
             if root is not None:
                 return root
         try:
-            return etree.fromstring(data, parser=_html_parser, base_url=self.url)
+            return etree.fromstring(data, parser=_html_parser(), base_url=self.url)
         except (etree.ParserError, etree.XMLSyntaxError, ValueError):
             return None
 

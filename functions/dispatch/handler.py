@@ -13,12 +13,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from crawlstack.dispatcher import Outbox
 from crawlstack.messages import FrontierMessage, InvalidMessage, frontier_messages
 from crawlstack.redact import redacted_logs
+from crawlstack.tracing import TRACED_MODULES, LazyXRayProvider
 from crawlstack.urls import url_correlation_id
 from crawlstack.wiring import services
 
 # Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
 logger = Logger(service="dispatch", **redacted_logs())
-tracer = Tracer(service="dispatch")
+# The X-Ray SDK is imported at the first invocation, not at cold start (crawlstack.tracing).
+tracer = Tracer(service="dispatch", provider=LazyXRayProvider(), patch_modules=TRACED_MODULES)
 metrics = Metrics(namespace="crawlstack", service="dispatch")
 
 _METRIC = {"queued": "UrlsQueued", "parked": "UrlsParked", "deduped": "DedupeHits"}

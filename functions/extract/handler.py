@@ -17,12 +17,14 @@ from crawlstack.dispatcher import Outbox
 from crawlstack.extractor import SkippedLinks
 from crawlstack.messages import FrontierMessage, pack_links
 from crawlstack.redact import redacted_logs
+from crawlstack.tracing import TRACED_MODULES, LazyXRayProvider
 from crawlstack.warc import WarcUnreadable
 from crawlstack.wiring import services
 
 # Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
 logger = Logger(service="extract", **redacted_logs())
-tracer = Tracer(service="extract")
+# The X-Ray SDK is imported at the first invocation, not at cold start (crawlstack.tracing).
+tracer = Tracer(service="extract", provider=LazyXRayProvider(), patch_modules=TRACED_MODULES)
 metrics = Metrics(namespace="crawlstack", service="extract")
 
 

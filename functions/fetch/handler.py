@@ -17,11 +17,13 @@ from crawlstack.fetcher import failure_class
 from crawlstack.messages import FetchTask, InvalidMessage
 from crawlstack.redact import redacted_logs
 from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.tracing import TRACED_MODULES, LazyXRayProvider
 from crawlstack.wiring import services
 
 # Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
 logger = Logger(service="fetch", **redacted_logs())
-tracer = Tracer(service="fetch")
+# The X-Ray SDK is imported at the first invocation, not at cold start (crawlstack.tracing).
+tracer = Tracer(service="fetch", provider=LazyXRayProvider(), patch_modules=TRACED_MODULES)
 metrics = Metrics(namespace="crawlstack", service="fetch")
 
 

@@ -128,3 +128,26 @@ def test_import_time_is_measured_in_a_fresh_interpreter(build, tmp_path):
     (tmp_path / "broken_mod.py").write_text("raise ImportError('nope')\n")
     with pytest.raises(RuntimeError, match="broken_mod"):
         build.import_seconds(tmp_path, "broken_mod", runs=1)
+
+
+def test_bytecode_is_compiled_by_an_interpreter_of_lambdas_version_only(build, monkeypatch):
+    host = f"{sys.version_info.major}.{sys.version_info.minor}"
+    monkeypatch.setenv(build.LAMBDA_PYTHON_ENV, sys.executable)
+    monkeypatch.setattr(build.settings, "LAMBDA_PYTHON_VERSION", host)
+    assert build.lambda_python() == shutil.which(sys.executable)
+    monkeypatch.setattr(build.settings, "LAMBDA_PYTHON_VERSION", "9.9")
+    assert build.lambda_python() is None
+
+
+def test_compiled_assets_hold_checked_hash_pycs(build, tmp_path):
+    """Valid whatever dates the asset's zip gives the sources: the runtime checks each pyc by the source's hash."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    build.compile_bytecode(sys.executable, tmp_path)
+    (pyc,) = (tmp_path / "pkg" / "__pycache__").glob("__init__.*.pyc")
+    flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+    assert flags == 0b11  # hash-based, checked against the source
+
+
+def test_layer_cache_key_follows_bytecode(build):
+    assert build.layer_hash("/usr/bin/python3.12") != build.layer_hash(None)
