@@ -176,8 +176,13 @@ class _Collector:
 
 
 def _unknown_keys(errors: _Collector, where: str, data: dict[str, Any], allowed: frozenset[str]) -> None:
+    from crawlstack.rules.schema import location  # the schema module imports this one
+
     for key in sorted(set(data) - allowed):
-        errors.add(f"{where}.{key}" if where else key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        # Quoted as the schema check quotes it: a key may hold a line break.
+        shown = location((key,))
+        at = f"{where}{shown}" if shown.startswith("[") or not where else f"{where}.{shown}"
+        errors.add(at, f"unknown key (allowed: {', '.join(sorted(allowed))})")
 
 
 def _description(errors: _Collector, where: str, data: dict[str, Any]) -> None:
