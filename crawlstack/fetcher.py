@@ -370,7 +370,9 @@ class Fetcher:
             slow_down=status in settings.SLOWDOWN_STATUSES,
             succeeded=status is not None and 200 <= status < 400,
             pause_until=pause_until,
-            started_at=result.started_at if result is not None else None,
+            # The server had the request by the time it answered: counting from
+            # then, the next request cannot reach it sooner than the delay.
+            started_at=(result.responded_at or None) if result is not None else None,
         )
         self._unpark_after(task.host, slot, outbox)
 

@@ -125,6 +125,9 @@ class FetchResult:
     error: str = ""
     ip_address: str | None = None
     started_at: float = 0.0
+    # When the response's status line and headers had arrived (0.0: none did):
+    # by then the server had the request, so the host's delay counts from here.
+    responded_at: float = 0.0
     finished_at: float = 0.0
     # The body claimed a text type but its first bytes are binary; it was not kept.
     binary: bool = False
@@ -468,6 +471,7 @@ def _get(
     )
     read_to_the_end = False
     try:
+        result.responded_at = time.time()
         result.status = resp.status
         result.reason = resp.reason or ""
         result.headers = list(resp.headers.items())

@@ -416,8 +416,10 @@ class Politeness:
 
         Requests start at least the delay apart, as slots are spaced (and as
         Scrapy's download delay counts), and never overlap: the host is not
-        free before the request ended.  Without ``started_at`` (no request
-        was made), and after a 429 or 503, the delay counts from the end.
+        free before the request ended.  The fetcher gives the time the
+        response began (the server had the request by then, so the next one
+        reaches it at least the delay later).  Without ``started_at`` (no
+        answer came), and after a 429 or 503, the delay counts from the end.
 
         ``slow_down`` (a 429 or 503): first raise the host's adaptive delay, so
         the host is freed after the new, longer delay.  ``pause_until`` (a

@@ -92,6 +92,7 @@ class SimCrawl:
             body=b"<p>hi</p>",
             ip_address="203.0.113.5",
             started_at=started,
+            responded_at=started,
             finished_at=self.clock.now,
         )
 
