@@ -648,4 +648,4 @@ def test_pathological_rules_are_one_line_errors(tmp_path: Path, content: str, re
 
 def test_an_unknown_key_holding_a_line_break_is_quoted_on_its_one_line() -> None:
     # str.splitlines() breaks on \x1e and \u2028 too; the compiler's message once printed such keys raw.
-    _never_a_traceback(_in_a_file('{"\\u001e": null, "\\u2028x": 1}'.encode()))
+    _never_a_traceback(_in_a_file(b'{"\\u001e": null, "\\u2028x": 1}'))
