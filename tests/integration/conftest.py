@@ -171,3 +171,23 @@ def crawl(tmp_path: Path, web: LoopbackWeb) -> Crawl:
         return result
 
     return run
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    """A moto server on a free loopback port, for crawls with ``--endpoint-url``; its URL."""
+    import logging
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

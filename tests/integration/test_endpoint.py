@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 from webs import UA, Crawl, assert_spacing, bare_paths, star_site
 
 from crawlstack import settings
@@ -23,18 +21,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-def test_crawl_through_an_external_endpoint(web: LoopbackWeb, crawl: Crawl, endpoint: str) -> None:
+def test_crawl_through_an_external_endpoint(web: LoopbackWeb, crawl: Crawl, moto_server: str) -> None:
+    endpoint = moto_server
     web.add_host(A, star_site(3))
     web.add_host(B, star_site(2))
     result = crawl(web.url(A, "/"), web.url(B, "/"), delay=0.2, extra=["--endpoint-url", endpoint])

@@ -18,17 +18,13 @@ than the delay.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from moto.server import ThreadedMotoServer
-from test_endpoint import free_port
 from webs import Crawl, assert_spacing, page_requests, span, star_site
 
 from crawlstack import settings
@@ -90,18 +86,6 @@ class Observed:
             if request.get("TableName") == settings.TABLES["frontier"].name:
                 with self.lock:
                     self.parked_writes[call.operation] += 1
-
-
-@pytest.fixture
-def moto_server() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 def reset(upstream: str) -> None:
