@@ -77,6 +77,11 @@ UNPARK_ROUNDS = 4
 # Rows a release's unpark looks at first: the one place it freed, and one to see whether more wait.
 FIRST_PEEK = 2
 UNPARK_LOCK_STRIPES = 64
+# Parked rows one read fetches, and how long a container uses the ones it has
+# not tried yet: a release unparks one or two, and a query costs what it reads
+# (in the emulator, moto reads the host's whole partition for each).
+PEEK_AHEAD = 16
+PEEK_CACHE_SECONDS = 2.0
 # Hosts whose last written state a container remembers.
 KNOWN_HOSTS_LIMIT = 50_000
 
@@ -209,6 +214,8 @@ class Politeness:
     parking: Parking
     clock: Callable[[], float] = time.time
     _known: dict[str, HostSlot] = field(default_factory=dict, repr=False)
+    # Per host: when this container read parked rows ahead, and those it has not tried yet.
+    _peeked: dict[str, tuple[float, list[tuple[str, str]]]] = field(default_factory=dict, repr=False)
     _unpark_locks: tuple[threading.Lock, ...] = field(
         default_factory=lambda: tuple(threading.Lock() for _ in range(UNPARK_LOCK_STRIPES)), repr=False
     )
@@ -300,7 +307,7 @@ class Politeness:
         for _ in range(UNPARK_ROUNDS):
             if state is None:
                 state = self.hosts.read_slot(host)
-            rows = self.parking.peek(host, limit=limit, untaken_since=self.clock() - UNPARK_STALE_SECONDS)
+            rows = self._peek(host, limit)
             if not rows:
                 # Rows other unparkers hold keep the flag: one that cannot
                 # place its row gives it back and flags the host again.
@@ -314,6 +321,7 @@ class Politeness:
                 if window_key(task) not in state.window and len(state.window) >= effective_window(task, state):
                     left_behind = task
                     break
+                self._forget_row(host, order)
                 if not self.parking.take(host, order, now, now - UNPARK_STALE_SECONDS):
                     left_behind = left_behind or task  # another unparker is on it right now
                     continue
@@ -344,6 +352,29 @@ class Politeness:
                 return out
             state, limit = None, settings.DEFAULT_HOST_CONCURRENCY
         return out
+
+    def _peek(self, host: str, limit: int) -> list[tuple[str, str]]:
+        """The host's first ``limit`` untaken rows: from the rows this container read ahead, else a read.
+
+        A read fetches ``PEEK_AHEAD`` rows and keeps the rest for the next
+        unparks of the host here (for ``PEEK_CACHE_SECONDS``): a row another
+        container took meanwhile only fails its take, as it would have
+        anyway.  A read is what decides that no rows are left.
+        """
+        now = self.clock()
+        cached = self._peeked.get(host)
+        if cached is not None and now - cached[0] < PEEK_CACHE_SECONDS and len(cached[1]) >= limit:
+            return cached[1][:limit]
+        rows = self.parking.peek(host, limit=max(limit, PEEK_AHEAD), untaken_since=now - UNPARK_STALE_SECONDS)
+        if len(self._peeked) >= KNOWN_HOSTS_LIMIT:
+            self._peeked.clear()
+        self._peeked[host] = (now, list(rows))
+        return rows[:limit]
+
+    def _forget_row(self, host: str, order: str) -> None:
+        cached = self._peeked.get(host)
+        if cached is not None:
+            cached[1][:] = [row for row in cached[1] if row[0] != order]
 
     def _reserve_parked(self, host: str, task: FetchTask, state: HostSlot) -> tuple[FetchTask | None, HostSlot]:
         """Reserve a slot for a parked task; (None, state) when the window is full."""
