@@ -372,7 +372,7 @@ class Fetcher:
             pause_until=pause_until,
             # The server had the request by the time it answered: counting from
             # then, the next request cannot reach it sooner than the delay.
-            started_at=(result.responded_at or None) if result is not None else None,
+            responded_at=(result.responded_at or None) if result is not None else None,
         )
         self._unpark_after(task.host, slot, outbox)
 

@@ -298,9 +298,10 @@ class Politeness:
         row, so a stopped crawl's backlog spends none of the host's slots.
 
         ``state``: the host's state as a write just returned it (a release):
-        the first round then reads neither the state nor more rows than the
-        place a release frees (``FIRST_PEEK``), and a later round is only
-        needed when more places were free.
+        the first round then reads no state and tries no more rows than the
+        place a release frees (``FIRST_PEEK``; rows come from the container's
+        read-ahead, ``_peek``), and a later round is only needed when more
+        places were free.
         """
         out: list[tuple[str | None, FetchTask]] = []
         limit = FIRST_PEEK if state is not None else settings.DEFAULT_HOST_CONCURRENCY
@@ -441,16 +442,16 @@ class Politeness:
         slow_down: bool = False,
         succeeded: bool = False,
         pause_until: float | None = None,
-        started_at: float | None = None,
+        responded_at: float | None = None,
     ) -> HostSlot:
         """Leave the window; with a delay, free the host ``delay`` after the request started.
 
         Requests start at least the delay apart, as slots are spaced (and as
         Scrapy's download delay counts), and never overlap: the host is not
-        free before the request ended.  The fetcher gives the time the
-        response began (the server had the request by then, so the next one
-        reaches it at least the delay later).  Without ``started_at`` (no
-        answer came), and after a 429 or 503, the delay counts from the end.
+        free before the request ended.  ``responded_at``: when the response
+        began (the server had the request by then, so the next one reaches it
+        at least the delay later).  Without it (no answer came), and after a
+        429 or 503, the delay counts from the end.
 
         ``slow_down`` (a 429 or 503): first raise the host's adaptive delay, so
         the host is freed after the new, longer delay.  ``pause_until`` (a
@@ -468,7 +469,7 @@ class Politeness:
                 log.warning("host %s: adaptive delay not raised: %s", task.host, exc)
         free_at = None
         if delay > 0:
-            base = started_at if started_at and not slow_down else finished_at
+            base = responded_at if responded_at and not slow_down else finished_at
             free_at = max(base + delay, finished_at, pause_until or 0.0)
         state = self.hosts.release(task.host, window_key(task), free_at)
         if succeeded and state.adaptive_delay > 0:

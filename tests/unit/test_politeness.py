@@ -554,15 +554,15 @@ def test_a_request_frees_the_host_a_delay_after_it_started_and_never_before_it_e
     started = clock.now
     assert pol.claim(a) == 0.0
     clock.advance(0.25)  # a quick response: the next request may start a delay after this one did
-    assert pol.release(a, clock.now, started_at=started).free_at == started + a.delay
+    assert pol.release(a, clock.now, responded_at=started).free_at == started + a.delay
     b = task("b")
     assert pol.claim(b) == pytest.approx(a.delay - 0.25)
     clock.advance(a.delay)
     started = clock.now
     assert pol.claim(b) == 0.0
     clock.advance(a.delay * 3)  # a slow one: free when it ended, requests never overlap
-    assert pol.release(b, clock.now, started_at=started).free_at == clock.now
+    assert pol.release(b, clock.now, responded_at=started).free_at == clock.now
     # A 429 or 503 counts the (raised) delay from the end.
     c = task("c")
     assert pol.claim(c) == 0.0
-    assert pol.release(c, clock.now, slow_down=True, started_at=clock.now - 1).free_at > clock.now + a.delay
+    assert pol.release(c, clock.now, slow_down=True, responded_at=clock.now - 1).free_at > clock.now + a.delay
