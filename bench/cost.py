@@ -37,18 +37,14 @@ from crawlstack.local.billing import PRICES, Bill, lambda_usd
 from crawlstack.local.faulty import FaultPlan, FaultyEndpoint
 
 try:  # run as a script (python bench/cost.py) or imported as bench.cost
-    from common import machine, write_result  # type: ignore[import-not-found]
+    from common import loopback_address, machine, write_result  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
-    from bench.common import machine, write_result
+    from bench.common import loopback_address, machine, write_result
 
 LINKS_PER_PAGE = 30
 SAME_HOST_SHARE = 0.8
 RULES = Path(__file__).with_name("rules") / "cost.json"
 TARGET_USD_PER_MILLION = 3.0
-
-
-def address(i: int) -> str:
-    return f"127.0.{10 + i // 250}.{1 + i % 250}"
 
 
 def site(host: int, hosts: int, pages: int) -> Any:
@@ -65,7 +61,7 @@ def site(host: int, hosts: int, pages: int) -> Any:
                 links.append(f"/{target}.html")
             else:
                 other = rnd.choice([h for h in range(hosts) if h != host])
-                links.append(f"{{{{url:{address(other)}}}}}/{target}.html")
+                links.append(f"{{{{url:{loopback_address(other)}}}}}/{target}.html")
         anchors = "".join(f'<li><a href="{href}">page {i}</a></li>' for i, href in enumerate(links))
         return (
             f"<html><head><title>Host {host} page {n}</title></head><body>"
@@ -111,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         ):
             endpoint.observers.append(bill.observe)
             for i in range(args.hosts):
-                web.add_host(address(i), fallback=site(i, args.hosts, args.pages))
-            seeds = [web.url(address(i), "/0.html") for i in range(args.hosts)]
+                web.add_host(loopback_address(i), fallback=site(i, args.hosts, args.pages))
+            seeds = [web.url(loopback_address(i), "/0.html") for i in range(args.hosts)]
             started = time.monotonic()
             status = crawlstack(
                 ["crawl", "--local", *seeds, "--out", out, "--rules", str(RULES), "--delay", str(args.delay),

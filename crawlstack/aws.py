@@ -503,24 +503,33 @@ class HostStore:
         conds.append("(attribute_not_exists(#w) OR (size(#w) < :cap AND NOT contains(#w, :fpv)))")
         cond = " AND ".join(conds)
         values[":fpv"] = {"S": fp}
+        done, item = self._update_slot(
+            host,
+            UpdateExpression="ADD #w :fp" if new_next is None else "SET next_slot = :new ADD #w :fp",
+            ConditionExpression=cond,
+            ExpressionAttributeNames={"#w": "window"},
+            ExpressionAttributeValues=values,
+        )
+        if done:
+            return None
+        if item is not None and _reserved(item, fp, values[":new"]["N"] if new_next is not None else None):
+            return None  # our own reservation, its reply lost and the call retried
+        return _slot_from(host, item) if item is not None else self.read_slot(host)
+
+    def _update_slot(self, host: str, **request: Any) -> tuple[bool, dict[str, Any] | None]:
+        """A conditional update of the host's slot item: (True, None), or (False, the item as it stood, if known)."""
         try:
             client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self._key(host, "slot"),
-                UpdateExpression="ADD #w :fp" if new_next is None else "SET next_slot = :new ADD #w :fp",
-                ConditionExpression=cond,
-                ExpressionAttributeNames={"#w": "window"},
-                ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **request,
             )
         except ClientError as exc:
             if not _is_conditional_failure(exc):
                 raise
-            item = _failed_item(exc)
-            if item is not None and _reserved(item, fp, values[":new"]["N"] if new_next is not None else None):
-                return None  # our own reservation, its reply lost and the call retried
-            return _slot_from(host, item) if item is not None else self.read_slot(host)
-        return None
+            return False, _failed_item(exc)
+        return True, None
 
     def mark_parked(self, host: str, window: int, stamp: float) -> bool:
         """Flag the host as having parked URLs, only while its window is full.
@@ -621,21 +630,15 @@ class HostStore:
         else:
             update = "SET adaptive_delay = :new"
             values[":new"] = {"N": str(_num(adaptive))}
-        try:
-            client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self._key(host, "slot"),
-                UpdateExpression=update,
-                ConditionExpression=cond,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **({"ExpressionAttributeValues": values} if values else {}),
-            )
-        except ClientError as exc:
-            if not _is_conditional_failure(exc):
-                raise
-            item = _failed_item(exc)
-            return _slot_from(host, item) if item is not None else self.read_slot(host)
-        return None
+        done, item = self._update_slot(
+            host,
+            UpdateExpression=update,
+            ConditionExpression=cond,
+            **({"ExpressionAttributeValues": values} if values else {}),
+        )
+        if done:
+            return None
+        return _slot_from(host, item) if item is not None else self.read_slot(host)
 
     def push_back(self, host: str, free_at: float) -> None:
         """Give back a claim taken for a robots.txt fetch: the host is free from ``free_at``.

@@ -44,16 +44,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     svc = services()
     outbox = Outbox()
     metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
-    # One batched read of the records the batch resolves (invalid messages are reported below).
-    svc.dispatcher.prepare(_parsable(event))
+    # Each body parsed once (a bundle holds up to 50 links); one batched read of
+    # the records the batch resolves (invalid messages are reported below).
+    parsed = {(r.get("messageId"), r.get("body", "")): _messages(r.get("body", "")) for r in event.get("Records", [])}
+    svc.dispatcher.prepare(m for messages in parsed.values() if isinstance(messages, list) for m in messages)
 
     def record_handler(record: SQSRecord) -> None:
-        try:
-            messages = frontier_messages(record.body)
-        except InvalidMessage as exc:
+        messages = parsed.get((record.message_id, record.body)) or _messages(record.body)
+        if isinstance(messages, InvalidMessage):
             # It can never succeed: log it whole (it is the user's own
             # message) and let it go rather than cycle it to the DLQ.
-            logger.error("invalid frontier message", reason=str(exc), body=record.body[:2000])
+            logger.error("invalid frontier message", reason=str(messages), body=record.body[:2000])
             metrics.add_metric(name="InvalidMessages", unit=MetricUnit.Count, value=1)
             return
         # A link bundle (crawlstack.messages) is one message: a link that fails
@@ -72,11 +73,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     return svc.process_batch(event, context, record_handler, outbox, logger=logger)
 
 
-def _parsable(event: dict[str, Any]) -> list[FrontierMessage]:
-    messages = []
-    for record in event.get("Records", []):
-        try:
-            messages.extend(frontier_messages(record.get("body", "")))
-        except InvalidMessage:
-            continue
-    return messages
+def _messages(body: str) -> list[FrontierMessage] | InvalidMessage:
+    """A record's frontier messages (one, or a bundle's links), or why it has none."""
+    try:
+        return frontier_messages(body)
+    except InvalidMessage as exc:
+        return exc
