@@ -20,6 +20,9 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
   to a host with a delay never overlap and never start closer than the
   delay (start to start, as Scrapy's download delay), even when a slot was
   reached late.  After a 429 or 503 the slowed delay counts from the end.
+  ``free_at`` only ever moves later, so a container remembers the last one
+  it wrote or was refused with, and waits for it without a claim the state
+  would refuse (a failed condition costs a write unit like a success).
 * ``parked_at``: set when a URL is parked, and only while the window is
   full, so a release still to come will see it and look in the parked
   table; removed (conditionally on its value) when that finds nothing.
@@ -219,6 +222,10 @@ class Politeness:
     _unpark_locks: tuple[threading.Lock, ...] = field(
         default_factory=lambda: tuple(threading.Lock() for _ in range(UNPARK_LOCK_STRIPES)), repr=False
     )
+    # Per host: the earliest a claim can succeed, as this container last saw it
+    # (its own release, or a failed claim's reply).  ``free_at`` only moves
+    # later while a host is crawled, so this is a floor, never too late.
+    _free_floor: dict[str, float] = field(default_factory=dict, repr=False)
 
     def admit(
         self, task: FetchTask, hold: Callable[[FetchTask], bool] | None = None
@@ -427,12 +434,23 @@ class Politeness:
         if delay <= 0:
             return 0.0
         now = self.clock()
+        # A claim the host's state is known to refuse would cost a write
+        # unit for nothing: wait for the floor first.
+        floor = self._free_floor.get(task.host, 0.0)
+        if floor > now:
+            return floor - now
         blocked = self.hosts.claim(task.host, now, now + CLAIM_LEASE_SECONDS)
         if blocked is None:
             return 0.0
         if blocked.in_flight:
             return max(IN_FLIGHT_POLL_SECONDS, min(delay, blocked.free_at - now))
+        self._note_free_at(task.host, blocked.free_at)
         return max(0.001, blocked.free_at - now)
+
+    def _note_free_at(self, host: str, free_at: float) -> None:
+        if len(self._free_floor) >= KNOWN_HOSTS_LIMIT:
+            self._free_floor.clear()
+        self._free_floor[host] = free_at
 
     def release(
         self,
@@ -472,6 +490,8 @@ class Politeness:
             base = responded_at if responded_at and not slow_down else finished_at
             free_at = max(base + delay, finished_at, pause_until or 0.0)
         state = self.hosts.release(task.host, window_key(task), free_at)
+        if free_at is not None:
+            self._note_free_at(task.host, free_at)
         if succeeded and state.adaptive_delay > 0:
             # A recovery that loses a race is skipped: the winner was another
             # recovery, or a slowdown that must stand.

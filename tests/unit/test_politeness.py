@@ -566,3 +566,32 @@ def test_a_request_frees_the_host_a_delay_after_it_started_and_never_before_it_e
     c = task("c")
     assert pol.claim(c) == 0.0
     assert pol.release(c, clock.now, slow_down=True, responded_at=clock.now - 1).free_at > clock.now + a.delay
+
+
+def test_a_claim_the_container_knows_is_early_waits_without_a_write(
+    pol: Politeness, hosts: FakeHosts, clock: FakeClock
+) -> None:
+    a, b = admitted(pol, task("a", delay=2.0)), admitted(pol, task("b", delay=2.0))
+    assert pol.claim(a) == 0
+    pol.release(a, clock.now)
+    claims = sum(1 for c in hosts.calls if c[0] == "claim")
+    clock.advance(0.5)
+    # Its own release said the host is free in 1.5 s: no write to learn it again.
+    assert pol.claim(b) == pytest.approx(1.5)
+    assert sum(1 for c in hosts.calls if c[0] == "claim") == claims
+    clock.advance(1.5)
+    assert pol.claim(b) == 0
+    assert sum(1 for c in hosts.calls if c[0] == "claim") == claims + 1
+
+
+def test_a_failed_claim_tells_the_container_when_to_try_again(
+    pol: Politeness, hosts: FakeHosts, clock: FakeClock
+) -> None:
+    # Another container's release freed the host at +3 s; the first claim learns it from the reply.
+    hosts.slots[HOST] = {"free_at": clock.now + 3.0, "busy": 0}
+    b = task("b", delay=2.0)
+    assert pol.claim(b) == pytest.approx(3.0)
+    claims = sum(1 for c in hosts.calls if c[0] == "claim")
+    clock.advance(1.0)
+    assert pol.claim(b) == pytest.approx(2.0)
+    assert sum(1 for c in hosts.calls if c[0] == "claim") == claims
