@@ -219,28 +219,48 @@ class CrawlStore:
             self._cache.pop(crawl_id, None)
 
     def count_page(self, crawl_id: str, max_pages: int) -> bool:
-        """Take one page from the budget; False once it is spent.
+        """Take one page from the budget; False once it is spent (``take_pages`` of 1)."""
+        return self.take_pages(crawl_id, max_pages, 1) is not None
+
+    def take_pages(self, crawl_id: str, max_pages: int, pages: int) -> int | None:
+        """Take ``pages`` of the budget at once; the pages admitted since, or None if fewer are left.
 
         The counter is not idempotent by itself: a retry after a lost reply
         would add again (and, at the end of the budget, fail and drop a page
         that was admitted).  So the write also stores its token, and the
         condition refuses a second add by the same call; its failure with our
         token in place is the earlier attempt's success.  Only if another
-        admission lands between the attempt and its retry does the page count
-        twice (the budget then admits one page fewer).
+        admission lands between the attempt and its retry do the pages count
+        twice (the budget then admits that many fewer).
         """
+        if pages > max_pages:
+            return None
         token = new_token()
-        return _conditional_write(
-            "update_item",
-            token=token,
-            TableName=self.name,
-            Key={"crawl_id": {"S": crawl_id}},
-            UpdateExpression="SET #t = :tok ADD pages_admitted :one",
-            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted < :max) "
-            "AND (attribute_not_exists(#t) OR #t <> :tok)",
-            ExpressionAttributeNames={"#t": WRITE_TOKEN},
-            ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(max_pages)}, ":tok": {"S": token}},
-        )
+        try:
+            resp = client("dynamodb").update_item(
+                TableName=self.name,
+                Key={"crawl_id": {"S": crawl_id}},
+                UpdateExpression="SET #t = :tok ADD pages_admitted :n",
+                ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted <= :room) "
+                "AND (attribute_not_exists(#t) OR #t <> :tok)",
+                ExpressionAttributeNames={"#t": WRITE_TOKEN},
+                ExpressionAttributeValues={
+                    ":n": {"N": str(pages)},
+                    ":room": {"N": str(max_pages - pages)},
+                    ":tok": {"S": token},
+                },
+                ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            item = resp.get("Attributes")
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+            item = _failed_item(exc)
+            if not _holds_token(item, token):
+                return None
+        admitted = (item or {}).get("pages_admitted", {}).get("N")
+        return int(admitted) if admitted is not None else pages
 
 
 def _note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str) -> bool:

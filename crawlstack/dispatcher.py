@@ -47,6 +47,13 @@ to one page at a time.  Pages a container took and never used (it was
 recycled) are lost to the host: a host may get a little less than its cap,
 never more.
 
+The page budget is taken the same way, sized by what it has left: each
+take's reply gives the count admitted, and the next take asks for at most
+1/``settings.BUDGET_CHUNK_SHARE`` of the rest (at most
+``settings.BUDGET_CHUNK``; one page at first and near the end).  A
+recycled container takes at most that share with it, so a crawl may stop a
+little short of its budget, never over it.
+
 Limits: the per-host counter is not idempotent.  A message redelivered after
 it was counted (its dispatcher failed before the batch finished) counts
 again, so a host may get a little less than its cap, never more.
@@ -83,7 +90,7 @@ ROBOTS_WAIT_SECONDS = 2
 class Crawls(Protocol):
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
     def add_seed_host(self, crawl_id: str, host: str) -> None: ...
-    def count_page(self, crawl_id: str, max_pages: int) -> bool: ...
+    def take_pages(self, crawl_id: str, max_pages: int, pages: int) -> int | None: ...
 
 
 class Urls(Protocol):
@@ -187,6 +194,10 @@ class Dispatcher:
         self._host_allowance: dict[tuple[str, str], int] = {}
         # Pairs whose last chunk did not fit under the cap: one page at a time from there.
         self._host_near_cap: set[tuple[str, str]] = set()
+        # Per crawl: pages of the budget this container took ahead and has yet
+        # to admit, and how many its next take asks for.
+        self._budget_allowance: dict[str, int] = {}
+        self._budget_chunk: dict[str, int] = {}
         self.held = held
         self.urls = urls
         self.robots = robots
@@ -291,7 +302,7 @@ class Dispatcher:
             self._host_full.add((msg.crawl_id, host))
             self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=f"host page cap of {cap} reached")
             return Decision(url, "skipped", f"host page cap of {cap} reached", "host-cap")
-        if config.max_pages is not None and not self.crawls.count_page(msg.crawl_id, config.max_pages):
+        if config.max_pages is not None and not self._take_budget_page(msg.crawl_id, config.max_pages):
             self._budget_spent.add(msg.crawl_id)
             self.urls.set_outcome(msg.crawl_id, fp, "skipped", reason=f"page budget of {config.max_pages} spent")
             return Decision(url, "skipped", "page budget spent", "budget")
@@ -336,6 +347,35 @@ class Dispatcher:
                 self._host_near_cap.clear()
             self._host_near_cap.add(key)
         return self.scope_records.count_host_page(crawl_id, host, cap)
+
+    def _take_budget_page(self, crawl_id: str, max_pages: int) -> bool:
+        """One page of the crawl's budget: from what this container took ahead, else a take sized by what is left.
+
+        The first take is one page; each take's reply says how many pages the
+        budget has left, and the next asks for at most 1/BUDGET_CHUNK_SHARE of
+        them (at most BUDGET_CHUNK).  A take refused for its size falls back to
+        one page.
+        """
+        left = self._budget_allowance.pop(crawl_id, 0)
+        if left:
+            self._budget_allowance[crawl_id] = left - 1
+            return True
+        chunk = self._budget_chunk.pop(crawl_id, 1)
+        admitted = self.crawls.take_pages(crawl_id, max_pages, chunk)
+        if admitted is None and chunk > 1:
+            chunk = 1
+            admitted = self.crawls.take_pages(crawl_id, max_pages, chunk)
+        if admitted is None:
+            return False
+        if len(self._budget_chunk) >= settings.DROPPED_NOTE_CACHE_SIZE:
+            # Forgotten pages are never admitted: less than the budget, never more.
+            self._budget_chunk.clear()
+            self._budget_allowance.clear()
+        share = (max_pages - admitted) // settings.BUDGET_CHUNK_SHARE
+        self._budget_chunk[crawl_id] = max(1, min(settings.BUDGET_CHUNK, share))
+        if chunk > 1:
+            self._budget_allowance[crawl_id] = chunk - 1
+        return True
 
     def _register_seed(self, msg: FrontierMessage, url: str, host: str, config: CrawlConfig) -> CrawlConfig:
         """A depth-0 message makes its host a seed host; an original seed on another port allows that port there.

@@ -110,6 +110,16 @@ def test_a_retried_page_budget_counts_once(faulty: FaultyEndpoint) -> None:
     assert item["pages_admitted"] == {"N": "2"}
 
 
+def test_a_retried_budget_chunk_counts_once_and_says_what_was_admitted(faulty: FaultyEndpoint) -> None:
+    c = unique("c")
+    crawls = aws.CrawlStore()
+    crawls.put(CrawlConfig(crawl_id=c, max_pages=10))
+    assert crawls.take_pages(c, 10, 4) == 4
+    assert crawls.take_pages(c, 10, 6) == 10  # the budget's last pages: the retry must not find them spent
+    assert crawls.take_pages(c, 10, 1) is None
+    assert crawls.take_pages(c, 10, 11) is None
+
+
 def test_a_retried_host_page_count_counts_once(faulty: FaultyEndpoint) -> None:
     c = unique("c")
     scope = aws.ScopeStore()

@@ -258,11 +258,14 @@ class FakeCrawls:
             self.configs[crawl_id] = replace(self.configs[crawl_id], state=state)
 
     def count_page(self, crawl_id: str, max_pages: int) -> bool:
+        return self.take_pages(crawl_id, max_pages, 1) is not None
+
+    def take_pages(self, crawl_id: str, max_pages: int, pages: int) -> int | None:
         with self._lock:
-            if self.pages.get(crawl_id, 0) >= max_pages:
-                return False
-            self.pages[crawl_id] = self.pages.get(crawl_id, 0) + 1
-            return True
+            if self.pages.get(crawl_id, 0) + pages > max_pages:
+                return None
+            self.pages[crawl_id] = self.pages.get(crawl_id, 0) + pages
+            return self.pages[crawl_id]
 
 
 class FakeHeld:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 
@@ -219,6 +220,29 @@ def test_page_budget(env: Env) -> None:
         ("dropped", "page budget spent"),
     ]
     assert env.urls.item("c", fingerprint("http://example.com/2"))["reason"] == "page budget of 2 spent"
+
+
+def test_a_large_budget_is_taken_in_shrinking_chunks_and_never_exceeded(env: Env) -> None:
+    budget = 2000
+    env.crawls.put(
+        CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_pages=budget, seed_hosts=frozenset({"example.com"}))
+    )
+    takes: list[int] = []
+    real = env.crawls.take_pages
+
+    def counted(crawl_id: str, max_pages: int, pages: int) -> int | None:
+        takes.append(pages)
+        return real(crawl_id, max_pages, pages)
+
+    env.crawls.take_pages = counted  # type: ignore[method-assign]
+    actions = [env.send(f"http://example.com/{i}", depth=1)[0] for i in range(budget + 3)]
+    assert actions.count("queued") + actions.count("parked") == budget
+    assert env.crawls.pages["c"] == budget
+    # One page first (to learn what is left), then up to BUDGET_CHUNK at a
+    # time, shrinking to single pages as the budget runs out.
+    assert takes[0] == 1 and max(takes) == crawl_settings.BUDGET_CHUNK and takes[-1] == 1
+    assert len(takes) < budget / 4
+    assert all(b <= a for a, b in itertools.pairwise(takes[1:]))
 
 
 def test_full_window_parks(env: Env) -> None:
