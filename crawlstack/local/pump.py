@@ -8,6 +8,12 @@ the visibility timeout, up to ``maxReceiveCount`` before SQS moves them to
 the dead-letter queue.  Message delays are SQS's own.  Each queue has a
 number of concurrent "instances" (threads); fetch gets several.
 
+A queue found empty is polled again after 10 ms, then 20, up to
+``MAX_IDLE_POLL_SECONDS``, until some handler finishes: handlers send the
+messages, so a finished one is when new work appears.  Empty receives cost
+as much emulated work as full ones, and the CPU they took came out of the
+handlers' share.
+
 Messages a handler reported failed (or all of a batch whose handler
 raised) come back after ``retry_after`` seconds when a source sets it: the
 invocation is over, so nothing else holds them, and local mode need not
@@ -53,6 +59,9 @@ from crawlstack import aws, settings
 Handler = Callable[[dict[str, Any], Any], Any]
 
 IDLE_SLEEP_SECONDS = 0.01
+# A queue found empty is polled again after a wait that doubles up to this,
+# until a handler finishes (its sends are the usual source of new messages).
+MAX_IDLE_POLL_SECONDS = 0.05
 _AWS_ERRORS = (ClientError, BotoCoreError)
 MAX_FAILED_RECEIVES = 30
 
@@ -125,17 +134,28 @@ class EventPump:
         self.handler_errors: list[str] = []
         self._failed_receives = 0
         self._depths: dict[str, tuple[float, int]] = {}
+        # Per source: when to receive again after an empty receive, and the wait after the next one.
+        self._next_poll: dict[str, float] = {}
+        self._idle_wait: dict[str, float] = {}
+        self._handler_done = threading.Event()
         # True once run() has returned or raised with no handler running any more.
         self.finished = False
 
     def run(self, on_tick: Callable[[EventPump], None] | None = None, tick_seconds: float = 0.25) -> None:
         sqs = aws.client("sqs")
         last_tick = 0.0
+        next_empty_check = 0.0
         try:
             while True:
                 delivered = False
+                if self._handler_done.is_set():
+                    self._handler_done.clear()
+                    self._next_poll.clear()
+                    self._idle_wait.clear()
                 for source in self.sources:
                     if source.backpressure_from and self._depth(source.backpressure_from) >= source.high_water:
+                        continue
+                    if time.monotonic() < self._next_poll.get(source.key, 0.0):
                         continue
                     while self._free(source):
                         try:
@@ -156,7 +176,11 @@ class EventPump:
                             break
                         self._failed_receives = 0
                         if not batch:
+                            wait = self._idle_wait.get(source.key, IDLE_SLEEP_SECONDS)
+                            self._next_poll[source.key] = time.monotonic() + wait
+                            self._idle_wait[source.key] = min(MAX_IDLE_POLL_SECONDS, wait * 2)
                             break
+                        self._idle_wait.pop(source.key, None)
                         delivered = True
                         self._invoke(source, batch)
                 if on_tick and time.monotonic() - last_tick >= tick_seconds:
@@ -164,9 +188,11 @@ class EventPump:
                     last_tick = time.monotonic()
                 if delivered:
                     continue
-                if not self._busy() and self._all_queues_empty():
-                    return
-                time.sleep(IDLE_SLEEP_SECONDS)
+                if not self._busy() and time.monotonic() >= next_empty_check:
+                    if self._all_queues_empty():
+                        return
+                    next_empty_check = time.monotonic() + MAX_IDLE_POLL_SECONDS
+                self._handler_done.wait(IDLE_SLEEP_SECONDS)
         except KeyboardInterrupt:
             with self._lock:
                 running = sum(s.running for s in self.sources)
@@ -243,6 +269,7 @@ class EventPump:
     def _done(self, source: Source, future: Future[None]) -> None:
         with self._lock:
             source.running -= 1
+        self._handler_done.set()
 
     def _call(self, source: Source, messages: list[dict[str, Any]]) -> None:
         event = {"Records": [self._record(source, m) for m in messages]}
