@@ -66,11 +66,12 @@ reverts.  Messages without ``record_id`` and ``want`` cost no read.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig, seed_port_key
@@ -82,6 +83,8 @@ from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.scope import out_of_scope, refusal
 from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, origin_of, url_port
+
+K = TypeVar("K", bound=Hashable)
 
 ROBOTS_LOCK_SECONDS = 30.0
 ROBOTS_WAIT_SECONDS = 2
@@ -133,6 +136,12 @@ class Outbox:
         if admitted:
             self.unparked.setdefault(task.host, []).append(parked_order)
 
+    def clear(self) -> None:
+        """Forget what was sent (``dispatch_in_turns`` sends part of a batch early)."""
+        self.fetch.clear()
+        self.frontier.clear()
+        self.unparked.clear()
+
 
 @dataclass
 class Decision:
@@ -146,6 +155,60 @@ class Decision:
     kind: str = ""
 
 
+# Turns after which dispatch_in_turns sends what it admitted, however little:
+# they give each host its first window places.
+EARLY_TURNS = 2
+
+
+def dispatch_in_turns(
+    dispatcher: Dispatcher,
+    batch: Iterable[tuple[K, str, list[FrontierMessage]]],
+    outbox: Outbox,
+    send: Callable[[Outbox], None],
+    on_decision: Callable[[FrontierMessage, Decision], None] | None = None,
+) -> dict[K, Exception]:
+    """Dispatch a batch's messages a link at a time from each: the first link of every message, then the second...
+
+    ``batch``: (key, message id, links) per queue message (a bundle's links,
+    or one message).  Each page's links come as one bundle, mostly of one
+    host; taken bundle by bundle, the last host's first links would wait
+    for every earlier bundle's, and their fetches for the whole batch.  In
+    turns, every host gets its first window places at once, and those tasks
+    are sent after each of the first ``EARLY_TURNS`` turns (later ones once
+    a full SendMessageBatch is ready); ``outbox`` keeps the rest for the
+    batch's own send.  Sending early loses nothing: a task sent is one that
+    holds a window place, which must go out anyway.
+
+    Returns the exception of each message one of whose links failed; its
+    later links are not dispatched (its redelivery finds the ones before
+    claimed by its own id).  ``send`` failing raises: the whole batch is
+    then tried again, as when the batch's own send fails.
+    """
+    failed: dict[K, Exception] = {}
+    pending = [(key, message_id, iter(links)) for key, message_id, links in batch]
+    turn = 0
+    while pending:
+        turn += 1
+        still = []
+        for key, message_id, links in pending:
+            msg = next(links, None)
+            if msg is None:
+                continue
+            try:
+                decision = dispatcher.dispatch(msg, outbox, message_id=message_id)
+            except Exception as exc:  # this message fails; the batch goes on
+                failed[key] = exc
+                continue
+            if on_decision is not None:
+                on_decision(msg, decision)
+            still.append((key, message_id, links))
+        pending = still
+        if outbox.fetch and (turn <= EARLY_TURNS or len(outbox.fetch) >= settings.SQS_BATCH_SIZE):
+            send(outbox)
+            outbox.clear()
+    return failed
+
+
 def _refusal_kind(reason: str) -> str:
     return "trap" if reason.startswith("trap:") else "port"
 
@@ -156,17 +219,20 @@ class NotedDrops:
     def __init__(self, size: int = settings.DROPPED_NOTE_CACHE_SIZE) -> None:
         self.size = size
         self._keys: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Local mode runs two dispatch invocations at once on one container's state.
+        self._lock = threading.Lock()
 
     def add(self, crawl_id: str, fp: str) -> bool:
         """Remember the URL; False if it was remembered already."""
         key = (crawl_id, fp)
-        if key in self._keys:
-            self._keys.move_to_end(key)
-            return False
-        self._keys[key] = None
-        while len(self._keys) > self.size:
-            self._keys.popitem(last=False)
-        return True
+        with self._lock:
+            if key in self._keys:
+                self._keys.move_to_end(key)
+                return False
+            self._keys[key] = None
+            while len(self._keys) > self.size:
+                self._keys.popitem(last=False)
+            return True
 
 
 class Dispatcher:
@@ -292,11 +358,7 @@ class Dispatcher:
             return Decision(url, "skipped", "robots", "robots")
         # The host's cap before the crawl's budget: a trap host that reached
         # its cap spends none of the budget.
-        if (
-            cap is not None
-            and self.scope_records is not None
-            and not self._take_host_page(msg.crawl_id, host, cap)
-        ):
+        if cap is not None and self.scope_records is not None and not self._take_host_page(msg.crawl_id, host, cap):
             if len(self._host_full) > settings.DROPPED_NOTE_CACHE_SIZE:
                 self._host_full.clear()
             self._host_full.add((msg.crawl_id, host))

@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack.dispatcher import Outbox
+from crawlstack.dispatcher import Decision, Outbox, dispatch_in_turns
 from crawlstack.messages import FrontierMessage, InvalidMessage, frontier_messages
 from crawlstack.redact import redacted_logs
 from crawlstack.tracing import TRACED_MODULES, LazyXRayProvider
@@ -48,29 +48,40 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     # the records the batch resolves (invalid messages are reported below).
     parsed = {(r.get("messageId"), r.get("body", "")): _messages(r.get("body", "")) for r in event.get("Records", [])}
     svc.dispatcher.prepare(m for messages in parsed.values() if isinstance(messages, list) for m in messages)
+    # A link bundle (crawlstack.messages) is one message: a link that fails
+    # fails it, and its redelivery finds the links before it already claimed.
+    failed = dispatch_in_turns(
+        svc.dispatcher,
+        ((key, key[0] or "", messages) for key, messages in parsed.items() if isinstance(messages, list)),
+        outbox,
+        svc.flush,
+        on_decision=_observe,
+    )
 
     def record_handler(record: SQSRecord) -> None:
-        messages = parsed.get((record.message_id, record.body)) or _messages(record.body)
+        key = (record.message_id, record.body)
+        messages = parsed.get(key)
         if isinstance(messages, InvalidMessage):
             # It can never succeed: log it whole (it is the user's own
             # message) and let it go rather than cycle it to the DLQ.
             logger.error("invalid frontier message", reason=str(messages), body=record.body[:2000])
             metrics.add_metric(name="InvalidMessages", unit=MetricUnit.Count, value=1)
             return
-        # A link bundle (crawlstack.messages) is one message: a link that fails
-        # fails it, and its redelivery finds the links before it already claimed.
-        for msg in messages:
-            logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
-            # The URL's fingerprint (its key in the urls table) ties its log lines together across functions.
-            logger.set_correlation_id(url_correlation_id(msg.url))
-            decision = svc.dispatcher.dispatch(msg, outbox, message_id=record.message_id)
-            logger.debug("dispatched", action=decision.action, reason=decision.reason)
-            if decision.kind in _KIND_METRIC:
-                metrics.add_metric(name=_KIND_METRIC[decision.kind], unit=MetricUnit.Count, value=1)
-            elif decision.action in _METRIC:
-                metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
+        if key in failed:
+            raise failed[key]
 
     return svc.process_batch(event, context, record_handler, outbox, logger=logger)
+
+
+def _observe(msg: FrontierMessage, decision: Decision) -> None:
+    logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
+    # The URL's fingerprint (its key in the urls table) ties its log lines together across functions.
+    logger.set_correlation_id(url_correlation_id(msg.url))
+    logger.debug("dispatched", action=decision.action, reason=decision.reason)
+    if decision.kind in _KIND_METRIC:
+        metrics.add_metric(name=_KIND_METRIC[decision.kind], unit=MetricUnit.Count, value=1)
+    elif decision.action in _METRIC:
+        metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
 
 
 def _messages(body: str) -> list[FrontierMessage] | InvalidMessage:

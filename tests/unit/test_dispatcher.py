@@ -12,7 +12,7 @@ from fakes import FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeScopeStore,
 from crawlstack import http
 from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import ROBOTS_WAIT_SECONDS, Dispatcher, NotedDrops, Outbox
+from crawlstack.dispatcher import ROBOTS_WAIT_SECONDS, Decision, Dispatcher, NotedDrops, Outbox, dispatch_in_turns
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import Politeness
 from crawlstack.robots import RobotsRecord
@@ -451,3 +451,53 @@ def test_the_memory_of_noted_drops_is_bounded_and_least_recently_used_goes_first
     assert not noted.add("c", "a")  # known, and now the most recent
     assert noted.add("c", "z")  # "b" goes
     assert noted.add("c", "b") and not noted.add("c", "z")
+
+
+class RecordingDispatcher:
+    """Admits every URL as a fetch task, fails the URLs it is told to, and records the order."""
+
+    def __init__(self, failing: set[str]) -> None:
+        self.order: list[str] = []
+        self.failing = failing
+
+    def dispatch(self, msg: FrontierMessage, outbox: Outbox, message_id: str = "") -> Decision:
+        self.order.append(msg.url)
+        if msg.url in self.failing:
+            raise RuntimeError(f"{msg.url} failed")
+        outbox.fetch.append((msg.url, 0))
+        return Decision(msg.url, "queued")
+
+
+def test_a_batch_is_dispatched_in_turns_and_its_first_turns_are_sent_at_once() -> None:
+    bundles = {
+        f"m{i}": [FrontierMessage(url=f"http://h{i}.example/{j}", depth=1) for j in range(n)]
+        for i, n in enumerate([3, 1, 12])
+    }
+    bundles["m1"] = [FrontierMessage(url="http://h1.example/bad", depth=1)]
+    stub = RecordingDispatcher({"http://h1.example/bad"})
+    outbox, sends = Outbox(), []
+
+    def send(box: Outbox) -> None:
+        sends.append([url for url, _ in box.fetch])
+
+    failed = dispatch_in_turns(
+        stub,  # type: ignore[arg-type]
+        [(key, key, links) for key, links in bundles.items()],
+        outbox,
+        send,
+    )
+    # One link of every message per turn, first links first.
+    assert stub.order[:5] == [
+        "http://h0.example/0",
+        "http://h1.example/bad",
+        "http://h2.example/0",
+        "http://h0.example/1",
+        "http://h2.example/1",
+    ]
+    assert list(failed) == ["m1"] and str(failed["m1"]) == "http://h1.example/bad failed"
+    # The first two turns go out at once, then only full batches; the rest stays for the batch's own send.
+    assert sends[0] == ["http://h0.example/0", "http://h2.example/0"]
+    assert sends[1] == ["http://h0.example/1", "http://h2.example/1"]
+    assert all(len(s) >= crawl_settings.SQS_BATCH_SIZE for s in sends[2:])
+    sent = [url for s in sends for url in s] + [url for url, _ in outbox.fetch]
+    assert sorted(sent) == sorted(m.url for key, links in bundles.items() if key != "m1" for m in links)
