@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--deny", type=_regex, action="append", default=[], metavar="REGEX", help="never follow URLs matching REGEX"
     )
-    crawl.add_argument("--concurrency", type=_positive_int, default=4, metavar="N", help="concurrent fetch batches")
+    crawl.add_argument("--concurrency", type=_positive_int, default=8, metavar="N", help="concurrent fetch batches")
     crawl.add_argument("--no-progress", action="store_true", help="no progress display even on a terminal")
 
     rules = sub.add_parser("rules", help="work with mapping rules")

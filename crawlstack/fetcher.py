@@ -73,10 +73,12 @@ from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRec
 from crawlstack.warc import Exchange, write_warc
 
 MAX_REDIRECT_HOPS = 5
+SLOT_GRACE_SECONDS = 0.25
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 log = logging.getLogger(__name__)
+
 
 class Urls(Protocol):
     def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool: ...
@@ -410,15 +412,18 @@ class Fetcher:
             outbox.add_fetch(ready, now, order)
 
     def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:
-        """Wait for the slot and claim the host; sleeps at most SUB_SECOND in all.
+        """Wait for the slot and claim the host; sleeps at most SUB_SECOND + SLOT_GRACE_SECONDS in all.
 
         A longer wait goes back to the queue with DelaySeconds, never a
-        longer sleep in the Lambda.
+        longer sleep in the Lambda.  The grace is for a task that slept out
+        most of a second to its slot and then finds the request before it a
+        little late: sent back, it would come round at least a second later
+        and lose its place to the host's next slots, one after another.
         """
         wait = task.not_before - self.clock()
         slept = 0.0
         while True:
-            if wait > 0 and slept + wait > SUB_SECOND:
+            if wait > 0 and slept + wait > SUB_SECOND + SLOT_GRACE_SECONDS:
                 later = replace(task, not_before=self.clock() + max(wait, SUB_SECOND))
                 outbox.add_fetch(later, self.clock(), admitted=False)
                 return False

@@ -101,7 +101,7 @@ class LocalOptions:
     max_pages_per_host: int | None = settings.DEFAULT_MAX_PAGES_PER_HOST
     allow_ports: tuple[int, ...] = ()
     endpoint_url: str | None = None
-    fetch_concurrency: int = 4
+    fetch_concurrency: int = 8
     host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
     progress: bool | None = None
     crawl_id: str | None = None
@@ -272,7 +272,7 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
     # Dispatch first, so outlinks never pile up in the frontier queue.
     return EventPump(
         [
-            source("frontier", dispatch.handler, 1),
+            source("frontier", dispatch.handler, 2),
             source("extract", extract.handler, 1, backpressure_from="frontier", high_water=FRONTIER_HIGH_WATER),
             source(
                 "fetch",
