@@ -74,6 +74,9 @@ from crawlstack.warc import Exchange, write_warc
 
 MAX_REDIRECT_HOPS = 5
 SLOT_GRACE_SECONDS = 0.25
+# How far ahead of its slot a task claims the host and starts its URL's try
+# (at most half the delay): two writes off the request's path.
+CLAIM_LEAD_SECONDS = 0.1
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
@@ -333,7 +336,8 @@ class Fetcher:
         return Fetched(task, "skipped", reason=RECORD_COMPLETE, recorded=True)
 
     def _fetch_one(self, task: FetchTask, outbox: Outbox) -> Fetched | None:
-        if not self._wait_for_host(task, outbox):
+        start = self._wait_for_host(task, outbox)
+        if start is None:
             return None
         result: http.FetchResult | None = None
         started = False
@@ -345,6 +349,7 @@ class Fetcher:
             started = self.urls.start_fetch(task.crawl_id, task.fp, now, now - CLAIM_LEASE_SECONDS, task.attempt)
             if started:
                 config = self.crawls.get(task.crawl_id)
+                self._sleep_until(start)
                 result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
         finally:
             # Whatever happened, the host and the window are given back, and
@@ -411,28 +416,39 @@ class Fetcher:
         for order, ready in unparked:
             outbox.add_fetch(ready, now, order)
 
-    def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> bool:
-        """Wait for the slot and claim the host; sleeps at most SUB_SECOND + SLOT_GRACE_SECONDS in all.
+    def _wait_for_host(self, task: FetchTask, outbox: Outbox) -> float | None:
+        """Claim the host for the task's slot: when to start the request, or None if the task went back to the queue.
 
-        A longer wait goes back to the queue with DelaySeconds, never a
-        longer sleep in the Lambda.  The grace is for a task that slept out
+        It sleeps at most SUB_SECOND + SLOT_GRACE_SECONDS in all before the
+        claim; a longer wait goes back to the queue with DelaySeconds, never
+        a longer sleep in the Lambda.  The grace is for a task that slept out
         most of a second to its slot and then finds the request before it a
         little late: sent back, it would come round at least a second later
         and lose its place to the host's next slots, one after another.
+        The claim is made up to ``CLAIM_LEAD_SECONDS`` before the start (at
+        most half the delay, so slots keep their order).
         """
+        lead = min(CLAIM_LEAD_SECONDS, task.effective_delay / 2)
         wait = task.not_before - self.clock()
         slept = 0.0
         while True:
             if wait > 0 and slept + wait > SUB_SECOND + SLOT_GRACE_SECONDS:
                 later = replace(task, not_before=self.clock() + max(wait, SUB_SECOND))
                 outbox.add_fetch(later, self.clock(), admitted=False)
-                return False
-            if wait > 0:
-                self.sleep(wait)
-                slept += wait
-            wait = self.politeness.claim(task)
+                return None
+            if wait > lead:
+                self.sleep(wait - lead)
+                slept += wait - lead
+                wait = lead
+            start = self.clock() + max(0.0, wait)
+            wait = self.politeness.claim(task, at=start)
             if wait == 0:
-                return True
+                return start
+
+    def _sleep_until(self, start: float) -> None:
+        wait = start - self.clock()
+        if wait > 0:
+            self.sleep(wait)
 
     def _classify(self, task: FetchTask, result: http.FetchResult, outbox: Outbox) -> Fetched:
         if result.status is None:

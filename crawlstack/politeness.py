@@ -423,23 +423,28 @@ class Politeness:
             if order is not None:
                 self.parking.delete(host, order)
 
-    def claim(self, task: FetchTask) -> float:
-        """Claim the host for this request: 0 when claimed, else seconds to wait.
+    def claim(self, task: FetchTask, at: float | None = None) -> float:
+        """Claim the host for a request that starts at ``at`` (now if None): 0 when claimed, else seconds to wait.
 
-        While another request to the host is in flight its end is unknown (the
-        stored free_at is only a lease against a crashed fetcher), so the wait
-        is one delay: the least it can take before the host is free again.
+        A claim a little ahead of the request (``fetcher.CLAIM_LEAD_SECONDS``)
+        takes its write off the request's path; the caller then holds the
+        host and must not start before ``at``, which the host's ``free_at``
+        does not pass (the condition).  While another request to the host is
+        in flight its end is unknown (the stored free_at is only a lease
+        against a crashed fetcher), so the wait is one delay: the least it
+        can take before the host is free again.
         """
         delay = task.effective_delay
         if delay <= 0:
             return 0.0
         now = self.clock()
+        start = now if at is None else max(now, at)
         # A claim the host's state is known to refuse would cost a write
         # unit for nothing: wait for the floor first.
         floor = self._free_floor.get(task.host, 0.0)
-        if floor > now:
+        if floor > start:
             return floor - now
-        blocked = self.hosts.claim(task.host, now, now + CLAIM_LEASE_SECONDS)
+        blocked = self.hosts.claim(task.host, start, start + CLAIM_LEASE_SECONDS)
         if blocked is None:
             return 0.0
         if blocked.in_flight:

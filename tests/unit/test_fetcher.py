@@ -12,7 +12,7 @@ from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, Fake
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
-from crawlstack.fetcher import FAILURE_CLASSES, MAX_REDIRECT_HOPS, Fetcher, failure_class, warc_key
+from crawlstack.fetcher import CLAIM_LEAD_SECONDS, FAILURE_CLASSES, MAX_REDIRECT_HOPS, Fetcher, failure_class, warc_key
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, window_key, window_size
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords
@@ -325,7 +325,7 @@ def test_sub_second_slot_wait_is_slept(slow: Env) -> None:
     slow.web.page(t.url)
     late = replace(t, not_before=slow.clock.now + 0.4)
     slow.fetcher.fetch_batch([late], Outbox())
-    assert slow.clock.sleeps == [pytest.approx(0.4)]
+    assert sum(slow.clock.sleeps) == pytest.approx(0.4)
     assert slow.web.calls[0][2] == pytest.approx(late.not_before)
 
 
@@ -351,9 +351,20 @@ def test_claim_waits_for_the_host_to_be_free(slow: Env) -> None:
     # The second slot is 2 s after the first; it arrives 1.7 s in and sleeps the rest.
     slow.clock.advance(1.7)
     slow.fetcher.fetch_batch([second], Outbox())
-    assert slow.clock.sleeps == [pytest.approx(0.3)]
+    assert sum(slow.clock.sleeps) == pytest.approx(0.3)
     a_at, b_at = slow.web.calls[0][2], slow.web.calls[1][2]
     assert b_at - a_at == pytest.approx(2.0)
+
+
+def test_the_host_is_claimed_and_the_try_started_a_moment_before_the_slot(slow: Env) -> None:
+    t = slow.admitted("a", delay=2.0)
+    slow.web.page(t.url)
+    late = replace(t, not_before=slow.clock.now + 0.4)
+    slow.fetcher.fetch_batch([late], Outbox())
+    # Both writes fall CLAIM_LEAD_SECONDS before the slot, the request on it.
+    assert slow.clock.sleeps == [pytest.approx(0.4 - CLAIM_LEAD_SECONDS), pytest.approx(CLAIM_LEAD_SECONDS)]
+    assert slow.hosts.read_slot("example.com").free_at == pytest.approx(late.not_before + 2.0)
+    assert slow.web.calls[0][2] == pytest.approx(late.not_before)
 
 
 def test_claim_blocked_by_an_earlier_late_request_sleeps_until_free(slow: Env) -> None:
@@ -363,7 +374,7 @@ def test_claim_blocked_by_an_earlier_late_request_sleeps_until_free(slow: Env) -
     slow.hosts.slots["example.com"]["free_at"] = slow.clock.now + 0.6
     slow.hosts.slots["example.com"]["busy"] = 0
     slow.fetcher.fetch_batch([t], Outbox())
-    assert slow.clock.sleeps == [pytest.approx(0.6)]
+    assert sum(slow.clock.sleeps) == pytest.approx(0.6)
     assert slow.web.calls[0][2] == pytest.approx(slow.hosts.read_slot("example.com").free_at - 2.0)
 
 
