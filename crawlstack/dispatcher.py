@@ -158,6 +158,9 @@ class Decision:
 # Turns after which dispatch_in_turns sends what it admitted, however little:
 # they give each host its first window places.
 EARLY_TURNS = 2
+# After those, what it admitted waits at most this long for a full
+# SendMessageBatch: a long batch must not hold tasks past their slots.
+EARLY_SEND_SECONDS = 0.2
 
 
 def dispatch_in_turns(
@@ -166,6 +169,7 @@ def dispatch_in_turns(
     outbox: Outbox,
     send: Callable[[Outbox], None],
     on_decision: Callable[[FrontierMessage, Decision], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[K, Exception]:
     """Dispatch a batch's messages a link at a time from each: the first link of every message, then the second...
 
@@ -174,9 +178,10 @@ def dispatch_in_turns(
     host; taken bundle by bundle, the last host's first links would wait
     for every earlier bundle's, and their fetches for the whole batch.  In
     turns, every host gets its first window places at once, and those tasks
-    are sent after each of the first ``EARLY_TURNS`` turns (later ones once
-    a full SendMessageBatch is ready); ``outbox`` keeps the rest for the
-    batch's own send.  Sending early loses nothing: a task sent is one that
+    are sent after each of the first ``EARLY_TURNS`` turns; later ones once
+    a full SendMessageBatch is ready or ``EARLY_SEND_SECONDS`` after the
+    last send, so a long batch holds no task long past its slot.
+    ``outbox`` keeps the rest for the batch's own send.  Sending early loses nothing: a task sent is one that
     holds a window place, which must go out anyway.
 
     Returns the exception of each message one of whose links failed; its
@@ -187,6 +192,7 @@ def dispatch_in_turns(
     failed: dict[K, Exception] = {}
     pending = [(key, message_id, iter(links)) for key, message_id, links in batch]
     turn = 0
+    sent_at = clock()
     while pending:
         turn += 1
         still = []
@@ -203,9 +209,13 @@ def dispatch_in_turns(
                 on_decision(msg, decision)
             still.append((key, message_id, links))
         pending = still
-        if outbox.fetch and (turn <= EARLY_TURNS or len(outbox.fetch) >= settings.SQS_BATCH_SIZE):
+        if not outbox.fetch:
+            continue
+        now = clock()
+        if turn <= EARLY_TURNS or len(outbox.fetch) >= settings.SQS_BATCH_SIZE or now - sent_at >= EARLY_SEND_SECONDS:
             send(outbox)
             outbox.clear()
+            sent_at = now
     return failed
 
 

@@ -485,6 +485,7 @@ def test_a_batch_is_dispatched_in_turns_and_its_first_turns_are_sent_at_once() -
         [(key, key, links) for key, links in bundles.items()],
         outbox,
         send,
+        clock=lambda: 0.0,
     )
     # One link of every message per turn, first links first.
     assert stub.order[:5] == [
@@ -495,9 +496,29 @@ def test_a_batch_is_dispatched_in_turns_and_its_first_turns_are_sent_at_once() -
         "http://h2.example/1",
     ]
     assert list(failed) == ["m1"] and str(failed["m1"]) == "http://h1.example/bad failed"
-    # The first two turns go out at once, then only full batches; the rest stays for the batch's own send.
+    # The first two turns go out at once, then only full batches (the clock
+    # stands still: no turn took long); the rest stays for the batch's own send.
     assert sends[0] == ["http://h0.example/0", "http://h2.example/0"]
     assert sends[1] == ["http://h0.example/1", "http://h2.example/1"]
     assert all(len(s) >= crawl_settings.SQS_BATCH_SIZE for s in sends[2:])
     sent = [url for s in sends for url in s] + [url for url, _ in outbox.fetch]
     assert sorted(sent) == sorted(m.url for key, links in bundles.items() if key != "m1" for m in links)
+
+
+def test_admitted_tasks_wait_at_most_a_moment_for_a_full_send() -> None:
+    links = [FrontierMessage(url=f"http://h.example/{j}", depth=1) for j in range(6)]
+    stub, sends = RecordingDispatcher(set()), []
+    ticks = iter(range(100))
+
+    def clock() -> float:
+        return next(ticks) * 0.15  # each turn takes 0.15 s
+
+    dispatch_in_turns(
+        stub,  # type: ignore[arg-type]
+        [("m", "m", links)],
+        Outbox(),
+        lambda box: sends.append([url for url, _ in box.fetch]),
+        clock=clock,
+    )
+    # Turns 1 and 2 at once; then every second turn (0.3 s >= EARLY_SEND_SECONDS).
+    assert [len(s) for s in sends] == [1, 1, 2, 2]
