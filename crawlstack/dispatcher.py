@@ -274,6 +274,9 @@ class Dispatcher:
         # to admit, and how many its next take asks for.
         self._budget_allowance: dict[str, int] = {}
         self._budget_chunk: dict[str, int] = {}
+        # Local mode runs two dispatch invocations on this state at once: an
+        # allowance read by both would be spent twice, or lost.
+        self._allowance_lock = threading.Lock()
         self.held = held
         self.urls = urls
         self.robots = robots
@@ -402,6 +405,10 @@ class Dispatcher:
 
     def _take_host_page(self, crawl_id: str, host: str, cap: int) -> bool:
         """One page of the host's cap: from what this container took ahead, else a chunk, else one."""
+        with self._allowance_lock:
+            return self._take_host_page_locked(crawl_id, host, cap)
+
+    def _take_host_page_locked(self, crawl_id: str, host: str, cap: int) -> bool:
         assert self.scope_records is not None
         key = (crawl_id, host)
         left = self._host_allowance.pop(key, 0)
@@ -428,6 +435,10 @@ class Dispatcher:
         them (at most BUDGET_CHUNK).  A take refused for its size falls back to
         one page.
         """
+        with self._allowance_lock:
+            return self._take_budget_page_locked(crawl_id, max_pages)
+
+    def _take_budget_page_locked(self, crawl_id: str, max_pages: int) -> bool:
         left = self._budget_allowance.pop(crawl_id, 0)
         if left:
             self._budget_allowance[crawl_id] = left - 1

@@ -257,12 +257,18 @@ class Politeness:
                 return [(None, replace(task, not_before=again, adaptive_delay=state.adaptive_delay))]
             window = effective_window(task, state)
             if len(state.window) >= window:
-                if not fresh:
+                # URLs this container parked wait already: the new one queues
+                # behind them without a read.  Parking on a stale guess is
+                # safe: the flag is only set while the window is full, and
+                # otherwise the URL is unparked at once.
+                if not fresh and state.parked_at is None:
                     state, fresh = self.hosts.read_slot(task.host), True
                     continue
                 self._known.pop(task.host, None)
                 self.parking.put(task.host, park_order(task), task.to_json())
-                if self.hosts.mark_parked(task.host, window, self.clock()):
+                stamp = self.clock()
+                if self.hosts.mark_parked(task.host, window, stamp):
+                    self._remember(replace(state, parked_at=stamp, busy=False, free_at=0.0))
                     return []
                 return list(self.unpark(task.host, hold))
             reserved, state = self._reserve(task, state, window)
