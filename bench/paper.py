@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crawlstack import settings
+
 try:  # run as a script (python bench/paper.py) or imported as bench.paper
     from common import RESULTS, write_result  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
@@ -324,9 +326,11 @@ def notes(cost: dict[str, Any], measured: bool, rows: list[dict[str, Any]], fetc
         "",
         "What does not bind: a host's politeness item takes about "
         f"{HOST_ITEM_WRITES_PER_PAGE} writes a page, {HOST_ITEM_WRITES_PER_PAGE / DELAYS[0]:.1f} WRU/s at a 5 s "
-        "delay, far below a partition's 1 000; the fetch queue holds at most 2 messages per host (200 000 at "
+        "delay, far below a partition's 1 000; the fetch queue holds at most "
+        f"{settings.DELAYED_HOST_WINDOW} messages per host ({settings.DELAYED_HOST_WINDOW * 100_000:,} at "
         "100 000 hosts, mostly delayed, and SQS stores any backlog), and at most 10 per invocation are in "
-        "flight, well under 120 000; no message waits more than two delays, far from SQS's 15 minutes.",
+        f"flight, well under 120 000; no message waits more than {settings.DELAYED_HOST_WINDOW} delays, and "
+        "never past SQS's 15 minutes (the window shrinks for long delays).",
         "",
         "Past 1 000 concurrent batches per function (100 000 hosts need it): the event source mapping's "
         "provisioned mode (a minimum and maximum of event pollers, "

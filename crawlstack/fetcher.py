@@ -68,7 +68,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
 from crawlstack.jobs import Held, hold_task
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, HostSlot, Politeness
+from crawlstack.politeness import CLAIM_LEASE_SECONDS, IN_FLIGHT_POLL_SECONDS, SUB_SECOND, HostSlot, Politeness
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
 from crawlstack.warc import Exchange, write_warc
 
@@ -431,19 +431,26 @@ class Fetcher:
         lead = min(CLAIM_LEAD_SECONDS, task.effective_delay / 2)
         wait = task.not_before - self.clock()
         slept = 0.0
+        refused = False
         while True:
             if wait > 0 and slept + wait > SUB_SECOND + SLOT_GRACE_SECONDS:
                 later = replace(task, not_before=self.clock() + max(wait, SUB_SECOND))
                 outbox.add_fetch(later, self.clock(), admitted=False)
                 return None
-            if wait > lead:
-                self.sleep(wait - lead)
-                slept += wait - lead
-                wait = lead
+            # To within ``lead`` of the start; after a refusal at least a
+            # moment, so a host with a request in flight is not asked at once again.
+            nap = wait - lead
+            if refused:
+                nap = max(nap, min(wait, IN_FLIGHT_POLL_SECONDS))
+            if nap > 0:
+                self.sleep(nap)
+                slept += nap
+                wait -= nap
             start = self.clock() + max(0.0, wait)
             wait = self.politeness.claim(task, at=start)
             if wait == 0:
                 return start
+            refused = True
 
     def _sleep_until(self, start: float) -> None:
         wait = start - self.clock()

@@ -132,8 +132,15 @@ class Parking(Protocol):
     def delete(self, host: str, order: str) -> None: ...
 
 
+def delayed_window(delay: float) -> int:
+    """A delayed host's window: ``DELAYED_HOST_WINDOW``, or fewer (never under 2) when that many slots
+    would reach past SQS's delay limit (a long Crawl-delay, or a host slowed down)."""
+    fits = int(settings.MAX_SQS_DELAY_SECONDS // delay) if delay > 0 else settings.DELAYED_HOST_WINDOW
+    return max(2, min(settings.DELAYED_HOST_WINDOW, fits))
+
+
 def window_size(delay: float, host_concurrency: int) -> int:
-    return settings.DELAYED_HOST_WINDOW if delay > 0 else max(1, host_concurrency)
+    return delayed_window(delay) if delay > 0 else max(1, host_concurrency)
 
 
 def effective_delay(task: FetchTask, state: HostSlot) -> float:
@@ -142,9 +149,10 @@ def effective_delay(task: FetchTask, state: HostSlot) -> float:
 
 
 def effective_window(task: FetchTask, state: HostSlot) -> int:
-    """The task's window, shrunk to DELAYED_HOST_WINDOW while a host crawled with no delay is slowed down."""
-    if task.delay <= 0 < state.adaptive_delay:
-        return min(task.window, settings.DELAYED_HOST_WINDOW)
+    """The task's window, shrunk to the delayed window of the host's effective delay while it is slowed down."""
+    delay = effective_delay(task, state)
+    if delay > 0:
+        return min(task.window, delayed_window(delay))
     return task.window
 
 
@@ -226,6 +234,9 @@ class Politeness:
     # (its own release, or a failed claim's reply).  ``free_at`` only moves
     # later while a host is crawled, so this is a floor, never too late.
     _free_floor: dict[str, float] = field(default_factory=dict, repr=False)
+    # Hosts this container holds a claim on (when it was taken): its other
+    # tasks of the host wait for the release instead of a claim bound to fail.
+    _held_here: dict[str, float] = field(default_factory=dict, repr=False)
 
     def admit(
         self, task: FetchTask, hold: Callable[[FetchTask], bool] | None = None
@@ -450,8 +461,13 @@ class Politeness:
         floor = self._free_floor.get(task.host, 0.0)
         if floor > start:
             return floor - now
+        if now - self._held_here.get(task.host, -CLAIM_LEASE_SECONDS) < CLAIM_LEASE_SECONDS:
+            return IN_FLIGHT_POLL_SECONDS
         blocked = self.hosts.claim(task.host, start, start + CLAIM_LEASE_SECONDS)
         if blocked is None:
+            if len(self._held_here) >= KNOWN_HOSTS_LIMIT:
+                self._held_here.clear()
+            self._held_here[task.host] = now
             return 0.0
         if blocked.in_flight:
             return max(IN_FLIGHT_POLL_SECONDS, min(delay, blocked.free_at - now))
@@ -501,6 +517,7 @@ class Politeness:
             base = responded_at if responded_at and not slow_down else finished_at
             free_at = max(base + delay, finished_at, pause_until or 0.0)
         state = self.hosts.release(task.host, window_key(task), free_at)
+        self._held_here.pop(task.host, None)
         if free_at is not None:
             self._note_free_at(task.host, free_at)
         if succeeded and state.adaptive_delay > 0:

@@ -25,11 +25,14 @@ DEFAULT_MAX_DEPTH = 2
 # Like Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN: only used when the delay is 0.
 DEFAULT_HOST_CONCURRENCY = 8
 # URLs of one host that may sit in the fetch queue at once when the delay is
-# above 0: the one being fetched and the next, so the next slot is never
-# missed.  Everything beyond waits parked in the frontier table.
-DELAYED_HOST_WINDOW = 2
-# Robots.txt Crawl-delay above this is clamped; it keeps two slots inside
-# SQS's 15-minute delay limit.
+# above 0: the one being fetched and the next three, so the next slot is
+# never missed and a fetch batch finds several hosts' URLs to share its WARC
+# (fewer where that many slots would reach past MAX_SQS_DELAY_SECONDS,
+# politeness.delayed_window).  Everything beyond waits parked in the
+# frontier table.
+DELAYED_HOST_WINDOW = 4
+# Robots.txt Crawl-delay above this is clamped; it keeps at least two slots
+# inside SQS's 15-minute delay limit.
 MAX_CRAWL_DELAY_SECONDS = 300.0
 
 # Outlinks each extract container remembers having sent to the frontier, so

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -14,7 +15,14 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
 from crawlstack.fetcher import CLAIM_LEAD_SECONDS, FAILURE_CLASSES, MAX_REDIRECT_HOPS, Fetcher, failure_class, warc_key
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import CLAIM_LEASE_SECONDS, SUB_SECOND, Politeness, window_key, window_size
+from crawlstack.politeness import (
+    CLAIM_LEASE_SECONDS,
+    IN_FLIGHT_POLL_SECONDS,
+    SUB_SECOND,
+    Politeness,
+    window_key,
+    window_size,
+)
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords
 from crawlstack.urls import fingerprint
 from crawlstack.warc import read_warc
@@ -594,3 +602,23 @@ def test_a_failed_completion_read_fetches_as_before(env: Env, monkeypatch: pytes
 def test_failure_classes_for_the_metric(reason: str, klass: str) -> None:
     assert failure_class(reason) == klass
     assert klass in FAILURE_CLASSES
+
+
+def test_a_host_in_flight_elsewhere_is_asked_again_only_after_a_poll(slow: Env) -> None:
+    t = slow.admitted("a", delay=0.08)
+    slow.web.page(t.url)
+    slow.hosts.claim("example.com", slow.clock.now, slow.clock.now + 999)  # in flight elsewhere
+    real = slow.hosts.claim
+    asked: list[float] = []
+
+    def claim(host: str, now: float, lease_until: float) -> object:
+        asked.append(slow.clock.now)
+        if len(asked) == 3:  # the request elsewhere ends
+            slow.hosts.slots[host].update(free_at=slow.clock.now, busy=0)
+        return real(host, now, lease_until)
+
+    slow.hosts.claim = claim  # type: ignore[method-assign]
+    slow.fetcher.fetch_batch([t], Outbox())
+    # Each refusal costs a write: never asked again sooner than a poll.
+    assert len(asked) == 3 and len(slow.web.calls) == 1
+    assert all(b - a >= IN_FLIGHT_POLL_SECONDS - 1e-6 for a, b in itertools.pairwise(asked))

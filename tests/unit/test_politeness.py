@@ -16,6 +16,7 @@ from crawlstack.politeness import (
     Contention,
     HostSlot,
     Politeness,
+    effective_window,
     park_order,
     sqs_delay,
     window_key,
@@ -61,9 +62,19 @@ def pol(hosts: FakeHosts, parking: FakeParking, clock: FakeClock) -> Politeness:
 
 
 def test_window_size() -> None:
-    assert window_size(0.5, 8) == settings.DELAYED_HOST_WINDOW == 2
+    assert window_size(0.5, 8) == settings.DELAYED_HOST_WINDOW == 2  # pinned for these tests (conftest)
     assert window_size(0, 8) == 8
     assert window_size(0, 0) == 1
+
+
+def test_a_delayed_window_never_reaches_past_the_sqs_delay_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "DELAYED_HOST_WINDOW", 4)
+    assert window_size(5.0, 8) == 4
+    assert window_size(settings.MAX_CRAWL_DELAY_SECONDS, 8) == 3  # 3 x 300 s = the 15 minutes
+    assert window_size(2 * settings.MAX_SQS_DELAY_SECONDS, 8) == 2
+    slowed = HostSlot(HOST, adaptive_delay=settings.MAX_CRAWL_DELAY_SECONDS)
+    assert effective_window(replace(task("a", delay=5.0), window=4), slowed) == 3
+    assert effective_window(replace(task("a", delay=0.0), window=8), slowed) == 3
 
 
 def test_sqs_delay_floor_and_cap() -> None:
@@ -270,18 +281,21 @@ def test_reserve_refuses_a_stale_expectation_a_full_window_and_a_duplicate(hosts
     assert cur.next_slot == 6.0
 
 
-def test_claim_waits_while_a_request_is_in_flight(pol: Politeness, hosts: FakeHosts, clock: FakeClock) -> None:
+def test_claim_waits_while_a_request_is_in_flight(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking, clock: FakeClock
+) -> None:
     a, b = task("a"), task("b")
+    other = Politeness(hosts, parking, clock)  # b's container
     assert pol.claim(a) == 0.0
     assert hosts.read_slot(HOST).free_at == clock.now + CLAIM_LEASE_SECONDS
     # a is in flight: its end is unknown, so b waits one delay, not the lease.
-    assert pol.claim(b) == a.delay
+    assert other.claim(b) == a.delay
     clock.advance(1.5)
-    assert pol.claim(b) == a.delay
+    assert other.claim(b) == a.delay
     slot = pol.release(a, clock.now)
     assert slot.free_at == clock.now + a.delay
     clock.advance(0.5)
-    assert pol.claim(b) == pytest.approx(1.5)
+    assert other.claim(b) == pytest.approx(1.5)
     clock.advance(1.5)
     assert pol.claim(b) == 0.0
 
@@ -595,3 +609,20 @@ def test_a_failed_claim_tells_the_container_when_to_try_again(
     clock.advance(1.0)
     assert pol.claim(b) == pytest.approx(2.0)
     assert sum(1 for c in hosts.calls if c[0] == "claim") == claims
+
+
+def test_a_container_holding_the_host_does_not_claim_it_again_before_the_release(
+    pol: Politeness, hosts: FakeHosts, clock: FakeClock
+) -> None:
+    a, b = admitted(pol, task("a", delay=2.0)), admitted(pol, task("b", delay=2.0))
+    assert pol.claim(a) == 0
+    claims = sum(1 for c in hosts.calls if c[0] == "claim")
+    clock.advance(5.0)
+    # a is still in flight here: b polls without a write bound to fail.
+    assert pol.claim(b) == IN_FLIGHT_POLL_SECONDS
+    assert sum(1 for c in hosts.calls if c[0] == "claim") == claims
+    pol.release(a, clock.now)
+    assert pol.claim(b) == pytest.approx(2.0)  # the release's free_at, still without a write
+    clock.advance(2.0)
+    assert pol.claim(b) == 0
+    assert sum(1 for c in hosts.calls if c[0] == "claim") == claims + 1
