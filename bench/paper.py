@@ -154,14 +154,15 @@ def crawl_item_bytes(hosts: int) -> int:
 def budget_counter_ceiling(hosts: int) -> float:
     """Pages a second the crawl's page budget counter admits (0: the item cannot hold the seed hosts).
 
-    Every admitted URL adds one to ``pages_admitted`` on the crawl's item, an
-    UpdateItem that costs a write unit per KB of that whole item, and one item
-    is one partition.
+    A dispatch container takes up to ``settings.BUDGET_CHUNK`` pages of the
+    budget with one UpdateItem of ``pages_admitted`` on the crawl's item (far
+    from the budget's end), which costs a write unit per KB of that whole
+    item, and one item is one partition.
     """
     size = crawl_item_bytes(hosts)
     if size > LIMITS["ddb_item_bytes"][0]:
         return 0.0
-    return LIMITS["ddb_partition_wru"][0] / math.ceil(size / 1024)
+    return LIMITS["ddb_partition_wru"][0] / math.ceil(size / 1024) * settings.BUDGET_CHUNK
 
 
 @dataclass(frozen=True)
@@ -337,8 +338,9 @@ def notes(cost: dict[str, Any], measured: bool, rows: list[dict[str, Any]], fetc
         "https://docs.aws.amazon.com/lambda/latest/api/API_ProvisionedPollerConfig.html) or several fetch "
         "queues and functions; neither is modelled here.",
         "",
-        "What would bind first with a page budget (`--max-pages`): every admitted URL adds one to the "
-        "crawl's `pages_admitted` on the crawls item, which also holds `seed_hosts`, one string per seeded host "
+        "What would bind first with a page budget (`--max-pages`): a dispatch container takes up to "
+        f"{settings.BUDGET_CHUNK} pages of it at a time with one write of the crawl's `pages_admitted` on the "
+        "crawls item, which also holds `seed_hosts`, one string per seeded host "
         f"(assumed {HOST_NAME_BYTES} bytes each). An UpdateItem costs a write unit per KB of the whole item and "
         "the item is one partition: at 1 000 seed hosts (about "
         f"{crawl_item_bytes(1_000) / 1024:.0f} KB) that admits at most {budget[1_000]:,.0f} pages/s, whatever "

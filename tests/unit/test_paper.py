@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import paper
+from crawlstack import settings
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "cost_sample.json"
 
@@ -73,9 +74,9 @@ def test_with_only_fetch_raised_the_account_concurrency_binds(cost: dict) -> Non
 
 
 def test_the_budget_counter_pays_for_the_whole_crawl_item() -> None:
-    # 1 024 + 1 000 x 20 bytes = 21 024 bytes: 21 write units an admission, 1 000 / 21 a second.
+    # 1 024 + 1 000 x 20 bytes = 21 024 bytes: 21 write units a take of up to 16 pages, 1 000 / 21 takes a second.
     assert paper.crawl_item_bytes(1_000) == 21_024
-    assert paper.budget_counter_ceiling(1_000) == pytest.approx(1_000 / 21)
+    assert paper.budget_counter_ceiling(1_000) == pytest.approx(1_000 / 21 * settings.BUDGET_CHUNK)
     # 2 001 024 bytes: more than an item may hold.
     assert paper.budget_counter_ceiling(100_000) == 0.0
 
