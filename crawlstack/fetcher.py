@@ -1,7 +1,9 @@
 """Fetch: a batch of fetch tasks -> HTTP requests -> one gzipped WARC in S3.
 
-Each task waits for its slot (the sub-second remainder of it; longer waits go
-back to the queue with ``DelaySeconds``), claims its host, is fetched with the
+Each task waits for its slot (the sub-second remainder of it, and up to
+``SLOT_GRACE_SECONDS`` for a request before it that runs late; longer waits go
+back to the queue with ``DelaySeconds``), claims its host and starts its URL's
+try up to ``CLAIM_LEAD_SECONDS`` before the slot, is fetched with the
 crawl's User-Agent, and leaves the host's window, which unparks the next URL
 of the host.  The batch's exchanges become ONE WARC object under ``pages/``
 and then each URL's outcome is written to the urls table, so an outcome is
@@ -44,6 +46,7 @@ sender may have died after writing the state): a duplicate retry is dropped
 by the same condition.
 
 Settings: ``settings.MAX_BODY_BYTES`` and the timeouts in ``crawlstack.http``;
+``SLOT_GRACE_SECONDS`` and ``CLAIM_LEAD_SECONDS`` (here);
 ``RETRY_MAX_ATTEMPTS``, ``RETRY_BASE_SECONDS``, ``RETRY_MAX_BACKOFF_SECONDS``,
 ``RETRY_AFTER_MAX_SECONDS``, ``RETRY_STATUSES``, ``SLOWDOWN_STATUSES``.
 """

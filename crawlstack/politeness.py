@@ -9,8 +9,9 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
   (``DelaySeconds``); the fetcher sleeps the sub-second remainder.
 * ``window``: the ``crawl_id#fingerprint`` of the host's URLs currently in the
   fetch queue (``window_key``: crawls share hosts, not URLs).
-  It holds at most 2 when the delay is above 0 (this request and the next)
-  or ``host_concurrency`` when it is 0.  A URL that finds the window full is
+  It holds at most ``delayed_window(delay)`` when the delay is above 0
+  (``DELAYED_HOST_WINDOW``, fewer where that many slots would reach past
+  SQS's delay limit) or ``host_concurrency`` when it is 0.  A URL that finds the window full is
   parked in the parked table; each fetch that leaves the window unparks the
   next.  The fetch queue therefore never holds more than a few URLs per
   host, whatever the backlog: SQS's 15-minute delay limit is never reached
@@ -42,7 +43,7 @@ every dispatcher and fetcher in every Lambda sees the same schedule:
   ``adaptive_delay``): slots are spaced by it (a reservation's condition
   includes the adaptive delay it was computed with, so no container reserves
   with a stale one), claims and releases use it, and a slowed host's window
-  shrinks to ``DELAYED_HOST_WINDOW``.  One number per host, shared by every
+  shrinks to the delayed window of its effective delay.  One number per host, shared by every
   crawl on it.  Updates are conditional on the value read, so a slowdown is
   never lost to a concurrent recovery (a recovery that loses is skipped).
 
