@@ -170,6 +170,7 @@ def dispatch_in_turns(
     send: Callable[[Outbox], None],
     on_decision: Callable[[FrontierMessage, Decision], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    before: Callable[[FrontierMessage], None] | None = None,
 ) -> dict[K, Exception]:
     """Dispatch a batch's messages a link at a time from each: the first link of every message, then the second...
 
@@ -183,6 +184,9 @@ def dispatch_in_turns(
     last send, so a long batch holds no task long past its slot.
     ``outbox`` keeps the rest for the batch's own send.  Sending early loses nothing: a task sent is one that
     holds a window place, which must go out anyway.
+
+    ``before`` is called with each link before it is dispatched (the
+    handler binds its log keys), ``on_decision`` with what became of it.
 
     Returns the exception of each message one of whose links failed; its
     later links are not dispatched (its redelivery finds the ones before
@@ -200,6 +204,8 @@ def dispatch_in_turns(
             msg = next(links, None)
             if msg is None:
                 continue
+            if before is not None:
+                before(msg)
             try:
                 decision = dispatcher.dispatch(msg, outbox, message_id=message_id)
             except Exception as exc:  # this message fails; the batch goes on

@@ -450,7 +450,9 @@ class Politeness:
         does not pass (the condition).  While another request to the host is
         in flight its end is unknown (the stored free_at is only a lease
         against a crashed fetcher), so the wait is one delay: the least it
-        can take before the host is free again.
+        can take before the host is free again; a request this container
+        has in flight is waited for a poll at a time, without a write (its
+        release gives the floor).
         """
         delay = task.effective_delay
         if delay <= 0:

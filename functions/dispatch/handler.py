@@ -55,7 +55,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         ((key, key[0] or "", messages) for key, messages in parsed.items() if isinstance(messages, list)),
         outbox,
         svc.flush,
-        on_decision=_observe,
+        on_decision=_count,
+        before=_bind_logs,
     )
 
     def record_handler(record: SQSRecord) -> None:
@@ -73,10 +74,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     return svc.process_batch(event, context, record_handler, outbox, logger=logger)
 
 
-def _observe(msg: FrontierMessage, decision: Decision) -> None:
+def _bind_logs(msg: FrontierMessage) -> None:
     logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
     # The URL's fingerprint (its key in the urls table) ties its log lines together across functions.
     logger.set_correlation_id(url_correlation_id(msg.url))
+
+
+def _count(msg: FrontierMessage, decision: Decision) -> None:
     logger.debug("dispatched", action=decision.action, reason=decision.reason)
     if decision.kind in _KIND_METRIC:
         metrics.add_metric(name=_KIND_METRIC[decision.kind], unit=MetricUnit.Count, value=1)

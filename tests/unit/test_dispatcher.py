@@ -522,3 +522,27 @@ def test_admitted_tasks_wait_at_most_a_moment_for_a_full_send() -> None:
     )
     # Turns 1 and 2 at once; then every second turn (0.3 s >= EARLY_SEND_SECONDS).
     assert [len(s) for s in sends] == [1, 1, 2, 2]
+
+
+def test_each_link_is_announced_before_it_is_dispatched() -> None:
+    links = [FrontierMessage(url=f"http://h.example/{j}", depth=1) for j in range(3)]
+    stub, seen = RecordingDispatcher({"http://h.example/1"}), []
+
+    def before(msg: FrontierMessage) -> None:
+        seen.append(("before", msg.url, len(stub.order)))
+
+    failed = dispatch_in_turns(
+        stub,  # type: ignore[arg-type]
+        [("m", "m", links)],
+        Outbox(),
+        lambda box: None,
+        on_decision=lambda msg, decision: seen.append(("after", msg.url, len(stub.order))),
+        before=before,
+    )
+    # Log keys are bound before each dispatch (its own lines carry its URL); a failed link has no decision.
+    assert seen == [
+        ("before", "http://h.example/0", 0),
+        ("after", "http://h.example/0", 1),
+        ("before", "http://h.example/1", 1),
+    ]
+    assert list(failed) == ["m"]
