@@ -86,6 +86,44 @@ def _conditional_write(operation: str, token: str | None = None, **request: Any)
     return True
 
 
+def _take_from_counter(table: str, key: dict[str, Any], pages: int, cap: int) -> int | None:
+    """Add ``pages`` to the item's ``pages_admitted`` if that stays within ``cap``: the new count, or None.
+
+    A retry after a lost reply would add again, so the write stores its
+    token and the condition refuses a second add by the same call; its
+    failure with our token in place is the earlier attempt's success (the
+    count is then read from the item the failure returns).
+    """
+    if pages > cap:
+        return None
+    token = new_token()
+    try:
+        resp = client("dynamodb").update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET #t = :tok ADD pages_admitted :n",
+            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted <= :room) "
+            "AND (attribute_not_exists(#t) OR #t <> :tok)",
+            ExpressionAttributeNames={"#t": WRITE_TOKEN},
+            ExpressionAttributeValues={
+                ":n": {"N": str(pages)},
+                ":room": {"N": str(cap - pages)},
+                ":tok": {"S": token},
+            },
+            ReturnValues="UPDATED_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        item = resp.get("Attributes")
+    except ClientError as exc:
+        if not _is_conditional_failure(exc):
+            raise
+        item = _failed_item(exc)
+        if not _holds_token(item, token):
+            return None
+    admitted = (item or {}).get("pages_admitted", {}).get("N")
+    return int(admitted) if admitted is not None else pages
+
+
 def _holds_token(item: dict[str, Any] | None, token: str) -> bool:
     return item is not None and item.get(WRITE_TOKEN, {}).get("S") == token
 
@@ -233,34 +271,7 @@ class CrawlStore:
         admission lands between the attempt and its retry do the pages count
         twice (the budget then admits that many fewer).
         """
-        if pages > max_pages:
-            return None
-        token = new_token()
-        try:
-            resp = client("dynamodb").update_item(
-                TableName=self.name,
-                Key={"crawl_id": {"S": crawl_id}},
-                UpdateExpression="SET #t = :tok ADD pages_admitted :n",
-                ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted <= :room) "
-                "AND (attribute_not_exists(#t) OR #t <> :tok)",
-                ExpressionAttributeNames={"#t": WRITE_TOKEN},
-                ExpressionAttributeValues={
-                    ":n": {"N": str(pages)},
-                    ":room": {"N": str(max_pages - pages)},
-                    ":tok": {"S": token},
-                },
-                ReturnValues="UPDATED_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-            item = resp.get("Attributes")
-        except ClientError as exc:
-            if not _is_conditional_failure(exc):
-                raise
-            item = _failed_item(exc)
-            if not _holds_token(item, token):
-                return None
-        admitted = (item or {}).get("pages_admitted", {}).get("N")
-        return int(admitted) if admitted is not None else pages
+        return _take_from_counter(self.name, {"crawl_id": {"S": crawl_id}}, pages, max_pages)
 
 
 def _note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str) -> bool:
@@ -1207,24 +1218,8 @@ class ScopeStore:
         Guarded against a retried call as ``CrawlStore.count_page`` is: the
         token refuses a second add by the same call.
         """
-        if pages > cap:
-            return False
-        token = new_token()
-        return _conditional_write(
-            "update_item",
-            token=token,
-            TableName=_env(settings.ENV_TABLE["hosts"]),
-            Key={"host": {"S": host}, "kind": {"S": f"pages#{crawl_id}"}},
-            UpdateExpression="SET #t = :tok ADD pages_admitted :one",
-            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted <= :room) "
-            "AND (attribute_not_exists(#t) OR #t <> :tok)",
-            ExpressionAttributeNames={"#t": WRITE_TOKEN},
-            ExpressionAttributeValues={
-                ":one": {"N": str(pages)},
-                ":room": {"N": str(cap - pages)},
-                ":tok": {"S": token},
-            },
-        )
+        key = {"host": {"S": host}, "kind": {"S": f"pages#{crawl_id}"}}
+        return _take_from_counter(_env(settings.ENV_TABLE["hosts"]), key, pages, cap) is not None
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         """Record a URL dropped before dedupe, only if the crawl has no item for it yet."""
