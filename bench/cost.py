@@ -27,14 +27,13 @@ import json
 import random
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
 from crawlstack.demo.server import LoopbackWeb, Request
 from crawlstack.local.billing import PRICES, Bill, lambda_usd
-from crawlstack.local.faulty import FaultPlan, FaultyEndpoint
+from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
 
 try:  # run as a script (python bench/cost.py) or imported as bench.cost
     from common import loopback_address, machine, write_result  # type: ignore[import-not-found]
@@ -71,14 +70,6 @@ def site(host: int, hosts: int, pages: int) -> Any:
     return respond
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--hosts", type=int, default=10)
@@ -86,41 +77,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.2, help="crawl delay in seconds (default 0.2)")
     args = parser.parse_args(argv)
 
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
     from crawlstack.cli import main as crawlstack
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    moto.start()
-    upstream = f"http://127.0.0.1:{port}"
     bill = Bill()
-    try:
-        urllib.request.urlopen(urllib.request.Request(f"{upstream}/moto-api/reset", method="POST"), timeout=10).close()
-        with (
-            LoopbackWeb() as web,
-            FaultyEndpoint(upstream, FaultPlan(failure_rate=0.0)) as endpoint,
-            tempfile.TemporaryDirectory() as out,
-        ):
-            endpoint.observers.append(bill.observe)
-            for i in range(args.hosts):
-                web.add_host(loopback_address(i), fallback=site(i, args.hosts, args.pages))
-            seeds = [web.url(loopback_address(i), "/0.html") for i in range(args.hosts)]
-            started = time.monotonic()
-            status = crawlstack(
-                ["crawl", "--local", *seeds, "--out", out, "--rules", str(RULES), "--delay", str(args.delay),
-                 "--max-depth", "1000", "--allow-private", "127.0.0.0/8", "--endpoint-url", endpoint.url,
-                 "--no-progress"]
-            )  # fmt: skip
-            elapsed = time.monotonic() - started
-            summary = json.loads(Path(out, "summary.json").read_text())
-            records = len(Path(out, "records.jsonl").read_text().splitlines())
-            page_requests = sum(1 for r in web.log if not r.path.endswith("robots.txt"))
-    finally:
-        moto.stop()
+    with (
+        moto_server(reset=True) as upstream,
+        LoopbackWeb() as web,
+        FaultyEndpoint(upstream, FaultPlan(failure_rate=0.0)) as endpoint,
+        tempfile.TemporaryDirectory() as out,
+    ):
+        endpoint.observers.append(bill.observe)
+        for i in range(args.hosts):
+            web.add_host(loopback_address(i), fallback=site(i, args.hosts, args.pages))
+        seeds = [web.url(loopback_address(i), "/0.html") for i in range(args.hosts)]
+        started = time.monotonic()
+        status = crawlstack(
+            ["crawl", "--local", *seeds, "--out", out, "--rules", str(RULES), "--delay", str(args.delay),
+             "--max-depth", "1000", "--allow-private", "127.0.0.0/8", "--endpoint-url", endpoint.url,
+             "--no-progress"]
+        )  # fmt: skip
+        elapsed = time.monotonic() - started
+        summary = json.loads(Path(out, "summary.json").read_text())
+        records = len(Path(out, "records.jsonl").read_text().splitlines())
+        page_requests = sum(1 for r in web.log if not r.path.endswith("robots.txt"))
 
     pages = summary["pages_fetched"]
     if status != 0 or pages == 0:

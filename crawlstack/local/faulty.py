@@ -54,7 +54,7 @@ import socket
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -427,41 +427,51 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"faulty: {exc}", file=sys.stderr)
         return 2
-    moto = None
-    upstream = args.upstream
-    if not upstream:
-        import logging
-
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            moto_port = int(s.getsockname()[1])
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
-        moto.start()
-        upstream = f"http://127.0.0.1:{moto_port}"
-    try:
-        endpoint = FaultyEndpoint(upstream, plan, port=args.port)
-    except (ValueError, OSError) as exc:
-        print(f"faulty: {exc}", file=sys.stderr)
-        if moto is not None:
-            moto.stop()
-        return 2
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with endpoint:
-        print(f"faulty endpoint {endpoint.url} -> {upstream}, failing {plan.failure_rate:.0%} of calls", flush=True)
+    with contextlib.ExitStack() as resources:
+        upstream = args.upstream or resources.enter_context(moto_server())
         try:
-            while not stop.wait(0.5):
+            endpoint = FaultyEndpoint(upstream, plan, port=args.port)
+        except (ValueError, OSError) as exc:
+            print(f"faulty: {exc}", file=sys.stderr)
+            return 2
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        with endpoint:
+            print(f"faulty endpoint {endpoint.url} -> {upstream}, failing {plan.failure_rate:.0%} of calls", flush=True)
+            try:
+                while not stop.wait(0.5):
+                    pass
+            except KeyboardInterrupt:
                 pass
-        except KeyboardInterrupt:
-            pass
-    if moto is not None:
-        moto.stop()
     print(_report(endpoint), file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def moto_server(reset: bool = False) -> Iterator[str]:
+    """A moto server on a free loopback port, without a log line per request; its URL while the block runs.
+
+    ``reset``: empty it first.  A threaded moto server keeps its state in the
+    process's backends, which other servers and mocks of this process share.
+    """
+    import logging
+    import urllib.request
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if reset:
+            urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
+        yield url
+    finally:
+        server.stop()
 
 
 def _report(endpoint: FaultyEndpoint) -> str:

@@ -26,7 +26,7 @@ from webs import ALLOW_LOOPBACK, UA, Crawl, CrawlResult, describe, read_jsonl, w
 
 from crawlstack import settings, wiring
 from crawlstack.demo.server import LoopbackWeb
-from crawlstack.local import resources
+from crawlstack.local import faulty, resources
 from crawlstack.local.emulator import EmbeddedAws
 
 # A crawl that takes longer fails its test (with the server log and the crawl's stack) instead of hanging the run.
@@ -176,18 +176,5 @@ def crawl(tmp_path: Path, web: LoopbackWeb) -> Crawl:
 @pytest.fixture
 def moto_server() -> Iterator[str]:
     """A moto server on a free loopback port, for crawls with ``--endpoint-url``; its URL."""
-    import logging
-    import socket
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with faulty.moto_server() as url:
+        yield url

@@ -16,20 +16,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
-from test_endpoint import free_port
 from webs import Crawl, assert_spacing, host_pattern, mapping, page, page_requests, star_site
 
 from crawlstack import settings
 from crawlstack.demo.server import LoopbackWeb
-from crawlstack.local.faulty import FaultPlan, FaultyEndpoint
+from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
 
 A, B, C = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 PAGES = {A: 8, B: 6, C: 5}
@@ -45,16 +42,9 @@ CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "re
 
 @pytest.fixture
 def upstream() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
     # moto's backends are per process: start from none, not from an earlier test's hosts and queues.
-    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
-    try:
+    with moto_server(reset=True) as url:
         yield url
-    finally:
-        server.stop()
 
 
 def three_hosts(web: LoopbackWeb) -> None:

@@ -17,13 +17,11 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
-from test_endpoint import free_port
 
 from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.local import resources
-from crawlstack.local.faulty import FaultPlan, FaultyEndpoint
+from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
 from crawlstack.politeness import HostSlot
 
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
@@ -36,11 +34,11 @@ LOSE_EVERY_REPLY = FaultPlan(
 @pytest.fixture(scope="module")
 def served() -> Iterator[FaultyEndpoint]:
     """One moto server for the module, the stack's resources on it, a faulty endpoint before it."""
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = FaultyEndpoint(f"http://127.0.0.1:{port}", FaultPlan(failure_rate=0.0))
-    with pytest.MonkeyPatch.context() as env, endpoint:
+    with (
+        moto_server() as upstream,
+        FaultyEndpoint(upstream, FaultPlan(failure_rate=0.0)) as endpoint,
+        pytest.MonkeyPatch.context() as env,
+    ):
         env.setenv("AWS_ACCESS_KEY_ID", "testing")
         env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
         env.setenv("AWS_DEFAULT_REGION", "us-east-1")
@@ -53,7 +51,6 @@ def served() -> Iterator[FaultyEndpoint]:
             yield endpoint
         finally:
             aws.reset_clients()
-    server.stop()
 
 
 @pytest.fixture
