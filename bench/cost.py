@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         "calls_per_page": {k: round(v / pages, 3) for k, v in sorted(calls.items())},
         "calls_per_page_by_operation": by_operation,
         "units_per_page": {k: round(v / pages, 4) for k, v in sorted(units.items())},
+        "write_units_per_page_by_table": {
+            t: round(v / pages, 3) for t, v in sorted(bill.write_units_by_table.items(), key=lambda kv: -kv[1])
+        },
         "usd_per_million_pages": usd_per_million,
         "handler_ms_per_page": {k: round(v * 1000 / pages, 2) for k, v in summary["handler_seconds"].items()},
         "unbilled_calls": {f"{s}:{o}": n for (s, o), n in sorted(bill.unbilled_calls.items())},
@@ -146,14 +149,42 @@ def main(argv: list[str] | None = None) -> int:
                 "meets": usd_per_million["total"] <= TARGET_USD_PER_MILLION,
             },
             *(
-                {"label": f"{service} share", "value": usd_per_million[service], "unit": "$ per M pages",
-                 "target": None, "meets": None}
+                {
+                    "label": f"{service} share",
+                    "value": usd_per_million[service],
+                    "unit": "$ per M pages",
+                    "target": None,
+                    "meets": None,
+                }
                 for service in ("sqs", "dynamodb", "s3", "lambda")
             ),
             *(
-                {"label": f"{service} calls per page", "value": round(n / pages, 2), "unit": "calls",
-                 "target": None, "meets": None}
+                {
+                    "label": f"{service} calls per page",
+                    "value": round(n / pages, 2),
+                    "unit": "calls",
+                    "target": None,
+                    "meets": None,
+                }
                 for service, n in sorted(calls.items())
+            ),
+            {
+                "label": "dynamodb write units per page",
+                "value": round(units["ddb_wru"] / pages, 2),
+                "unit": "WRU",
+                "target": None,
+                "meets": None,
+            },
+            *(
+                {
+                    "label": f"dynamodb write units per page, {table} table",
+                    "value": round(v / pages, 2),
+                    "unit": "WRU",
+                    "target": None,
+                    "meets": None,
+                }
+                for table, v in sorted(bill.write_units_by_table.items(), key=lambda kv: -kv[1])
+                if v / pages >= 0.05
             ),
         ],
     }

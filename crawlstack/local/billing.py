@@ -183,6 +183,22 @@ def units_of(service: str, operation: str, path: str, request: bytes, reply: byt
     return {}
 
 
+def _write_units_by_table(operation: str, request: bytes, units: dict[str, float]) -> dict[str, float]:
+    """A DynamoDB call's write units per table (a batch write's per table it names)."""
+    wru = units.get("ddb_wru", 0)
+    if not wru:
+        return {}
+    req = _json(request)
+    if isinstance(req.get("TableName"), str):
+        return {req["TableName"]: wru}
+    if operation == "BatchWriteItem":
+        return {
+            table: dynamodb_units(operation, json.dumps({"RequestItems": {table: asked}}).encode(), b"")["ddb_wru"]
+            for table, asked in req.get("RequestItems", {}).items()
+        }
+    return {"(transactions)": wru}
+
+
 def lambda_usd(gb_seconds: float) -> float:
     return gb_seconds * PRICES["lambda_gb_s"]
 
@@ -192,6 +208,8 @@ class Bill:
     """Units and calls seen by a counting endpoint; ``observe`` is its observer."""
 
     units: Counter[str] = field(default_factory=Counter)
+    # DynamoDB write units per table: where a page's writes go.
+    write_units_by_table: Counter[str] = field(default_factory=Counter)
     billed_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     unbilled_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -200,15 +218,18 @@ class Bill:
         # A failed call is billed too, mostly; this prices none but the failed
         # conditions (400): a counting run fails nothing else.
         failed = call.status is None or call.status >= 300
-        if failed and not (call.service == "dynamodb" and call.status == 400):
+        condition_failed = call.service == "dynamodb" and call.status == 400 and call.operation in _DDB_WRITES
+        if failed and not condition_failed:
             return
         units = units_of(call.service, call.operation, call.path, call.request, call.reply)
-        if call.service == "dynamodb" and call.status == 400 and call.operation in _DDB_WRITES:
+        if condition_failed:
             units = {"ddb_wru": units.get("ddb_wru", 1)}
+        by_table = _write_units_by_table(call.operation, call.request, units) if call.service == "dynamodb" else {}
         with self._lock:
             if units:
                 self.billed_calls[(call.service, call.operation)] += 1
                 self.units.update(units)
+                self.write_units_by_table.update(by_table)
             else:
                 self.unbilled_calls[(call.service, call.operation)] += 1
 

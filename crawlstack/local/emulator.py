@@ -10,6 +10,10 @@ moto's SQS checks every message's visibility and delay on every call, each
 check reading the clock through datetime arithmetic.  The same epoch seconds
 from ``time.time()`` make those checks about ten times cheaper; queues stay
 short by design (ARCHITECTURE.md), and this keeps their cost small too.
+
+``calls`` and ``seconds`` count the emulated requests and the time spent
+serving them inside that lock: the part of a local crawl no handler code can
+overlap with, which ``summary.json`` reports as ``emulator``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class EmbeddedAws:
         self._saved_env: dict[str, str | None] = {}
         self._original: Any = None
         self._clocks: dict[str, Any] = {}
+        self.calls = 0
+        self.seconds = 0.0
 
     def __enter__(self) -> EmbeddedAws:
         from moto import mock_aws
@@ -53,7 +59,12 @@ class EmbeddedAws:
 
         def atomic(request: Any) -> Any:
             with lock:
-                return original(request)
+                began = time.perf_counter()
+                try:
+                    return original(request)
+                finally:
+                    self.calls += 1
+                    self.seconds += time.perf_counter() - began
 
         stubber.process_request = atomic  # type: ignore[method-assign]
 

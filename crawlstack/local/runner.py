@@ -135,6 +135,13 @@ def _emulator(endpoint_url: str | None) -> contextlib.AbstractContextManager[Any
     return EmbeddedAws()
 
 
+def _emulator_stats(emulator: Any) -> dict[str, float] | None:
+    """The embedded emulator's requests and seconds inside its lock so far; None against an endpoint."""
+    if not isinstance(emulator, EmbeddedAws):
+        return None
+    return {"calls": emulator.calls, "seconds": round(emulator.seconds, 3)}
+
+
 def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     """Run one local crawl; returns the summary also written to OUT/summary.json."""
     rules = load_rules(options.rules_dir)  # raises RulesInvalid before anything starts
@@ -152,7 +159,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     else:
         env[settings.ENV_RULES_DIR] = ""
 
-    with _emulator(options.endpoint_url), _environment(env):
+    with _emulator(options.endpoint_url) as emulator, _environment(env):
         aws.reset_clients()
         wiring.reset()
         names = _create_resources(options.endpoint_url is not None)
@@ -205,6 +212,8 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                     interrupted = True
             if interrupted:
                 print(f"crawlstack: interrupted: writing what was done so far to {out}", file=sys.stderr)
+            # Taken before the outputs' own reads: the crawl's calls only.
+            emulated = _emulator_stats(emulator)
             summary = _with_retries(
                 lambda: _write_outputs(out, crawl_id, started, pump, names, seeds, options, interrupted)
             )
@@ -212,6 +221,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
         aws.reset_clients()
     summary["rules"] = len(rules)
     summary["interrupted"] = interrupted
+    summary["emulator"] = emulated
     with _replacing(out / "summary.json") as fh:
         fh.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     if interrupted:

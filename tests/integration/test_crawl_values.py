@@ -55,6 +55,9 @@ def test_a_huge_field_and_a_number_out_of_range_in_one_batch_keep_every_record(
 
     assert result.summary is not None and result.summary["dead_letter"] == dict.fromkeys(settings.QUEUES, 0)
     assert result.summary["records"] == 3 and not result.summary["handler_errors"]
+    # The embedded emulator's own count: each page is at least its URL's claim, start and outcome.
+    emulated = result.summary["emulator"]
+    assert emulated["calls"] >= 3 * 3 and emulated["seconds"] > 0
     assert len(result.warc_files) == 1, "the three pages were meant to share one fetch batch, so one extract batch"
     by_url = {r["url"]: r for r in result.records}
     assert {url: by_url[url]["fields"] for url in urls} == dict(zip(urls, pages.values(), strict=True))

@@ -32,6 +32,7 @@ def test_crawl_through_an_external_endpoint(web: LoopbackWeb, crawl: Crawl, moto
     assert all(r.user_agent == UA for r in web.log)
     assert_spacing(web, A, 0.2)
     assert sum(1 for e in result.log if e["outcome"] == "fetched") == 7
+    assert result.summary is not None and result.summary["emulator"] is None  # nothing embedded to count
 
     # The stack's resources now exist on the endpoint itself, and hold this crawl's state.
     creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}

@@ -1,0 +1,97 @@
+"""The cost model behind bench/cost.py: billable units per call, and the bill they add up to."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from crawlstack import settings
+from crawlstack.local.billing import PRICES, Bill, dynamodb_units, item_size, s3_units, sqs_units
+from crawlstack.local.faulty import Call
+
+
+def call(
+    service: str, operation: str, request: Any = None, reply: Any = None, status: int = 200, path: str = ""
+) -> Call:
+    req = json.dumps(request or {}).encode()
+    rep = json.dumps(reply or {}).encode()
+    return Call(service, operation, None, status, len(req), len(rep), path=path, request=req, reply=rep)
+
+
+def test_a_put_is_billed_a_write_unit_per_started_kib() -> None:
+    small = {"pk": {"S": "a"}}
+    big = {"pk": {"S": "a"}, "body": {"S": "x" * 1500}}
+    assert dynamodb_units("PutItem", json.dumps({"Item": small}).encode(), b"") == {"ddb_wru": 1}
+    assert item_size(big) > 1024
+    assert dynamodb_units("PutItem", json.dumps({"Item": big}).encode(), b"") == {"ddb_wru": 2}
+
+
+def test_reads_are_halved_when_eventually_consistent() -> None:
+    reply = json.dumps({"Item": {"pk": {"S": "a"}}}).encode()
+    assert dynamodb_units("GetItem", b"{}", reply) == {"ddb_rru": 0.5}
+    assert dynamodb_units("GetItem", json.dumps({"ConsistentRead": True}).encode(), reply) == {"ddb_rru": 1.0}
+
+
+def test_a_batch_get_bills_each_key_asked_found_or_not() -> None:
+    request = {"RequestItems": {"t": {"Keys": [{"pk": {"S": "a"}}, {"pk": {"S": "b"}}, {"pk": {"S": "c"}}]}}}
+    reply = {"Responses": {"t": [{"pk": {"S": "a"}}]}}
+    assert dynamodb_units("BatchGetItem", json.dumps(request).encode(), json.dumps(reply).encode()) == {"ddb_rru": 1.5}
+
+
+def test_sqs_bills_per_64_kib_chunk_and_not_the_empty_polls() -> None:
+    assert sqs_units("SendMessageBatch", b"x" * (64 * 1024 + 1), b"") == {"sqs_requests": 2}
+    assert sqs_units("ReceiveMessage", b"{}", b"{}") == {}
+    assert sqs_units("GetQueueAttributes", b"{}", b"{}") == {}
+
+
+def test_a_warc_put_also_pays_the_extract_queue_message_s3_sends() -> None:
+    assert s3_units("PutObject", f"/bucket/{settings.PAGES_PREFIX}dt=2026-01-01/a.warc.gz") == {
+        "s3_put": 1,
+        "sqs_requests": 1,
+    }
+    assert s3_units("PutObject", "/bucket/records/crawl_id=c/dt=2026-01-01/a.jsonl.gz") == {"s3_put": 1}
+    assert s3_units("GetObject", "/bucket/pages/a") == {"s3_get": 1}
+    assert s3_units("DeleteObject", "/bucket/pages/a") == {}
+
+
+def test_a_failed_condition_costs_a_write_unit_and_other_failures_nothing() -> None:
+    bill = Bill()
+    update = {"TableName": "hosts", "Key": {"host": {"S": "a"}}, "ExpressionAttributeValues": {":n": {"N": "1"}}}
+    bill.observe(call("dynamodb", "UpdateItem", update, status=400))
+    bill.observe(call("dynamodb", "UpdateItem", update, status=500))
+    bill.observe(call("dynamodb", "GetItem", {"TableName": "hosts"}, status=400))
+    assert bill.units["ddb_wru"] == 1
+    assert bill.write_units_by_table == {"hosts": 1}
+    assert sum(bill.billed_calls.values()) == 1
+
+
+def test_write_units_are_told_apart_by_table_batches_included() -> None:
+    bill = Bill()
+    bill.observe(call("dynamodb", "PutItem", {"TableName": "urls", "Item": {"pk": {"S": "a"}}}))
+    bill.observe(call("dynamodb", "DeleteItem", {"TableName": "parked", "Key": {"host": {"S": "a"}}}))
+    batch = {
+        "RequestItems": {
+            "results": [{"PutRequest": {"Item": {"pk": {"S": "a"}}}}, {"PutRequest": {"Item": {"pk": {"S": "b"}}}}],
+            "urls": [{"DeleteRequest": {"Key": {"pk": {"S": "c"}}}}],
+        }
+    }
+    bill.observe(call("dynamodb", "BatchWriteItem", batch))
+    bill.observe(call("dynamodb", "GetItem", {"TableName": "urls"}, {"Item": {"pk": {"S": "a"}}}))
+    assert bill.write_units_by_table == {"urls": 2, "parked": 1, "results": 2}
+    assert bill.units["ddb_wru"] == 5 and bill.units["ddb_rru"] == 0.5
+
+
+def test_the_bill_prices_each_service_at_list_prices() -> None:
+    bill = Bill()
+    bill.observe(call("dynamodb", "PutItem", {"TableName": "urls", "Item": {"pk": {"S": "a"}}}))
+    bill.observe(call("sqs", "SendMessageBatch", {"Entries": []}))
+    bill.observe(call("s3", "PutObject", path="/bucket/records/a.jsonl.gz"))
+    bill.observe(call("sqs", "GetQueueAttributes", {}))
+    usd = bill.usd()
+    assert usd["dynamodb"] == pytest.approx(PRICES["ddb_wru"])
+    assert usd["sqs"] == pytest.approx(PRICES["sqs_requests"])
+    assert usd["s3"] == pytest.approx(PRICES["s3_put"])
+    assert bill.calls_by_service() == {"dynamodb": 1, "sqs": 1, "s3": 1}
+    assert bill.unbilled_calls == {("sqs", "GetQueueAttributes"): 1}
