@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,9 +38,9 @@ from crawlstack.local.billing import PRICES, Bill, lambda_usd
 from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
 
 try:  # run as a script (python bench/cost.py) or imported as bench.cost
-    from common import loopback_address, machine, write_result  # type: ignore[import-not-found]
+    from common import ROOT, checkout_env, loopback_address, machine, write_result  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
-    from bench.common import loopback_address, machine, write_result
+    from bench.common import ROOT, checkout_env, loopback_address, machine, write_result
 
 LINKS_PER_PAGE = 30
 SAME_HOST_SHARE = 0.8
@@ -77,8 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.2, help="crawl delay in seconds (default 0.2)")
     args = parser.parse_args(argv)
 
-    from crawlstack.cli import main as crawlstack
-
     bill = Bill()
     with (
         moto_server(reset=True) as upstream,
@@ -91,11 +91,13 @@ def main(argv: list[str] | None = None) -> int:
             web.add_host(loopback_address(i), fallback=site(i, args.hosts, args.pages))
         seeds = [web.url(loopback_address(i), "/0.html") for i in range(args.hosts)]
         started = time.monotonic()
-        status = crawlstack(
-            ["crawl", "--local", *seeds, "--out", out, "--rules", str(RULES), "--delay", str(args.delay),
+        status = subprocess.run(
+            [sys.executable, "-m", "crawlstack.cli",
+             "crawl", "--local", *seeds, "--out", out, "--rules", str(RULES), "--delay", str(args.delay),
              "--max-depth", "1000", "--allow-private", "127.0.0.0/8", "--endpoint-url", endpoint.url,
-             "--no-progress"]
-        )  # fmt: skip
+             "--no-progress"],
+            cwd=ROOT, env=checkout_env(), check=False,
+        ).returncode  # fmt: skip
         elapsed = time.monotonic() - started
         summary = json.loads(Path(out, "summary.json").read_text())
         records = len(Path(out, "records.jsonl").read_text().splitlines())
