@@ -238,6 +238,7 @@ class Politeness:
     # Hosts this container holds a claim on (when it was taken): its other
     # tasks of the host wait for the release instead of a claim bound to fail.
     _held_here: dict[str, float] = field(default_factory=dict, repr=False)
+    _held_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def admit(
         self, task: FetchTask, hold: Callable[[FetchTask], bool] | None = None
@@ -464,18 +465,32 @@ class Politeness:
         floor = self._free_floor.get(task.host, 0.0)
         if floor > start:
             return floor - now
-        if now - self._held_here.get(task.host, -CLAIM_LEASE_SECONDS) < CLAIM_LEASE_SECONDS:
-            return IN_FLIGHT_POLL_SECONDS
-        blocked = self.hosts.claim(task.host, start, start + CLAIM_LEASE_SECONDS)
-        if blocked is None:
+        # Marked as held before the write goes out, so this container's other
+        # tasks of the host wait for it instead of claiming at the same moment
+        # (one of the two writes would be refused: a write unit for nothing).
+        with self._held_lock:
+            if now - self._held_here.get(task.host, -CLAIM_LEASE_SECONDS) < CLAIM_LEASE_SECONDS:
+                return IN_FLIGHT_POLL_SECONDS
             if len(self._held_here) >= KNOWN_HOSTS_LIMIT:
                 self._held_here.clear()
             self._held_here[task.host] = now
+        try:
+            blocked = self.hosts.claim(task.host, start, start + CLAIM_LEASE_SECONDS)
+        except BaseException:
+            self._unmark_held(task.host, now)
+            raise
+        if blocked is None:
             return 0.0
+        self._unmark_held(task.host, now)
         if blocked.in_flight:
             return max(IN_FLIGHT_POLL_SECONDS, min(delay, blocked.free_at - now))
         self._note_free_at(task.host, blocked.free_at)
         return max(0.001, blocked.free_at - now)
+
+    def _unmark_held(self, host: str, since: float) -> None:
+        with self._held_lock:
+            if self._held_here.get(host) == since:
+                del self._held_here[host]
 
     def _note_free_at(self, host: str, free_at: float) -> None:
         if len(self._free_floor) >= KNOWN_HOSTS_LIMIT:
@@ -520,7 +535,8 @@ class Politeness:
             base = responded_at if responded_at and not slow_down else finished_at
             free_at = max(base + delay, finished_at, pause_until or 0.0)
         state = self.hosts.release(task.host, window_key(task), free_at)
-        self._held_here.pop(task.host, None)
+        with self._held_lock:
+            self._held_here.pop(task.host, None)
         if free_at is not None:
             self._note_free_at(task.host, free_at)
         if succeeded and state.adaptive_delay > 0:

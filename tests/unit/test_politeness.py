@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from crawlstack.politeness import (
     CLAIM_LEASE_SECONDS,
     IN_FLIGHT_POLL_SECONDS,
     UNPARK_STALE_SECONDS,
+    Blocked,
     Contention,
     HostSlot,
     Politeness,
@@ -626,3 +628,42 @@ def test_a_container_holding_the_host_does_not_claim_it_again_before_the_release
     clock.advance(2.0)
     assert pol.claim(b) == 0
     assert sum(1 for c in hosts.calls if c[0] == "claim") == claims + 1
+
+
+def test_two_tasks_of_a_container_claiming_one_host_at_once_send_one_write(
+    hosts: FakeHosts, parking: FakeParking, clock: FakeClock
+) -> None:
+    # The first claim's write is still out when the second task asks: the
+    # second waits a poll instead of a write the host item would refuse.
+    in_write = threading.Event()
+    go_on = threading.Event()
+
+    class SlowHosts(FakeHosts):
+        def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
+            in_write.set()
+            go_on.wait(5)
+            return super().claim(host, now, lease_until)
+
+    slow = SlowHosts(clock)
+    pol = Politeness(slow, parking, clock)
+    a, b = admitted(pol, task("a", delay=2.0)), admitted(pol, task("b", delay=2.0))
+    first: list[float] = []
+    worker = threading.Thread(target=lambda: first.append(pol.claim(a)))
+    worker.start()
+    assert in_write.wait(5)
+    assert pol.claim(b) == IN_FLIGHT_POLL_SECONDS
+    go_on.set()
+    worker.join(5)
+    assert first == [0.0]
+    assert sum(1 for c in slow.calls if c[0] == "claim") == 1
+
+
+def test_a_refused_claim_lets_the_container_s_other_tasks_claim(
+    pol: Politeness, hosts: FakeHosts, clock: FakeClock
+) -> None:
+    # Another container holds the host: the refused claim leaves no mark here.
+    hosts.slots[HOST] = {"free_at": clock.now + 1.0, "busy": 1}
+    a, b = task("a", delay=2.0), task("b", delay=2.0)
+    assert pol.claim(a) == pytest.approx(1.0)
+    hosts.slots[HOST] = {"free_at": clock.now, "busy": 0}  # its release
+    assert pol.claim(b) == 0
