@@ -403,7 +403,7 @@ class Dispatcher:
             record_id=msg.record_id,
             want=msg.want,
         )
-        admitted = self.politeness.admit(task, hold=self._hold_if_stopped)
+        admitted = self.politeness.admit(task, hold=self._hold_if_stopped, stopped=self._stopped)
         now = self.clock()
         for order, ready in admitted:
             outbox.add_fetch(ready, now, order)
@@ -496,9 +496,13 @@ class Dispatcher:
                 self.scope_records.note_drop(msg.crawl_id, fp, shown, msg.depth, reason)
         return Decision(url, "dropped", reason, kind)
 
+    def _stopped(self, task: FetchTask) -> bool:
+        """Whether the task's crawl is stopped and its tasks are held (a cached read)."""
+        return self.held is not None and self.crawls.get(task.crawl_id).stopped
+
     def _hold_if_stopped(self, task: FetchTask) -> bool:
         """For parked tasks this dispatcher unparks: hold those of a stopped crawl instead of giving them slots."""
-        if self.held is None or not self.crawls.get(task.crawl_id).stopped:
+        if self.held is None or not self._stopped(task):
             return False
         return hold_task(self.held, task)
 

@@ -307,9 +307,13 @@ class Fetcher:
             # batch (nor leave its tasks holding places in their windows).
             return {key for key in keys if key in self.completed}, exc
 
+    def _stopped(self, task: FetchTask) -> bool:
+        """Whether the task's crawl is stopped and its tasks are held (a cached read)."""
+        return self.held is not None and self.crawls.get(task.crawl_id).stopped
+
     def _hold_if_stopped(self, task: FetchTask) -> bool:
         """Hold the task if its crawl is stopped; False if it runs (a stale cached state included)."""
-        if self.held is None or not self.crawls.get(task.crawl_id).stopped:
+        if self.held is None or not self._stopped(task):
             return False
         return hold_task(self.held, task)
 
@@ -389,7 +393,7 @@ class Fetcher:
     def _send_retry(self, task: FetchTask, outbox: Outbox) -> None:
         """Admit a retry like a new URL: a slot at or after its ``not_before`` in its host's window, or parked."""
         now = self.clock()
-        for order, ready in self.politeness.admit(task, hold=self._hold_if_stopped):
+        for order, ready in self.politeness.admit(task, hold=self._hold_if_stopped, stopped=self._stopped):
             outbox.add_fetch(ready, now, order)
 
     def _resend_retry(self, task: FetchTask, outbox: Outbox) -> None:
@@ -406,7 +410,7 @@ class Fetcher:
         if slot.parked_at is None:
             return
         now = self.clock()
-        unparked = self.politeness.unpark(host, hold=self._hold_if_stopped, state=slot)
+        unparked = self.politeness.unpark(host, hold=self._hold_if_stopped, state=slot, stopped=self._stopped)
         if unparked and self.send_now is not None:
             early = Outbox()
             for order, ready in unparked:

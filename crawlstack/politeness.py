@@ -241,7 +241,10 @@ class Politeness:
     _held_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def admit(
-        self, task: FetchTask, hold: Callable[[FetchTask], bool] | None = None
+        self,
+        task: FetchTask,
+        hold: Callable[[FetchTask], bool] | None = None,
+        stopped: Callable[[FetchTask], bool] | None = None,
     ) -> list[tuple[str | None, FetchTask]]:
         """Give the task a slot in the host's window, or park it.
 
@@ -249,7 +252,7 @@ class Politeness:
         now: the task itself with ``not_before`` set, or nothing when it was
         parked, or (rarely) tasks unparked because the window emptied while
         parking.  Send them, then call ``unparked`` with the orders.
-        ``hold`` goes to that ``unpark``.
+        ``hold`` and ``stopped`` go to that ``unpark``.
         """
         # The state this container last wrote is a good guess at the current
         # one: the conditional write checks it, and a stale guess costs only
@@ -283,7 +286,7 @@ class Politeness:
                 if self.hosts.mark_parked(task.host, window, stamp):
                     self._remember(replace(state, parked_at=stamp, busy=False, free_at=0.0))
                     return []
-                return list(self.unpark(task.host, hold))
+                return list(self.unpark(task.host, hold, stopped=stopped))
             reserved, state = self._reserve(task, state, window)
             if reserved is not None:
                 return [(None, reserved)]
@@ -296,16 +299,24 @@ class Politeness:
         self._known[state.host] = state
 
     def unpark(
-        self, host: str, hold: Callable[[FetchTask], bool] | None = None, state: HostSlot | None = None
+        self,
+        host: str,
+        hold: Callable[[FetchTask], bool] | None = None,
+        state: HostSlot | None = None,
+        stopped: Callable[[FetchTask], bool] | None = None,
     ) -> list[tuple[str | None, FetchTask]]:
         # One unparker per host at a time in this container: a fetch batch's
         # requests end together, and their unparkers would all try the same
         # first rows (a failed take is a write unit like any other).
         with self._unpark_locks[hash(host) % len(self._unpark_locks)]:
-            return self._unpark(host, hold, state)
+            return self._unpark(host, hold, state, stopped)
 
     def _unpark(
-        self, host: str, hold: Callable[[FetchTask], bool] | None, state: HostSlot | None
+        self,
+        host: str,
+        hold: Callable[[FetchTask], bool] | None,
+        state: HostSlot | None,
+        stopped: Callable[[FetchTask], bool] | None,
     ) -> list[tuple[str | None, FetchTask]]:
         """Move parked URLs of ``host`` into its window, oldest first.
 
@@ -322,6 +333,9 @@ class Politeness:
         it returns True (its crawl is stopped and the task is held,
         ``crawlstack.jobs``) the row is deleted and the place goes to the next
         row, so a stopped crawl's backlog spends none of the host's slots.
+        ``stopped``: whether a task's crawl is stopped (a cached read), so
+        that the rows of running crawls reserve their place before they are
+        taken; without it every row is taken first, for ``hold`` to see.
 
         ``state``: the host's state as a write just returned it (a release):
         the first round then reads no state and tries no more rows than the
@@ -344,26 +358,47 @@ class Politeness:
             left_behind: FetchTask | None = None
             for order, body in rows:
                 task = FetchTask.from_json(body)
+                key = window_key(task)
                 now = self.clock()
-                if window_key(task) not in state.window and len(state.window) >= effective_window(task, state):
+                in_window = key in state.window
+                # A task that may be held is taken first: a slot reserved for
+                # it would spend the host's time on a stopped crawl.
+                may_hold = hold is not None and (stopped is None or stopped(task))
+                reserved: FetchTask | None = None
+                if not in_window and not may_hold:
+                    # The place first, then the row: a window found full (by a
+                    # state gone stale while this waited for the lock) costs a
+                    # refused reservation, not a take given back as well.
+                    reserved, state = self._reserve_parked(host, task, state)
+                    if reserved is None:
+                        if key not in state.window:
+                            left_behind = task
+                            break
+                        in_window = True
+                elif not in_window and len(state.window) >= effective_window(task, state):
                     left_behind = task
                     break
                 self._forget_row(host, order)
                 if not self.parking.take(host, order, now, now - UNPARK_STALE_SECONDS):
-                    left_behind = left_behind or task  # another unparker is on it right now
+                    # Another unparker holds the row and sends it (a place
+                    # reserved for it here is its place in the window).
+                    left_behind = left_behind or task
                     continue
-                if window_key(task) in state.window:
+                if in_window:
+                    # An unparker that reserved its place died before sending
+                    # it, or is about to lose the take to this one.
                     again = max(now, state.free_at, task.not_before)
                     out.append((order, replace(task, not_before=again, adaptive_delay=state.adaptive_delay)))
                     continue
-                if hold is not None and hold(task):
-                    self.parking.delete(host, order)
-                    continue
-                reserved, state = self._reserve_parked(host, task, state)
                 if reserved is None:
-                    self.parking.untake(host, order, now)
-                    left_behind = task
-                    break
+                    if hold is not None and hold(task):
+                        self.parking.delete(host, order)
+                        continue
+                    reserved, state = self._reserve_parked(host, task, state)
+                    if reserved is None:
+                        self.parking.untake(host, order, now)
+                        left_behind = task
+                        break
                 out.append((order, reserved))
             if left_behind is None and len(rows) < limit:
                 return out
@@ -404,10 +439,10 @@ class Politeness:
             cached[1][:] = [row for row in cached[1] if row[0] != order]
 
     def _reserve_parked(self, host: str, task: FetchTask, state: HostSlot) -> tuple[FetchTask | None, HostSlot]:
-        """Reserve a slot for a parked task; (None, state) when the window is full."""
+        """Reserve a slot for a parked task; (None, state) when the window is full or holds the task already."""
         for _ in range(16):
             window = effective_window(task, state)
-            if len(state.window) >= window:
+            if len(state.window) >= window or window_key(task) in state.window:
                 return None, state
             reserved, state = self._reserve(task, state, window)
             if reserved is not None:

@@ -181,6 +181,40 @@ def test_unpark_skips_what_somebody_else_unparked(pol: Politeness, hosts: FakeHo
     assert parking.peek(HOST, 10) == [(order, c.to_json())]
 
 
+def test_an_unparker_with_a_stale_state_reserves_before_it_takes_a_row(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking
+) -> None:
+    a, b, c = task("a"), task("b"), task("c")
+    pol.admit(a)
+    pol.admit(b)
+    assert pol.admit(c) == []
+    freed = pol.release(a, 0.0)  # its state: one place free
+    other = Politeness(hosts, parking, pol.clock)  # another container
+    assert len(other.admit(task("d"))) == 1  # ...takes that place before the unpark runs
+    taken = []
+    real_take = parking.take
+    parking.take = lambda *args: taken.append(args) or real_take(*args)  # type: ignore[method-assign]
+    assert pol.unpark(HOST, state=freed) == []
+    # The window was full: one refused reservation, and c was never taken (nor given back).
+    assert taken == [] and parking.peek(HOST, 10) == [(park_order(c), c.to_json())]
+    assert hosts.read_slot(HOST).parked_at is not None
+
+
+def test_a_stopped_crawl_s_parked_task_is_taken_and_held_without_a_slot(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking
+) -> None:
+    a, b, c = task("a"), task("b"), task("c")
+    pol.admit(a)
+    pol.admit(b)
+    assert pol.admit(c) == []
+    freed = pol.release(a, 0.0)
+    next_slot = hosts.read_slot(HOST).next_slot
+    held: list[str] = []
+    assert pol.unpark(HOST, hold=lambda t: held.append(t.url) or True, state=freed, stopped=lambda t: True) == []
+    assert held == [c.url] and parking.count() == 0
+    assert hosts.read_slot(HOST).next_slot == next_slot  # no slot spent on it
+
+
 def test_delay_zero_window_is_host_concurrency(pol: Politeness, clock: FakeClock) -> None:
     tasks = [task(str(i), delay=0.0) for i in range(4)]
     admitted = [pol.admit(t) for t in tasks]
