@@ -72,6 +72,26 @@ def site(host: int, hosts: int, pages: int) -> Any:
     return respond
 
 
+def design_floor(batch: int = settings.SQS_BATCH_SIZE) -> dict[str, float]:
+    """Dollars per million pages that the design's own contracts cost, at full batches, whatever the code.
+
+    Per page: the dedupe's conditional write and the record's item (1 write
+    unit each); per fetch batch of ``batch`` pages: three S3 PUTs (the WARC,
+    its records for Athena, its crawl log) and the extract's GET of the WARC,
+    and three SQS requests on each queue (one send or S3 notification, one
+    receive, one delete of ``batch`` messages; a page's links are one
+    frontier message).  Left out, so this is below any real figure: every
+    politeness write (slot, claim, release, parking), the URL's start and
+    outcome, robots.txt, and every Lambda second.
+    """
+    per_page = {
+        "dynamodb": 2 * PRICES["ddb_wru"],
+        "s3": (3 * PRICES["s3_put"] + PRICES["s3_get"]) / batch,
+        "sqs": 3 * len(settings.QUEUES) * PRICES["sqs_requests"] / batch,
+    }
+    return {k: round(v * 1_000_000, 3) for k, v in per_page.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--hosts", type=int, default=10)
@@ -118,15 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     calls = bill.calls_by_service()
     units = dict(bill.units)
     units["lambda_gb_s"] = sum(gb_s.values())
+    floor = design_floor()
+    per_batch = pages / max(1, summary["invocations"].get("fetch", 0))
     by_operation = {f"{s}:{o}": round(n / pages, 3) for (s, o), n in sorted(bill.billed_calls.items())}
     result = {
         "name": "cost",
         "machine": machine(),
         "method": (
             f"`crawlstack crawl --local` of a generated web ({args.hosts} hosts x {args.pages} pages, "
-            f"{LINKS_PER_PAGE} links a page, {SAME_HOST_SHARE:.0%} same host, a record a page, delay {args.delay} s) "
-            "through a counting endpoint in front of moto; each call priced at us-east-1 list prices by "
-            "crawlstack.local.billing, Lambda from measured handler time at each function's memory, arm64."
+            f"{LINKS_PER_PAGE} links a page, {SAME_HOST_SHARE:.0%} same host, a record a page, delay {args.delay} s), "
+            "in its own process, through a counting endpoint in front of a moto server in the benchmark's; each "
+            "call priced at us-east-1 list prices by crawlstack.local.billing, Lambda from measured handler time "
+            "at each function's memory, arm64."
         ),
         "pages": pages,
         "page_requests": page_requests,
@@ -142,6 +165,19 @@ def main(argv: list[str] | None = None) -> int:
         "handler_ms_per_page": {k: round(v * 1000 / pages, 2) for k, v in summary["handler_seconds"].items()},
         "unbilled_calls": {f"{s}:{o}": n for (s, o), n in sorted(bill.unbilled_calls.items())},
         "prices": PRICES,
+        "design_floor_usd_per_million_pages": floor,
+        "pages_per_fetch_batch": round(per_batch, 2),
+        "notes": (
+            f"Where a page's write units go (DynamoDB, {units['ddb_wru'] / pages:.2f} a page): the hosts table "
+            "holds its slot reservation and the host's claim and release; the urls table its dedupe claim and "
+            "the start and outcome of its fetch; the results table its record. S3: three PUTs per fetch batch "
+            f"(the WARC, its records, its crawl log), {per_batch:.1f} pages a fetch batch here. What the "
+            f"design's own contracts cost at full batches of {settings.SQS_BATCH_SIZE}, before any politeness "
+            "write and any Lambda second (bench/cost.py `design_floor`: the dedupe write and the record a page; "
+            "three PUTs and a GET per batch; three SQS requests per batch on each queue): "
+            f"${sum(floor.values()):.2f} a million pages (DynamoDB ${floor['dynamodb']:.2f}, S3 "
+            f"${floor['s3']:.2f}, SQS ${floor['sqs']:.2f}), against the target of ${TARGET_USD_PER_MILLION:g}."
+        ),
         "figures": [
             {
                 "label": "cost per million pages",
@@ -174,6 +210,13 @@ def main(argv: list[str] | None = None) -> int:
                 "label": "dynamodb write units per page",
                 "value": round(units["ddb_wru"] / pages, 2),
                 "unit": "WRU",
+                "target": None,
+                "meets": None,
+            },
+            {
+                "label": "the design's floor at full batches (arithmetic, see notes)",
+                "value": round(sum(floor.values()), 2),
+                "unit": "$",
                 "target": None,
                 "meets": None,
             },

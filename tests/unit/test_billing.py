@@ -95,3 +95,13 @@ def test_the_bill_prices_each_service_at_list_prices() -> None:
     assert usd["s3"] == pytest.approx(PRICES["s3_put"])
     assert bill.calls_by_service() == {"dynamodb": 1, "sqs": 1, "s3": 1}
     assert bill.unbilled_calls == {("sqs", "GetQueueAttributes"): 1}
+
+
+def test_the_design_floor_is_its_contracts_writes_and_puts_at_list_prices() -> None:
+    from bench.cost import design_floor
+
+    # Per page: dedupe and record; per batch of 10: 3 PUTs and a GET, 3 requests on each of 3 queues.
+    assert design_floor(10) == {"dynamodb": 1.25, "s3": 1.54, "sqs": 0.36}
+    # Smaller batches cost more per page; the writes per page stay.
+    smaller = design_floor(5)
+    assert smaller["dynamodb"] == 1.25 and smaller["s3"] == pytest.approx(3.08) and smaller["sqs"] == 0.72
