@@ -816,6 +816,21 @@ class ParkStore:
             },
         )
 
+    def exists(self, host: str, order: str) -> bool:
+        """Whether the row is still parked (taken or not): a strongly consistent read."""
+        item = (
+            client("dynamodb")
+            .get_item(
+                TableName=self.name,
+                Key={"host": {"S": host}, "order": {"S": order}},
+                ConsistentRead=True,
+                ProjectionExpression="#h",
+                ExpressionAttributeNames={"#h": "host"},
+            )
+            .get("Item")
+        )
+        return item is not None
+
     def untake(self, host: str, order: str, stamp: float) -> None:
         try:
             client("dynamodb").update_item(

@@ -129,6 +129,7 @@ class Parking(Protocol):
     def put(self, host: str, order: str, body: str) -> None: ...
     def peek(self, host: str, limit: int, untaken_since: float | None = None) -> list[tuple[str, str]]: ...
     def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool: ...
+    def exists(self, host: str, order: str) -> bool: ...
     def untake(self, host: str, order: str, stamp: float) -> None: ...
     def delete(self, host: str, order: str) -> None: ...
 
@@ -322,8 +323,11 @@ class Politeness:
 
         Returns (order, task) pairs.  The caller sends the tasks, then calls
         ``unparked`` so a crash in between leaves them parked, never lost.
-        Each row is taken with a conditional write first, so concurrent
-        unparkers never send one URL twice; a row taken by an unparker that
+        Each row's place in the window is reserved first and the row then
+        taken with a conditional write, so concurrent unparkers never send one
+        URL twice: a row whose place is reserved already is sent by whoever
+        takes it, and a place reserved for a row that another unparker sent
+        and deleted meanwhile is given back.  A row taken by an unparker that
         died is taken again once the take is ``UNPARK_STALE_SECONDS`` old, and
         sent again even though its URL already holds a place in the window.
         Whenever URLs stay parked behind a full window, the ``parked_at`` flag
@@ -380,25 +384,32 @@ class Politeness:
                     break
                 self._forget_row(host, order)
                 if not self.parking.take(host, order, now, now - UNPARK_STALE_SECONDS):
+                    if reserved is not None and not self.parking.exists(host, order):
+                        # Sent and deleted by another unparker since this one
+                        # read it: nobody will send it into the place reserved.
+                        state = self.leave(task)
+                        continue
                     # Another unparker holds the row and sends it (a place
                     # reserved for it here is its place in the window).
                     left_behind = left_behind or task
                     continue
+                if reserved is None and not in_window:
+                    if hold is not None and hold(task):
+                        self.parking.delete(host, order)
+                        continue
+                    reserved, state = self._reserve_parked(host, task, state)
+                    if reserved is None and key not in state.window:
+                        self.parking.untake(host, order, now)
+                        left_behind = task
+                        break
+                    in_window = reserved is None
                 if in_window:
                     # An unparker that reserved its place died before sending
                     # it, or is about to lose the take to this one.
                     again = max(now, state.free_at, task.not_before)
                     out.append((order, replace(task, not_before=again, adaptive_delay=state.adaptive_delay)))
                     continue
-                if reserved is None:
-                    if hold is not None and hold(task):
-                        self.parking.delete(host, order)
-                        continue
-                    reserved, state = self._reserve_parked(host, task, state)
-                    if reserved is None:
-                        self.parking.untake(host, order, now)
-                        left_behind = task
-                        break
+                assert reserved is not None
                 out.append((order, reserved))
             if left_behind is None and len(rows) < limit:
                 return out

@@ -150,6 +150,10 @@ def test_retried_host_claim_reservation_robots_lock_and_parked_take_hold(faulty:
     assert parked.take(h, "0001#c#fp3", stamp=100.0, stale_before=0.0)
     assert not parked.take(h, "0001#c#fp3", stamp=101.0, stale_before=0.0)
     assert lost(faulty, "UpdateItem") == 4  # the four that succeeded
+    # A taken row is still there; a deleted one is not (an unparker gives its reserved place back then).
+    assert parked.exists(h, "0001#c#fp3")
+    parked.delete(h, "0001#c#fp3")
+    assert not parked.exists(h, "0001#c#fp3")
 
 
 @pytest.mark.parametrize(

@@ -207,6 +207,10 @@ class FakeParking:
             self.taken[(host, order)] = stamp
             return True
 
+    def exists(self, host: str, order: str) -> bool:
+        with self._lock:
+            return order in self.items.get(host, {})
+
     def untake(self, host: str, order: str, stamp: float) -> None:
         with self._lock:
             if self.taken.get((host, order)) == stamp:

@@ -200,6 +200,45 @@ def test_an_unparker_with_a_stale_state_reserves_before_it_takes_a_row(
     assert hosts.read_slot(HOST).parked_at is not None
 
 
+def test_a_place_reserved_for_a_row_sent_meanwhile_is_given_back(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking
+) -> None:
+    a, b, c = task("a"), task("b"), task("c")
+    pol.admit(a)
+    pol.admit(b)
+    assert pol.admit(c) == []
+    freed = pol.release(a, 0.0)
+    stale = [(park_order(c), c.to_json())]
+    # Another unparker sent c and deleted its row after this one read it.
+    parking.delete(HOST, park_order(c))
+    real_peek = parking.peek
+    parking.peek = lambda *args, **kwargs: stale if stale else real_peek(*args, **kwargs)  # type: ignore[method-assign]
+    unparked = pol.unpark(HOST, state=freed)
+    stale.clear()
+    assert unparked == []
+    # The place reserved for c went back: nobody was left to send c into it.
+    assert hosts.read_slot(HOST).window == {window_key(b)}
+
+
+def test_a_row_taken_first_whose_place_another_unparker_reserved_is_sent(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking
+) -> None:
+    a, b, c = task("a"), task("b"), task("c")
+    pol.admit(a)
+    pol.admit(b)
+    assert pol.admit(c) == []
+    freed = pol.release(a, 0.0)
+    # Another container reserved c's place and died before it took the row.
+    other = Politeness(hosts, parking, pol.clock)
+    [(order, _)] = other.unpark(HOST)
+    untaken = []
+    parking.untake = lambda *args: untaken.append(args)  # type: ignore[method-assign]
+    parking.taken.clear()
+    # Taken first (hold given, no ``stopped``): the place turns out to be reserved already, so c is sent.
+    [(again_order, again)] = pol.unpark(HOST, hold=lambda t: False, state=freed)
+    assert (again_order, again.url) == (order, c.url) and untaken == []
+
+
 def test_a_stopped_crawl_s_parked_task_is_taken_and_held_without_a_slot(
     pol: Politeness, hosts: FakeHosts, parking: FakeParking
 ) -> None:
