@@ -181,14 +181,19 @@ def test_unpark_skips_what_somebody_else_unparked(pol: Politeness, hosts: FakeHo
     assert parking.peek(HOST, 10) == [(order, c.to_json())]
 
 
-def test_an_unparker_with_a_stale_state_reserves_before_it_takes_a_row(
-    pol: Politeness, hosts: FakeHosts, parking: FakeParking
-) -> None:
+def full_window_then_a_release(pol: Politeness) -> tuple[FetchTask, FetchTask, HostSlot]:
+    """a and b fill the window, c parks, a is released: (b, c, the state the release returned)."""
     a, b, c = task("a"), task("b"), task("c")
     pol.admit(a)
     pol.admit(b)
     assert pol.admit(c) == []
-    freed = pol.release(a, 0.0)  # its state: one place free
+    return b, c, pol.release(a, 0.0)
+
+
+def test_an_unparker_with_a_stale_state_reserves_before_it_takes_a_row(
+    pol: Politeness, hosts: FakeHosts, parking: FakeParking
+) -> None:
+    _b, c, freed = full_window_then_a_release(pol)  # its state: one place free
     other = Politeness(hosts, parking, pol.clock)  # another container
     assert len(other.admit(task("d"))) == 1  # ...takes that place before the unpark runs
     taken = []
@@ -203,11 +208,7 @@ def test_an_unparker_with_a_stale_state_reserves_before_it_takes_a_row(
 def test_a_place_reserved_for_a_row_sent_meanwhile_is_given_back(
     pol: Politeness, hosts: FakeHosts, parking: FakeParking
 ) -> None:
-    a, b, c = task("a"), task("b"), task("c")
-    pol.admit(a)
-    pol.admit(b)
-    assert pol.admit(c) == []
-    freed = pol.release(a, 0.0)
+    b, c, freed = full_window_then_a_release(pol)
     stale = [(park_order(c), c.to_json())]
     # Another unparker sent c and deleted its row after this one read it.
     parking.delete(HOST, park_order(c))
@@ -223,11 +224,7 @@ def test_a_place_reserved_for_a_row_sent_meanwhile_is_given_back(
 def test_a_row_taken_first_whose_place_another_unparker_reserved_is_sent(
     pol: Politeness, hosts: FakeHosts, parking: FakeParking
 ) -> None:
-    a, b, c = task("a"), task("b"), task("c")
-    pol.admit(a)
-    pol.admit(b)
-    assert pol.admit(c) == []
-    freed = pol.release(a, 0.0)
+    _b, c, freed = full_window_then_a_release(pol)
     # Another container reserved c's place and died before it took the row.
     other = Politeness(hosts, parking, pol.clock)
     [(order, _)] = other.unpark(HOST)
@@ -242,11 +239,7 @@ def test_a_row_taken_first_whose_place_another_unparker_reserved_is_sent(
 def test_a_stopped_crawl_s_parked_task_is_taken_and_held_without_a_slot(
     pol: Politeness, hosts: FakeHosts, parking: FakeParking
 ) -> None:
-    a, b, c = task("a"), task("b"), task("c")
-    pol.admit(a)
-    pol.admit(b)
-    assert pol.admit(c) == []
-    freed = pol.release(a, 0.0)
+    _b, c, freed = full_window_then_a_release(pol)
     next_slot = hosts.read_slot(HOST).next_slot
     held: list[str] = []
     assert pol.unpark(HOST, hold=lambda t: held.append(t.url) or True, state=freed, stopped=lambda t: True) == []
