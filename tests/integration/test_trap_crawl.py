@@ -139,8 +139,10 @@ def test_the_per_host_cap_bounds_a_trap_host_however_deep_the_crawl(
     assert len(requested) == 20 and len(set(requested)) == 20
     assert other_port.log == []
     # The first URL over the cap is claimed and skipped with the reason; later ones are dropped at no write.
-    [capped] = [e for e in result.log if e.get("reason") == "host page cap of 20 reached"]
-    assert capped["outcome"] == "skipped"
+    # Local mode runs two dispatch instances: each may have claimed one URL before either learnt the cap was
+    # reached, and a claimed URL is always skipped with its line.
+    capped = [e for e in result.log if e.get("reason") == "host page cap of 20 reached"]
+    assert 1 <= len(capped) <= 2 and all(e["outcome"] == "skipped" for e in capped)
     assert metrics(result.out)["UrlsOverHostCap"] >= 1
     assert result.summary is not None and result.summary["settings"]["max_pages_per_host"] == 20
 
