@@ -2,10 +2,8 @@
 
 * ``kind``: ``html`` (HTML and XHTML), ``xml`` (XML, RSS, Atom, any ``+xml``),
   ``json`` (``application/json`` and any ``+json``), or ``text``.
-* ``text``: the body decoded like a browser would: a BOM, then the
-  Content-Type charset, then a ``<meta>`` or XML declaration, then
-  charset-normalizer's guess, then UTF-8 (w3lib's ``html_to_unicode``, as
-  Scrapy does).
+* ``text``: the body decoded like a browser would, text encodings only,
+  never raising (``crawlstack.rules.decoding``).
 * ``tree``: the lxml root for HTML and XML.  XML is parsed without entity
   expansion, DTD loading or network access, and its namespaces are removed so
   ``//item/title`` works on RSS and Atom alike.
@@ -24,12 +22,11 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
+from crawlstack.rules.decoding import decode_page
+
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
 _XML_TYPES = frozenset({"text/xml", "application/xml"})
 _JSON_TYPES = frozenset({"application/json", "text/json", "application/javascript-json"})
-# charset-normalizer looks at no more than this much of a body: enough to tell
-# encodings apart, bounded on huge pages.
-_SNIFF_BYTES = 64 * 1024
 
 
 # huge_tree: without it libxml2 silently drops everything below 256 levels of
@@ -92,34 +89,6 @@ def _loads(data: str | bytes) -> Any:
     return json.loads(data, parse_constant=_null_constant)
 
 
-# How much more chaos (charset-normalizer's mess ratio) windows-1252 may show and still be chosen.
-_CP1252_MARGIN = 0.1
-
-
-def _sniff_encoding(body: bytes) -> str | None:
-    # Valid UTF-8 is almost never anything else, and checking costs little.
-    sample = body[:_SNIFF_BYTES]
-    try:
-        sample.decode("utf-8")
-        return "utf-8"
-    except UnicodeDecodeError as exc:
-        if len(body) > _SNIFF_BYTES and exc.start >= len(sample) - 3:  # a character cut at the sample's edge
-            return "utf-8"
-    from charset_normalizer import from_bytes
-
-    matches = from_bytes(sample)
-    best = matches.best()
-    if best is None:
-        return None
-    # Short Western text leaves the single-byte code pages almost tied (a
-    # latin-1 "Café crème" scores best as Baltic cp1257).  Browsers fall back
-    # to windows-1252 for undeclared pages; so do we, when it is nearly as good.
-    for match in matches:
-        if "cp1252" in match.could_be_from_charset and match.chaos <= best.chaos + _CP1252_MARGIN:
-            return "cp1252"
-    return best.encoding
-
-
 class Page:
     def __init__(self, url: str, body: bytes, content_type: str | None = "text/html") -> None:
         self.url = url
@@ -135,10 +104,7 @@ class Page:
 
     @cached_property
     def _decoded(self) -> tuple[str, str]:
-        from w3lib.encoding import html_to_unicode  # when a page is first decoded (extract), as lxml.html
-
-        header = self.content_type_header or None
-        return html_to_unicode(header, self.body, auto_detect_fun=_sniff_encoding)
+        return decode_page(self.content_type_header or None, self.body)
 
     @property
     def encoding(self) -> str:
