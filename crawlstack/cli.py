@@ -34,6 +34,7 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.rules import RuleSet, RulesInvalid, load_rules
+from crawlstack.safe_text import csv_cell, terminal_text
 from crawlstack.urls import InvalidURL, canonicalize
 
 
@@ -443,7 +444,8 @@ def _crawl(args: argparse.Namespace) -> int:
     )
     if summary["handler_errors"]:
         print(
-            f"warning: {len(summary['handler_errors'])} handler errors, first: {summary['handler_errors'][0]}",
+            f"warning: {len(summary['handler_errors'])} handler errors, "
+            f"first: {terminal_text(str(summary['handler_errors'][0]))}",
             file=sys.stderr,
         )
     dead = {queue: n for queue, n in summary["dead_letter"].items() if n}
@@ -492,7 +494,7 @@ def _test(args: argparse.Namespace) -> int:
     result.update(url=url, status=status, content_type=content_type)
     print(json.dumps(result, ensure_ascii=False, indent=2))
     if result["mapping"] is None:
-        print(f"crawlstack: no mapping in {args.rules} matches {url}", file=sys.stderr)
+        print(f"crawlstack: no mapping in {args.rules} matches {terminal_text(url)}", file=sys.stderr)
         return 1
     return 0
 
@@ -531,9 +533,9 @@ def _seed(args: argparse.Namespace) -> int:
     bodies = [frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]  # type: ignore[attr-defined]
     failed = Queues(stack.connection).send(url, bodies)
     crawl = args.crawl_id or "the stack's default crawl"
-    print(f"seeded {len(bodies) - len(failed)} of {len(bodies)} URLs into {crawl}")
+    print(f"seeded {len(bodies) - len(failed)} of {len(bodies)} URLs into {terminal_text(crawl)}")
     for body, reason in failed:
-        print(f"crawlstack: not sent: {json.loads(body)['url']}: {reason}", file=sys.stderr)
+        print(f"crawlstack: not sent: {terminal_text(json.loads(body)['url'] + ': ' + reason)}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -565,7 +567,9 @@ def _crawl_settings(args: argparse.Namespace) -> dict[str, Any]:
 def _print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     if not columns:  # a statement without a result set (DDL)
         return
-    cells = [[_cell(v) for v in row] for row in rows]
+    # Page text reaches the terminal here: no escape sequence of it may.
+    columns = [terminal_text(c) for c in columns]
+    cells = [[terminal_text(_cell(v)) for v in row] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells if i < len(r))]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     print("  ".join("-" * w for w in widths))
@@ -642,10 +646,11 @@ def _records(args: argparse.Namespace) -> int:
     records = list(found)
     names = list(dict.fromkeys(n for r in records for n in (r.get("fields") or {})))
     writer = csv.writer(sys.stdout)
-    writer.writerow(base + [f"fields.{n}" for n in names])
+    writer.writerow([csv_cell(c) for c in base + [f"fields.{n}" for n in names]])
     for r in records:
         fields = r.get("fields") or {}
-        writer.writerow([_cell(r.get(c)) for c in base] + [_cell(fields.get(n)) for n in names])
+        row = [_cell(r.get(c)) for c in base] + [_cell(fields.get(n)) for n in names]
+        writer.writerow([csv_cell(v) for v in row])  # no page text may become a live formula
     return 0
 
 
@@ -664,8 +669,8 @@ def _query(args: argparse.Namespace) -> int:
         result = Athena(stack.connection).run(args.sql, workgroup, database, args.timeout)
     if args.format == "csv":
         writer = csv.writer(sys.stdout)
-        writer.writerow(result.columns)
-        writer.writerows([_cell(v) for v in row] for row in result.rows)
+        writer.writerow([csv_cell(c) for c in result.columns])
+        writer.writerows([csv_cell(_cell(v)) for v in row] for row in result.rows)
     elif args.format == "jsonl":
         for row in result.rows:
             print(json.dumps(dict(zip(result.columns, row, strict=False)), ensure_ascii=False, default=str))
@@ -691,12 +696,12 @@ def _dlq(args: argparse.Namespace) -> int:
             print(f"{key} dead-letter queue: {queues.depth(dlq).visible} messages" + (":" if peeked else ""))
             for m in peeked:
                 sent = datetime.fromtimestamp(m.sent_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                print(f"  received {m.receive_count}x, sent {sent}: {m.body}")
+                print(f"  received {m.receive_count}x, sent {sent}: {terminal_text(m.body)}")
         else:
             moved = queues.move(dlq, stack.queue_url(key), args.limit)
             print(f"{key}: moved {moved.moved} messages back from its dead-letter queue")
             for failure in moved.failed:
-                print(f"crawlstack: {key}: not moved: {failure}", file=sys.stderr)
+                print(f"crawlstack: {key}: not moved: {terminal_text(str(failure))}", file=sys.stderr)
             status = status or (1 if moved.failed else 0)
     return status
 
@@ -776,7 +781,7 @@ def _deployed_call(command: Callable[[argparse.Namespace], int], args: argparse.
     try:
         return command(args)
     except DeployedError as exc:
-        print(f"crawlstack: error: {exc}", file=sys.stderr)
+        print(f"crawlstack: error: {terminal_text(str(exc))}", file=sys.stderr)
         return exc.status
 
 
@@ -815,14 +820,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 return deployed[args.command](args)
             except DeployedError as exc:
-                print(f"crawlstack: error: {exc}", file=sys.stderr)
+                print(f"crawlstack: error: {terminal_text(str(exc))}", file=sys.stderr)
                 return exc.status
     except RulesInvalid as exc:
         for error in exc.errors:
-            print(f"crawlstack: {error}", file=sys.stderr)
+            print(f"crawlstack: {terminal_text(str(error))}", file=sys.stderr)
         return 2
     except UsageError as exc:
-        print(f"crawlstack: error: {exc}", file=sys.stderr)
+        # Messages may quote a seeds file's or a page's text.
+        print(f"crawlstack: error: {terminal_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("crawlstack: interrupted", file=sys.stderr)
