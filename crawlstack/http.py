@@ -5,10 +5,11 @@ Settings: ``settings.MAX_BODY_BYTES``, ``CONNECT_TIMEOUT_SECONDS``,
 ``ROBOTS_MAX_BYTES``, ``ROBOTS_MAX_REDIRECTS``; per crawl, ``allow_private``
 CIDRs.
 
-* **Address guard.**  Every new connection resolves the host, refuses it if
-  any address is loopback, private, link-local (169.254.169.254 included),
-  reserved, multicast or unspecified (unless an ``allow_private`` CIDR holds
-  it), and then connects to one of those same checked addresses.  The check
+* **Address guard** (``crawlstack.addresses``).  Every new connection
+  resolves the host, refuses it unless every address is public by an
+  allow-list kept from the IANA special-purpose registries (IPv4 wrapped in
+  IPv6 judged as itself) or an ``allow_private`` CIDR holds it, and then
+  connects to one of those same checked addresses.  The check
   and the connect share one DNS answer, so a name that re-resolves to an
   internal address between them (DNS rebinding) gains nothing.  TLS still
   verifies the certificate against the host name.
@@ -33,12 +34,10 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import ipaddress
 import socket
 import threading
 import time
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urljoin, urlsplit
@@ -50,6 +49,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from crawlstack import settings
+from crawlstack.addresses import AddressGuard, AddressRefused
 
 ROBOTS_TIMEOUTS = (5.0, 10.0)
 ROBOTS_DEADLINE_SECONDS = 15.0
@@ -60,57 +60,6 @@ ACCEPT_ENCODING = "gzip, deflate"
 
 _BINARY_BYTES = frozenset([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
 _TEXT_BOMS = (b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")
-
-
-class AddressRefused(Exception):
-    """The host resolves to an address the crawl may not reach."""
-
-
-class AddressGuard:
-    """Refuses loopback, private, link-local, reserved and unspecified addresses.
-
-    Unless a CIDR in ``allow_private`` contains the address.
-    """
-
-    def __init__(self, allow_private: Iterable[str] = ()) -> None:
-        self.allowed = [ipaddress.ip_network(c.strip(), strict=False) for c in allow_private if c.strip()]
-        self.key = tuple(sorted(str(net) for net in self.allowed))
-
-    def resolve(self, host: str, port: int) -> list[str]:
-        """Every address ``host`` resolves to, all of them checked; raises AddressRefused."""
-        try:
-            infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise AddressRefused(f"DNS lookup failed: {exc}") from exc
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        for addr in addresses:
-            ip = ipaddress.ip_address(addr.split("%", 1)[0])
-            if self._refused(ip) and not self._allowed(ip):
-                raise AddressRefused(f"address {ip} is not public (use --allow-private to allow it)")
-        return addresses
-
-    def check(self, host: str, port: int) -> str:
-        """Resolve ``host`` and return the first address, or raise AddressRefused."""
-        return self.resolve(host, port)[0]
-
-    def _allowed(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        # ::ffff:127.0.0.1 is refused as 127.0.0.1 is, so a CIDR allowing one allows the other.
-        mapped = getattr(ip, "ipv4_mapped", None)
-        return any(ip in net or (mapped is not None and mapped in net) for net in self.allowed)
-
-    @staticmethod
-    def _refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        mapped = getattr(ip, "ipv4_mapped", None)
-        if mapped is not None:  # ::ffff:127.0.0.1 is loopback too
-            ip = mapped
-        return (
-            ip.is_private
-            or ip.is_loopback
-            or ip.is_link_local
-            or ip.is_unspecified
-            or ip.is_reserved
-            or ip.is_multicast
-        )
 
 
 @dataclass
