@@ -10,7 +10,8 @@ and then each URL's outcome is written to the urls table, so an outcome is
 only ever recorded for a page that is stored.
 
 Redirects are not followed here: the target goes back to the frontier (one
-hop more, at most ``MAX_REDIRECT_HOPS``) and passes every check again.
+hop more, at most ``MAX_REDIRECT_HOPS``) and passes every check again.  A
+Location over ``MAX_URL_LENGTH`` or with control characters fails the URL.
 
 A task of a record that is already complete (``crawlstack.resolution``; one
 batched read per batch for the tasks that carry ``record_id`` and ``want``,
@@ -32,8 +33,9 @@ crawl log), and then the same task with ``attempt`` + 1 and ``not_before`` =
 in the host's window, or parked), so the host's delay holds for retries too.
 The wait is full-jitter exponential backoff, or the ``Retry-After`` (seconds
 or an HTTP date) when longer; a ``Retry-After`` also keeps the host unclaimed
-until then.  A ``Retry-After`` beyond ``RETRY_AFTER_MAX_SECONDS`` fails the
-URL at once: it is never tried sooner than the server asked.  The last
+until then; a malformed one is ignored (``crawlstack.headers``).  A
+``Retry-After`` beyond ``RETRY_AFTER_MAX_SECONDS`` fails the URL at once: it
+is never tried sooner than the server asked.  The last
 allowed try fails the URL with a reason like "503 Service Unavailable after
 3 attempts".  A 429 or 503 also slows the host down and a success lets it
 recover (``crawlstack.politeness``, adaptive delay).
@@ -61,7 +63,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Any, Protocol
 from urllib.parse import urljoin
@@ -69,6 +70,7 @@ from urllib.parse import urljoin
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
+from crawlstack.headers import parse_location, parse_retry_after
 from crawlstack.jobs import Held, hold_task
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import CLAIM_LEASE_SECONDS, IN_FLIGHT_POLL_SECONDS, SUB_SECOND, HostSlot, Politeness
@@ -81,6 +83,8 @@ SLOT_GRACE_SECONDS = 0.25
 # (at most half the delay): two writes off the request's path.
 CLAIM_LEAD_SECONDS = 0.1
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# A 3xx whose Location is too long or holds control characters ("redirects": its failure class).
+UNUSABLE_LOCATION = "redirects to an unusable Location"
 
 
 log = logging.getLogger(__name__)
@@ -163,18 +167,7 @@ def failure_class(reason: str) -> str:
 
 def retry_after_seconds(value: str, now: float) -> float | None:
     """A Retry-After header's wait from ``now``: delta-seconds or an HTTP date (RFC 9110); None if neither."""
-    value = value.strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # HTTP dates are GMT
-    return max(0.0, when.timestamp() - now)
+    return parse_retry_after(value, now)
 
 
 def retryable(result: http.FetchResult) -> bool:
@@ -486,8 +479,12 @@ class Fetcher:
         if retryable(result):
             # Every try's exchange is archived, the failed ones too.
             return self._retry_or_fail(task, result, exchange)
-        location = result.header("location")
-        if result.status in REDIRECT_STATUSES and location:
+        sent_location = result.header("location").strip(" \t")
+        if result.status in REDIRECT_STATUSES and sent_location:
+            location = parse_location(sent_location)
+            if location is None:
+                # Over MAX_URL_LENGTH or with control characters: no URL to go on to.
+                return Fetched(task, "failed", result.status, UNUSABLE_LOCATION, False, exchange)
             if task.hops >= MAX_REDIRECT_HOPS:
                 return Fetched(
                     task, "failed", result.status, f"more than {MAX_REDIRECT_HOPS} redirects", False, exchange
@@ -538,8 +535,8 @@ class Fetcher:
 def _redirect_target(url: str, location: str) -> str:
     """Where a redirect points, bounded; a Location no URL can be made of goes on as it is, for dispatch to refuse."""
     try:
-        target = urljoin(url, location.strip())
+        target = urljoin(url, location)
     except ValueError:  # e.g. a broken IPv6 literal
-        target = location.strip()
-    # Past the cap it is refused anyway; bounded, it fits an SQS message.
+        target = location
+    # Joined to a long URL it may pass the cap, and is refused anyway; bounded, it fits an SQS message.
     return target[: settings.MAX_URL_LENGTH + 1]

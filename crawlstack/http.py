@@ -51,6 +51,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from crawlstack import settings
 from crawlstack.addresses import AddressGuard, AddressRefused
+from crawlstack.headers import parse_content_type, parse_location
 
 ROBOTS_TIMEOUTS = (5.0, 10.0)
 ROBOTS_DEADLINE_SECONDS = 15.0
@@ -101,7 +102,9 @@ class FetchResult:
 
     @property
     def content_type(self) -> str:
-        return self.header("content-type").split(";", 1)[0].strip().lower()
+        """The media type, lowercase; "" when absent or malformed (then the body is sniffed)."""
+        parsed = parse_content_type(self.header("content-type"))
+        return parsed[0] if parsed is not None else ""
 
 
 # --- the guarded connection ---------------------------------------------------
@@ -503,9 +506,12 @@ def fetch_robots(origin: str, user_agent: str, guard: AddressGuard) -> FetchResu
             timeouts=ROBOTS_TIMEOUTS,
             deadline_seconds=ROBOTS_DEADLINE_SECONDS,
         )
-        location = result.header("location")
+        location = parse_location(result.header("location"))
         if result.status in (301, 302, 303, 307, 308) and location:
-            url = urljoin(url, location)
+            try:
+                url = urljoin(url, location)
+            except ValueError:  # e.g. a broken IPv6 literal: a redirect that cannot be followed
+                return result
             continue
         return result
     result.status = None

@@ -26,6 +26,7 @@ from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.extractor import page_links
 from crawlstack.fetcher import MAX_REDIRECT_HOPS
+from crawlstack.headers import normalized_content_type, parse_location
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import Page, RuleSet
 from crawlstack.scope import out_of_scope
@@ -112,9 +113,12 @@ class PoliteFetcher:
             result = http.fetch(url, self.user_agent, self.guard)
             if result.status is None:
                 raise TesterError(f"{url}: {result.error or 'no response'}")
-            location = result.header("location")
+            location = parse_location(result.header("location"))
             if result.status in (301, 302, 303, 307, 308) and location:
-                url = urljoin(url, location)
+                try:
+                    url = urljoin(url, location)
+                except ValueError as exc:  # e.g. a broken IPv6 literal
+                    raise TesterError(f"{url}: redirect to an unusable Location {location[:200]!r}") from exc
                 continue
             if not 200 <= result.status < 300:
                 raise TesterError(f"{url}: HTTP {result.status} {result.reason}".rstrip())
@@ -124,5 +128,6 @@ class PoliteFetcher:
                 raise TesterError(f"{url}: binary body claiming to be {result.content_type or 'text'}")
             if result.corrupt:
                 raise TesterError(f"{url}: {result.error}")
-            return Fetched(url, result.status, result.header("content-type"), result.body)
+            # The Content-Type as extract sees it from the WARC (crawlstack.warc).
+            return Fetched(url, result.status, normalized_content_type(result.header("content-type")), result.body)
         raise TesterError(f"{url}: more than {MAX_REDIRECT_HOPS} redirects")

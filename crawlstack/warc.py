@@ -27,6 +27,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from crawlstack.headers import normalized_content_type
+
 METADATA_TYPE = "application/vnd.crawlstack.metadata+json"
 
 
@@ -60,7 +62,8 @@ class WarcPage:
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("content-type", "")
+        """The archived Content-Type as parsed: ``media; charset=label``, ``media``, or "" when malformed."""
+        return normalized_content_type(self.headers.get("content-type", ""))
 
 
 def _ascii(text: str) -> str:

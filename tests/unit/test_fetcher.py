@@ -13,7 +13,15 @@ from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, Fake
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
-from crawlstack.fetcher import CLAIM_LEAD_SECONDS, FAILURE_CLASSES, MAX_REDIRECT_HOPS, Fetcher, failure_class, warc_key
+from crawlstack.fetcher import (
+    CLAIM_LEAD_SECONDS,
+    FAILURE_CLASSES,
+    MAX_REDIRECT_HOPS,
+    UNUSABLE_LOCATION,
+    Fetcher,
+    failure_class,
+    warc_key,
+)
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import (
     CLAIM_LEASE_SECONDS,
@@ -223,7 +231,11 @@ def test_redirect_without_location_is_a_page(env: Env) -> None:
     "location, target",
     [
         ("http://[::1/x", "http://[::1/x"),
-        ("/" + "a" * 100_000, "http://example.com/" + "a" * (settings.MAX_URL_LENGTH + 1 - len("http://example.com/"))),
+        # Within the cap as sent, past it once joined to the page's URL.
+        (
+            "/" + "a" * (settings.MAX_URL_LENGTH - 1),
+            "http://example.com/" + "a" * (settings.MAX_URL_LENGTH + 1 - len("http://example.com/")),
+        ),
     ],
 )
 def test_a_malformed_or_huge_location_goes_on_for_dispatch_to_refuse(env: Env, location: str, target: str) -> None:
@@ -234,6 +246,27 @@ def test_a_malformed_or_huge_location_goes_on_for_dispatch_to_refuse(env: Env, l
     assert fetched.outcome == "fetched" and fetched.reason == f"redirect to {target}"
     [(body, _)] = outbox.frontier
     assert FrontierMessage.from_json(body).url == target
+
+
+@pytest.mark.parametrize("location", ["/" + "a" * 100_000, "/a\x00b", "/a\x7f", "/a\nb"])
+def test_an_overlong_or_control_character_location_fails_the_url(env: Env, location: str) -> None:
+    t = env.admitted("moved")
+    env.web.page(t.url, status=302, body=b"", headers=[("Location", location)])
+    outbox = Outbox()
+    result = env.fetcher.fetch_batch([t], outbox)
+    [fetched] = result.fetched
+    assert (fetched.outcome, fetched.status, fetched.reason) == ("failed", 302, UNUSABLE_LOCATION)
+    assert failure_class(fetched.reason) == "redirects"
+    assert outbox.frontier == [] and result.errors == {}
+    assert [p.status for p in read_warc(env.blobs.get(result.warc_key))] == [302]
+
+
+def test_a_blank_location_is_no_location(env: Env) -> None:
+    t = env.admitted("r")
+    env.web.page(t.url, status=302, body=b"<p>moved</p>", headers=[("Location", " \t ")])
+    outbox = Outbox()
+    [fetched] = env.fetcher.fetch_batch([t], outbox).fetched
+    assert fetched.outcome == "fetched" and outbox.frontier == []
 
 
 def test_non_text_content_is_skipped_and_not_archived(env: Env) -> None:

@@ -76,6 +76,21 @@ def test_retry_after_as_an_http_date_and_as_seconds() -> None:
         assert retry_after_seconds(bad, now) is None
 
 
+@pytest.mark.parametrize("value", ["²", "١٢", "1e3", "-1", "9" * 40, "Fri, 31 Dec 99999 23:59:59 GMT"])
+def test_a_malformed_retry_after_is_ignored_and_the_backoff_applies(env: Env, value: str) -> None:
+    # '²' passes str.isdigit() and fails float(): it once crashed the handler, retried until the crawl stuck.
+    t = env.admitted("odd")
+    env.web.page(t.url, status=503, headers=[("Retry-After", value)], reason="Service Unavailable")
+    outbox = Outbox()
+    result = env.fetcher.fetch_batch([t], outbox)
+    assert result.errors == {}
+    [tried] = result.fetched
+    assert tried.outcome == "retry"
+    [(retry, _)] = sent(outbox)
+    assert retry.not_before == pytest.approx(env.clock.now + 0.5 * backoff_ceiling(1))
+    assert retry_after_seconds(value, env.clock.now) is None
+
+
 def test_an_http_date_retry_after_sets_the_next_try(env: Env) -> None:
     t = env.admitted("later")
     when = formatdate(env.clock.now + 30, usegmt=True)
