@@ -75,6 +75,7 @@ from typing import Any, Protocol, TypeVar
 
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig, seed_port_key
+from crawlstack.headers import parse_retry_after
 from crawlstack.jobs import Held, hold_message, hold_task
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import SUB_SECOND, Blocked, Politeness, sqs_delay, window_size
@@ -537,7 +538,8 @@ class Dispatcher:
         try:
             result = http.fetch_robots(origin, config.user_agent, http.AddressGuard(config.allow_private))
             finished = result.finished_at or self.clock()
-            record = RobotsRecord.from_fetch(origin, result.status, result.body, result.error)
+            retry_after = parse_retry_after(result.header("retry-after"), finished)
+            record = RobotsRecord.from_fetch(origin, result.status, result.body, result.error, retry_after)
             self.robots.put_robots(record)
             if result.status is not None:
                 # The robots.txt request counts against the host's delay too.

@@ -3,10 +3,20 @@
 What a robots.txt fetch means:
 
 * 2xx: parse the body (at most ``settings.ROBOTS_MAX_BYTES``);
-* 4xx: no restrictions, allow all (RFC 9309 §2.3.1.3);
-* 5xx or unreachable: disallow all (§2.3.1.4), cached for a shorter time
-  (``settings.ROBOTS_ERROR_TTL_SECONDS``) so a passing outage heals;
+* 4xx but 429: no restrictions, allow all (RFC 9309 §2.3.1.3);
+* 429 (the server is overloaded, as a 5xx says), 5xx or unreachable:
+  disallow all (§2.3.1.4), cached for a shorter time
+  (``settings.ROBOTS_ERROR_TTL_SECONDS``) so a passing outage heals, or
+  until the response's ``Retry-After`` (at least ``RETRY_AFTER_MIN_SECONDS``,
+  at most ``settings.ROBOTS_TTL_SECONDS``);
 * redirects are followed up to ``settings.ROBOTS_MAX_REDIRECTS`` by the fetcher.
+
+protego ignores the lines it cannot read, as §2.2 asks.  Should it raise on
+a hostile file all the same, the file is read as empty, allow all (what
+Google does with robots.txt content it cannot parse); should it raise on
+one URL, that URL is disallowed (the answer is unknown, and not fetching is
+the polite side); a Crawl-delay it raises on, or that is not finite and
+non-negative, is none (``crawlstack.headers.parse_crawl_delay``).
 
 The cache keeps the body gzipped (``pack_body``) so a 500 KiB robots.txt
 fits one DynamoDB item (400 KB); a body that does not fit even compressed
@@ -20,16 +30,24 @@ Rules are matched on the user agent's product token (``crawlstack`` in
 from __future__ import annotations
 
 import gzip
+import logging
 import time
 from dataclasses import dataclass
 
 from protego import Protego
 
 from crawlstack import settings
+from crawlstack.headers import parse_crawl_delay
 
 ALLOW_ALL = "allow-all"
 DISALLOW_ALL = "disallow-all"
 PARSED = "parsed"
+TOO_MANY_REQUESTS = 429
+# A Retry-After on an unavailable robots.txt is waited at least this long: a
+# "0" must not make every dispatch fetch it again.
+RETRY_AFTER_MIN_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
 
 
 def product_token(user_agent: str) -> str:
@@ -51,7 +69,10 @@ class RobotsRecord:
     reason: str = ""
 
     @classmethod
-    def from_fetch(cls, origin: str, status: int | None, body: bytes, error: str = "") -> RobotsRecord:
+    def from_fetch(
+        cls, origin: str, status: int | None, body: bytes, error: str = "", retry_after: float | None = None
+    ) -> RobotsRecord:
+        """The record of one robots.txt fetch; ``retry_after``: its Retry-After in seconds, if it had one."""
         now = time.time()
         if status is not None and 200 <= status < 300:
             if len(body) >= settings.ROBOTS_MAX_BYTES:
@@ -59,15 +80,20 @@ class RobotsRecord:
                 body = body[: body.rfind(b"\n", 0, settings.ROBOTS_MAX_BYTES) + 1]
             text = body.decode("utf-8", errors="replace")
             return cls(origin, PARSED, text, status, now, now + settings.ROBOTS_TTL_SECONDS)
-        if status is not None and 400 <= status < 500:
+        if status is not None and 400 <= status < 500 and status != TOO_MANY_REQUESTS:
             return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, f"robots.txt {status}")
-        if status is not None:
+        ttl = float(settings.ROBOTS_ERROR_TTL_SECONDS)
+        if status is not None and retry_after is not None:
+            ttl = min(max(retry_after, RETRY_AFTER_MIN_SECONDS), settings.ROBOTS_TTL_SECONDS)
+        if status == TOO_MANY_REQUESTS:
+            reason = f"robots.txt unavailable ({status})"
+        elif status is not None:
             reason = f"robots.txt {status}"
         elif error.startswith("address "):
             reason = error  # the address guard refused the host: say so, not "unreachable"
         else:
             reason = f"robots.txt unreachable: {error}"
-        return cls(origin, DISALLOW_ALL, "", status, now, now + settings.ROBOTS_ERROR_TTL_SECONDS, reason)
+        return cls(origin, DISALLOW_ALL, "", status, now, now + ttl, reason)
 
     def expired(self, now: float | None = None) -> bool:
         return (now if now is not None else time.time()) >= self.expires_at
@@ -97,26 +123,41 @@ class RobotsPolicy:
 
     def __init__(self, record: RobotsRecord) -> None:
         self.record = record
-        self._parser = Protego.parse(record.body) if record.kind == PARSED else None
+        self._parser = _parse(record) if record.kind == PARSED else None
 
     def allows(self, url: str, user_agent: str) -> bool:
         if self.record.kind == ALLOW_ALL:
             return True
         if self.record.kind == DISALLOW_ALL or self._parser is None:
             return False
-        return bool(self._parser.can_fetch(url, product_token(user_agent)))
+        try:
+            return bool(self._parser.can_fetch(url, product_token(user_agent)))
+        except Exception as exc:
+            log.warning("robots.txt of %s: protego failed on %.200r, disallowed: %r", self.record.origin, url, exc)
+            return False
 
     def crawl_delay(self, user_agent: str) -> float | None:
         if self._parser is None:
             return None
-        delay = self._parser.crawl_delay(product_token(user_agent))
-        if delay is None:
+        try:
+            delay = self._parser.crawl_delay(product_token(user_agent))
+        except Exception as exc:
+            log.warning("robots.txt of %s: protego failed on Crawl-delay, none: %r", self.record.origin, exc)
             return None
-        return min(float(delay), settings.MAX_CRAWL_DELAY_SECONDS)
+        return parse_crawl_delay(delay)
 
     def disallow_reason(self) -> str:
         if self.record.kind == DISALLOW_ALL:
-            if self.record.reason.startswith("address "):
+            if self.record.reason.startswith(("address ", "robots.txt unavailable")):
                 return self.record.reason
             return f"robots: {self.record.reason}, host disallowed"
         return "robots: disallowed by robots.txt"
+
+
+def _parse(record: RobotsRecord) -> Protego:
+    """protego's reading of the body; a body it raises on is read as empty (allow all)."""
+    try:
+        return Protego.parse(record.body)
+    except Exception as exc:
+        log.warning("robots.txt of %s: protego failed, read as empty: %r", record.origin, exc)
+        return Protego.parse("")

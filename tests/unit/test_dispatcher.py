@@ -184,6 +184,24 @@ def test_unreachable_robots_frees_the_host_without_a_delay(env: Env, monkeypatch
     assert slot.free_at == 1.0 and not slot.busy  # no request reached it: no delay added
 
 
+@pytest.mark.parametrize(("retry_after", "ttl"), [("7200", 7200.0), ("²", crawl_settings.ROBOTS_ERROR_TTL_SECONDS)])
+def test_robots_429_skips_the_host_until_its_retry_after(
+    env: Env, monkeypatch: pytest.MonkeyPatch, retry_after: str, ttl: float
+) -> None:
+    monkeypatch.setattr(
+        http,
+        "fetch_robots",
+        lambda o, u, g: http.FetchResult(
+            url=o, status=429, headers=[("Retry-After", retry_after)], finished_at=env.clock.now
+        ),
+    )
+    action, _, outbox = env.send("http://busy.example/")
+    assert (action, outbox.fetch) == ("skipped", [])
+    assert env.urls.item("c", fingerprint("http://busy.example/"))["reason"] == "robots.txt unavailable (429)"
+    record = env.hosts.get_robots("http://busy.example")
+    assert record is not None and record.expires_at - record.fetched_at == pytest.approx(ttl)
+
+
 def test_robots_waits_for_a_host_busy_with_another_crawls_request(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http, "fetch_robots", lambda o, u, g: pytest.fail("fetched robots.txt of a busy host"))
     assert env.hosts.claim("busy.example", env.clock.now, env.clock.now + 60) is None  # a fetch in flight

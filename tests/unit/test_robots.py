@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
+from protego import Protego
 
 from crawlstack import settings
 from crawlstack.robots import (
     ALLOW_ALL,
     DISALLOW_ALL,
     PARSED,
+    RETRY_AFTER_MIN_SECONDS,
     RobotsPolicy,
     RobotsRecord,
     pack_body,
@@ -40,7 +42,7 @@ def policy(status: int | None, body: bytes = b"", error: str = "") -> RobotsPoli
     return RobotsPolicy(RobotsRecord.from_fetch(ORIGIN, status, body, error))
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 429, 499])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 499])
 def test_4xx_allows_everything(status: int) -> None:
     p = policy(status, b"User-agent: *\nDisallow: /\n")
     assert p.record.kind == ALLOW_ALL
@@ -56,6 +58,39 @@ def test_5xx_disallows_everything_for_a_shorter_time(status: int) -> None:
     assert not p.allows(f"{ORIGIN}/", UA)
     assert p.record.expires_at - p.record.fetched_at == settings.ROBOTS_ERROR_TTL_SECONDS
     assert p.disallow_reason() == f"robots: robots.txt {status}, host disallowed"
+
+
+def test_429_is_unavailable_not_missing_and_disallows_the_host_for_a_shorter_time() -> None:
+    # 429 says the server is overloaded, as a 5xx does: not "no robots.txt, allow all".
+    p = policy(429, b"User-agent: *\nAllow: /\n")
+    assert p.record.kind == DISALLOW_ALL and p.record.status == 429
+    assert not p.allows(f"{ORIGIN}/", UA)
+    assert p.crawl_delay(UA) is None
+    assert p.record.expires_at - p.record.fetched_at == settings.ROBOTS_ERROR_TTL_SECONDS
+    assert p.disallow_reason() == "robots.txt unavailable (429)"
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "ttl"),
+    [
+        (7200.0, 7200.0),
+        (0.0, RETRY_AFTER_MIN_SECONDS),  # "now" must not refetch it on every message
+        (10.0**9, settings.ROBOTS_TTL_SECONDS),
+    ],
+)
+def test_a_429_or_503_is_cached_until_its_retry_after_within_bounds(retry_after: float, ttl: float) -> None:
+    for status in (429, 503):
+        record = RobotsRecord.from_fetch(ORIGIN, status, b"", retry_after=retry_after)
+        assert record.kind == DISALLOW_ALL
+        assert record.expires_at - record.fetched_at == pytest.approx(ttl)
+
+
+def test_retry_after_does_not_change_a_good_or_missing_robots_txt() -> None:
+    assert RobotsRecord.from_fetch(ORIGIN, 200, b"", retry_after=5.0).expires_at - time.time() == pytest.approx(
+        settings.ROBOTS_TTL_SECONDS, abs=5
+    )
+    unreachable = RobotsRecord.from_fetch(ORIGIN, None, b"", "connection failed", retry_after=5.0)
+    assert unreachable.expires_at - unreachable.fetched_at == settings.ROBOTS_ERROR_TTL_SECONDS
 
 
 def test_a_refused_address_is_the_reason_not_unreachable() -> None:
@@ -124,6 +159,36 @@ def test_crawl_delay_per_group() -> None:
 def test_crawl_delay_is_clamped() -> None:
     p = policy(200, b"User-agent: *\nCrawl-delay: 100000\n")
     assert p.crawl_delay(UA) == settings.MAX_CRAWL_DELAY_SECONDS
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-5", "1e400", "1e308", "²", "0x10"])
+def test_a_hostile_crawl_delay_is_none_or_capped(value: str) -> None:
+    delay = policy(200, f"User-agent: *\nCrawl-delay: {value}\n".encode()).crawl_delay(UA)
+    assert delay is None or 0 <= delay <= settings.MAX_CRAWL_DELAY_SECONDS
+
+
+@pytest.mark.parametrize("delay", [float("inf"), float("nan"), -1.0, "soon"])
+def test_a_crawl_delay_protego_gets_wrong_is_none(monkeypatch: pytest.MonkeyPatch, delay: object) -> None:
+    p = policy(200, ROBOTS)
+    monkeypatch.setattr(p._parser, "crawl_delay", lambda ua: delay)
+    assert p.crawl_delay(UA) is None
+
+
+def test_protego_raising_never_escapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args: object) -> None:
+        raise RecursionError("hostile robots.txt")
+
+    p = policy(200, ROBOTS)
+    monkeypatch.setattr(p._parser, "can_fetch", boom)
+    monkeypatch.setattr(p._parser, "crawl_delay", boom)
+    # One URL protego cannot judge is not fetched; its Crawl-delay is none.
+    assert not p.allows(f"{ORIGIN}/x", UA)
+    assert p.crawl_delay(UA) is None
+    # A file protego cannot parse at all is read as empty: allow all.
+    empty = Protego.parse("")
+    monkeypatch.setattr(Protego, "parse", classmethod(lambda cls, text: boom() if text else empty))
+    unparsed = policy(200, ROBOTS)
+    assert unparsed.allows(f"{ORIGIN}/secret/x", UA) and unparsed.crawl_delay(UA) is None
 
 
 def test_body_is_parsed_up_to_the_cap() -> None:
