@@ -32,7 +32,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from crawlstack import settings
+from crawlstack import limits, settings
+from crawlstack.limits import (
+    crawl_config_problem,
+    crawl_id_flag,
+    crawl_id_lookup_flag,
+    integer_flag,
+    number_flag,
+    record_id_problem,
+    user_agent_flag,
+)
 from crawlstack.rules import RuleSet, RulesInvalid, load_rules
 from crawlstack.safe_text import csv_cell, terminal_text
 from crawlstack.urls import InvalidURL, canonicalize
@@ -57,31 +66,13 @@ def _regex(value: str) -> str:
     return value
 
 
-def _non_negative_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from exc
-    if number < 0 or number != number:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return number
-
-
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
-        if number < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum} or more")
-        return number
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+# Every numeric flag has a finite range (crawlstack.limits): a value past what
+# DynamoDB or the crawl can take is a usage error here, not a traceback mid-crawl.
+_delay = number_flag(limits.DELAY_SECONDS)
+_max_depth = integer_flag(limits.MAX_DEPTH)
+_max_pages = integer_flag(limits.MAX_PAGES)
+_max_pages_per_host = integer_flag(limits.MAX_PAGES_PER_HOST)
+_list_limit = integer_flag(limits.LIST_LIMIT)
 
 
 def _port(value: str) -> int:
@@ -105,16 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawlstack", description="A polite, serverless web crawler and scraper.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    crawl = sub.add_parser("crawl", help="run a crawl", description="Run a crawl locally, on an embedded AWS emulator.")
+    crawl = sub.add_parser(
+        "crawl",
+        help="run a crawl",
+        description="Run a crawl locally, on an embedded AWS emulator.",
+        epilog=limits.CRAWL_RANGES_HELP,
+    )
     crawl.add_argument("seeds", nargs="*", metavar="SEED_URL", help="URLs to start from (depth 0)")
     crawl.add_argument("--local", action="store_true", help="run in this process on an embedded AWS emulator (moto)")
     crawl.add_argument("--rules", metavar="DIR", help="directory of JSON mapping rules (or one file)")
     crawl.add_argument("--out", metavar="DIR", required=True, help="output directory")
-    crawl.add_argument("--max-depth", type=_non_negative_int, default=settings.DEFAULT_MAX_DEPTH, metavar="N")
-    crawl.add_argument("--max-pages", type=_positive_int, default=None, metavar="N", help="page budget")
+    crawl.add_argument("--max-depth", type=_max_depth, default=settings.DEFAULT_MAX_DEPTH, metavar="N")
+    crawl.add_argument("--max-pages", type=_max_pages, default=None, metavar="N", help="page budget")
     crawl.add_argument(
         "--max-pages-per-host",
-        type=_non_negative_int,
+        type=_max_pages_per_host,
         default=settings.DEFAULT_MAX_PAGES_PER_HOST,
         metavar="N",
         help=_PER_HOST_HELP,
@@ -122,12 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--allow-port", type=_port, action="append", default=[], metavar="PORT", help=_ALLOW_PORT_HELP)
     crawl.add_argument(
         "--delay",
-        type=_non_negative_float,
+        type=_delay,
         default=settings.DEFAULT_DELAY_SECONDS,
         metavar="SECONDS",
         help="seconds between requests to one host when robots.txt gives no longer Crawl-delay (default 5)",
     )
-    crawl.add_argument("--user-agent", default=settings.DEFAULT_USER_AGENT, metavar="STRING")
+    crawl.add_argument("--user-agent", type=user_agent_flag, default=settings.DEFAULT_USER_AGENT, metavar="STRING")
     crawl.add_argument(
         "--allow-private",
         type=_cidr,
@@ -146,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--deny", type=_regex, action="append", default=[], metavar="REGEX", help="never follow URLs matching REGEX"
     )
-    crawl.add_argument("--concurrency", type=_positive_int, default=8, metavar="N", help="concurrent fetch batches")
+    crawl.add_argument(
+        "--concurrency", type=integer_flag(limits.CONCURRENCY), default=8, metavar="N", help="concurrent fetch batches"
+    )
     crawl.add_argument("--no-progress", action="store_true", help="no progress display even on a terminal")
 
     rules = sub.add_parser("rules", help="work with mapping rules")
@@ -166,10 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument(
         "--content-type", metavar="TYPE", help="the saved page's Content-Type (default: guessed from the file name)"
     )
-    test.add_argument("--user-agent", default=settings.DEFAULT_USER_AGENT, metavar="STRING")
+    test.add_argument("--user-agent", type=user_agent_flag, default=settings.DEFAULT_USER_AGENT, metavar="STRING")
     test.add_argument(
         "--delay",
-        type=_non_negative_float,
+        type=_delay,
         default=1.0,
         metavar="SECONDS",
         help="seconds between robots.txt and the page (robots.txt Crawl-delay wins if longer; default 1)",
@@ -202,20 +200,23 @@ def _add_deployed_commands(sub: Any) -> None:
         help="send seed URLs to a deployed stack's frontier queue",
         description="Send seeds (depth 0) to the deployed stack's frontier queue, ten to a SendMessageBatch. "
         "Without --crawl-id they join the stack's default crawl. Exits 1 if SQS refused any.",
+        epilog=limits.CRAWL_RANGES_HELP,
     )
     seed.add_argument("seeds", nargs="*", metavar="URL", help="URLs to start from")
-    seed.add_argument("--crawl-id", metavar="ID", help="the crawl the seeds belong to (default: the stack's)")
+    seed.add_argument(
+        "--crawl-id", type=crawl_id_flag, metavar="ID", help="the crawl the seeds belong to (default: the stack's)"
+    )
     seed.add_argument("--seeds-file", metavar="FILE", help='JSON lines: {"url", "record_id"?, "want"?}')
     seed.add_argument("--rules", metavar="DIR", help="check each seed's want against these rules (the ones deployed)")
     config = seed.add_argument_group(
         "a new crawl's config (with --crawl-id; stored once, when the crawl is created; unset ones follow the stack)"
     )
-    config.add_argument("--max-depth", type=_non_negative_int, metavar="N")
-    config.add_argument("--max-pages", type=_positive_int, metavar="N", help="page budget")
-    config.add_argument("--max-pages-per-host", type=_non_negative_int, metavar="N", help=_PER_HOST_HELP)
+    config.add_argument("--max-depth", type=_max_depth, metavar="N")
+    config.add_argument("--max-pages", type=_max_pages, metavar="N", help="page budget")
+    config.add_argument("--max-pages-per-host", type=_max_pages_per_host, metavar="N", help=_PER_HOST_HELP)
     config.add_argument("--allow-port", type=_port, action="append", metavar="PORT", help=_ALLOW_PORT_HELP)
-    config.add_argument("--delay", type=_non_negative_float, metavar="SECONDS")
-    config.add_argument("--user-agent", metavar="STRING")
+    config.add_argument("--delay", type=_delay, metavar="SECONDS")
+    config.add_argument("--user-agent", type=user_agent_flag, metavar="STRING")
     config.add_argument("--allow", type=_regex, action="append", metavar="REGEX", help="also follow (repeatable)")
     config.add_argument("--deny", type=_regex, action="append", metavar="REGEX", help="never follow (repeatable)")
     config.add_argument(
@@ -231,7 +232,9 @@ def _add_deployed_commands(sub: Any) -> None:
         "tables, which reads every item: its cost grows with the tables (--no-counts skips it). A crawl's state "
         "(running or stopped) and page budget come from the crawls table.",
     )
-    status.add_argument("crawl_id", nargs="?", metavar="ID", help="one crawl (default: every crawl)")
+    status.add_argument(
+        "crawl_id", nargs="?", type=crawl_id_lookup_flag, metavar="ID", help="one crawl (default: every crawl)"
+    )
     status.add_argument("--no-counts", action="store_true", help="queue depths only: no table scans")
 
     records = sub.add_parser(
@@ -241,9 +244,9 @@ def _add_deployed_commands(sub: Any) -> None:
         description="Scan the results table (filtered by crawl and mapping) and print records as JSON lines, "
         "as records.jsonl has them, or as CSV with one column per field.",
     )
-    records.add_argument("--crawl-id", metavar="ID", help="only this crawl's records")
+    records.add_argument("--crawl-id", type=crawl_id_lookup_flag, metavar="ID", help="only this crawl's records")
     records.add_argument("--mapping", metavar="NAME", help="only this mapping's records")
-    records.add_argument("--limit", type=_positive_int, metavar="N", help="stop after N records")
+    records.add_argument("--limit", type=_list_limit, metavar="N", help="stop after N records")
     records.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     records.add_argument(
         "--resolved",
@@ -263,7 +266,7 @@ def _add_deployed_commands(sub: Any) -> None:
     query.add_argument("--local", metavar="OUT_DIR", help="query a local crawl's output directory instead")
     query.add_argument(
         "--timeout",
-        type=_non_negative_float,
+        type=number_flag(limits.QUERY_TIMEOUT_SECONDS, stored=False),
         default=settings.QUERY_TIMEOUT_SECONDS,
         metavar="SECONDS",
         help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
@@ -280,7 +283,7 @@ def _add_deployed_commands(sub: Any) -> None:
         description="Print messages of a dead-letter queue (receive count, sent time, body) and leave them there.",
     )
     show.add_argument("queue", nargs="?", choices=queues, metavar="QUEUE", help=f"one of {', '.join(queues)}")
-    show.add_argument("--limit", type=_positive_int, default=10, metavar="N", help="messages per queue (default 10)")
+    show.add_argument("--limit", type=_list_limit, default=10, metavar="N", help="messages per queue (default 10)")
     redrive = dlq_sub.add_parser(
         "redrive",
         parents=[common],
@@ -289,7 +292,7 @@ def _add_deployed_commands(sub: Any) -> None:
         "and deleted from the DLQ only once the send succeeded.",
     )
     redrive.add_argument("queue", nargs="?", choices=queues, metavar="QUEUE", help=f"one of {', '.join(queues)}")
-    redrive.add_argument("--limit", type=_positive_int, metavar="N", help="move at most N messages per queue")
+    redrive.add_argument("--limit", type=_list_limit, metavar="N", help="move at most N messages per queue")
 
 
 SEED_KEYS = frozenset({"url", "record_id", "want"})
@@ -346,6 +349,9 @@ def _seed_line(
         record_id = str(record_id)
         if not record_id.strip():
             raise UsageError(f'{where}: "record_id" must not be empty')
+        problem = record_id_problem(record_id)
+        if problem:
+            raise UsageError(f"{where}: {problem}")
     want = data.get("want", [])
     if not isinstance(want, list) or not all(isinstance(w, str) and w for w in want):
         raise UsageError(f'{where}: "want" must be a list of field names')
@@ -408,6 +414,7 @@ def _crawl(args: argparse.Namespace) -> int:
     # Every problem up front, before any request.
     ruleset = load_rules(args.rules, check_schema=True) if args.rules else None
     seeds = _read_seeds(args, ruleset)
+    _check_config_size(args.user_agent, args.allow, args.deny)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out: {out} exists and is not a directory")
@@ -516,6 +523,7 @@ def _seed(args: argparse.Namespace) -> int:
     ruleset = load_rules(args.rules, check_schema=True) if args.rules else None
     seeds = _read_seeds(args, ruleset, check_want=ruleset is not None)  # every mistake before any message
     config = _crawl_settings(args)
+    _check_config_size(args.user_agent or "", args.allow or [], args.deny or [], args.rules_set or [])
     if config and not args.crawl_id:
         raise UsageError(
             "crawl settings (--max-depth, --delay, ...) need --crawl-id: the default crawl's come from the stack"
@@ -537,6 +545,12 @@ def _seed(args: argparse.Namespace) -> int:
     for body, reason in failed:
         print(f"crawlstack: not sent: {terminal_text(json.loads(body)['url'] + ': ' + reason)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _check_config_size(user_agent: str, *lists: list[str]) -> None:
+    problem = crawl_config_problem([user_agent, *(s for strings in lists for s in strings)])
+    if problem:
+        raise UsageError(problem)
 
 
 def _crawl_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -717,7 +731,7 @@ def _job_parser() -> argparse.ArgumentParser:
         f"{jobs_bound()} s; its messages and tasks are held in DynamoDB until resume sends each back once.",
     )
     parser.add_argument("action", choices=JOB_ACTIONS)
-    parser.add_argument("crawl_id", metavar="ID", help="the crawl's id")
+    parser.add_argument("crawl_id", type=crawl_id_flag, metavar="ID", help="the crawl's id")
     return parser
 
 

@@ -1,0 +1,196 @@
+"""Ids and numbers past what DynamoDB, S3 or the crawl can take are refused before any request, one line each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawlstack import aws, cli, jobs, limits, settings
+from crawlstack.local import runner
+
+LONGEST_CRAWL_ID = "\u00e9" * (limits.MAX_CRAWL_ID_BYTES // 2)  # 2 bytes each, 6 once percent-encoded
+LONGEST_RECORD_ID = "r" * limits.MAX_RECORD_ID_BYTES
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def test_the_longest_ids_allowed_fit_every_key_built_from_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crawlstack.crawllog import partition_path
+    from crawlstack.extractor import records_key
+
+    assert _size(LONGEST_CRAWL_ID) == limits.MAX_CRAWL_ID_BYTES
+    partition_keys = [
+        LONGEST_CRAWL_ID,  # the crawls table
+        aws.UrlStore.key(LONGEST_CRAWL_ID, "f" * 32)["pk"]["S"],
+        aws.ResolvedStore.key(LONGEST_CRAWL_ID, LONGEST_RECORD_ID)["pk"]["S"],
+        jobs.held_host(LONGEST_CRAWL_ID),
+    ]
+    assert max(map(_size, partition_keys)) <= limits.DYNAMODB_PARTITION_KEY_MAX_BYTES
+
+    taken: list[dict[str, Any]] = []
+    monkeypatch.setenv(settings.ENV_TABLE["hosts"], "hosts")
+    monkeypatch.setattr(aws, "_take_from_counter", lambda table, key, pages, cap: taken.append(key))
+    aws.ScopeStore().count_host_page(LONGEST_CRAWL_ID, "a.test", 10)
+    assert _size(taken[0]["kind"]["S"]) <= limits.DYNAMODB_SORT_KEY_MAX_BYTES
+
+    name = "0" * 24
+    s3_keys = [
+        records_key(f"{settings.PAGES_PREFIX}dt=2030-12-31/{name}.warc.gz", LONGEST_CRAWL_ID),
+        f"{partition_path(settings.CRAWL_LOG_PREFIX, LONGEST_CRAWL_ID, 1.9e9)}{name}.jsonl.gz",
+    ]
+    assert max(map(_size, s3_keys)) <= limits.S3_KEY_MAX_BYTES
+
+
+def _no_crawl(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    started: list[Any] = []
+    monkeypatch.setattr(runner, "crawl_local", lambda seeds, options: started.append(options))
+    return started
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--delay", "inf", "must be at most 300"),
+        ("--delay", "1e300", "must be at most 300"),
+        ("--delay", "-1", "must be 0 or more"),
+        ("--delay", "nan", "not a number: 'nan'"),
+        ("--delay", "1e-200", "beyond what DynamoDB stores"),
+        ("--max-pages", "1" + "0" * 41, "must be at most 1000000000"),
+        ("--max-pages", "0", "must be 1 or more"),
+        ("--max-pages", "9" * 5000, "not an integer: '9999999999999999999999999999999999999999...'"),
+        ("--max-pages-per-host", "10000000000", "must be at most 1000000000"),
+        ("--max-depth", "1000001", "must be at most 1000000"),
+        ("--concurrency", "100000", "must be at most 256"),
+        ("--user-agent", "bot\r\nX-Evil: 1", "control characters"),
+    ],
+)
+def test_crawl_flags_out_of_range_are_usage_errors(
+    flag: str,
+    value: str,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started = _no_crawl(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["crawl", "--local", "http://a.test/", "--out", str(tmp_path / "out"), f"{flag}={value}"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"crawlstack crawl: error: argument {flag}: ") and message in error, error
+    assert not started and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "0.25", "300", "1e-3"])
+def test_delays_in_range_pass(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[float] = []
+    monkeypatch.setattr(cli, "_crawl", lambda args: started.append(args.delay) or 0)
+    assert cli.main(["crawl", "--local", "http://a.test/", "--out", str(tmp_path), "--delay", value]) == 0
+    assert started == [float(value)]
+
+
+def test_an_over_long_record_id_is_refused_before_the_crawl(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _no_crawl(monkeypatch)
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text(json.dumps({"url": "http://a.test/", "record_id": "r" * 2100}) + "\n", encoding="utf-8")
+    assert cli.main(["crawl", "--local", "--out", str(tmp_path / "out"), "--seeds-file", str(seeds)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and '"record_id" is at most 1024 bytes' in err[0] and "got 2100" in err[0], err
+    assert not started
+
+
+def test_the_longest_record_id_allowed_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[Any] = []
+    monkeypatch.setattr(runner, "crawl_local", lambda seeds, options: started.append(seeds) or _summary())
+    seeds = tmp_path / "seeds.jsonl"
+    # Multi-byte: the limit counts UTF-8 bytes, not characters.
+    seeds.write_text(json.dumps({"url": "http://a.test/", "record_id": "\u00e9" * 512}) + "\n", encoding="utf-8")
+    assert cli.main(["crawl", "--local", "--out", str(tmp_path / "out"), "--seeds-file", str(seeds)]) == 0
+    assert started[0][0].record_id == "\u00e9" * 512
+
+
+def _summary() -> dict[str, Any]:
+    return {
+        "outcomes": {},
+        "pages_fetched": 0,
+        "elapsed_seconds": 0.0,
+        "records": 0,
+        "handler_errors": [],
+        "dead_letter": {},
+    }
+
+
+def _no_stack(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    contacted: list[Any] = []
+    monkeypatch.setattr(cli, "_stack", lambda args: contacted.append(args) or pytest.fail("contacted the stack"))
+    return contacted
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["seed", "https://a.test/", "--crawl-id", "c" * 300],
+        ["seed", "https://a.test/", "--crawl-id", ""],
+        ["seed", "https://a.test/", "--crawl-id", "c", "--max-pages", "1" + "0" * 41],
+        ["seed", "https://a.test/", "--crawl-id", "c", "--delay", "inf"],
+        ["status", "c" * 2049],
+        ["records", "--crawl-id", "c" * 2049],
+        ["records", "--limit", "0"],
+        ["query", "SELECT 1", "--timeout", "inf"],
+        ["dlq", "show", "--limit", "1" + "0" * 41],
+    ],
+)
+def test_deployed_commands_refuse_bad_ids_and_numbers_before_any_request(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_stack(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"crawlstack {argv[0]}")
+
+
+def test_crawl_stop_refuses_an_over_long_crawl_id(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_stack(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["crawl", "stop", "c" * 257])
+    assert exit_info.value.code == 2
+    assert "a crawl id is at most 256 bytes" in capsys.readouterr().err
+
+
+def test_seeding_refuses_an_over_long_record_id_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_stack(monkeypatch)
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text(json.dumps({"url": "http://a.test/", "record_id": "r" * 2100}) + "\n", encoding="utf-8")
+    assert cli.main(["seed", "--crawl-id", "c", "--seeds-file", str(seeds)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("crawlstack: error: ") and "record_id" in err[0]
+
+
+def test_an_oversized_crawl_config_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_stack(monkeypatch)
+    deny = ["x" * 100_000] * 4
+    argv = ["seed", "https://a.test/", "--crawl-id", "c", *(a for d in deny for a in ("--deny", d))]
+    assert cli.main(argv) == 2
+    assert "fit the crawl's config item" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("number", "ok"),
+    [(0, True), (0.001, True), (300.0, True), (10**38, True), (10**38 + 1, False), (1e-131, False), (1e126, False)],
+)
+def test_dynamodb_numbers(number: float, ok: bool) -> None:
+    assert (limits.dynamodb_number_problem(number) is None) == ok
