@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import ipaddress
 import json
-import re
 import signal
 import sys
 import threading
@@ -32,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from crawlstack import limits, settings
+from crawlstack import limits, patterns, settings
 from crawlstack.limits import (
     crawl_config_problem,
     crawl_id_flag,
@@ -60,9 +59,9 @@ def _cidr(value: str) -> str:
 
 def _regex(value: str) -> str:
     try:
-        re.compile(value)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"invalid regex {value!r}: {exc}") from exc
+        patterns.compile(value)  # the engine the crawl runs --allow/--deny on
+    except patterns.COMPILE_ERRORS as exc:
+        raise argparse.ArgumentTypeError(f"invalid regex {value!r}: {patterns.problem(exc)}") from exc
     return value
 
 

@@ -27,20 +27,19 @@ the crawl log; a refused URL is never fetched, so it brings no more links.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from crawlstack import settings
+from crawlstack import patterns, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.rules import RuleSet
 from crawlstack.urls import host_of, url_port
 
 
 @lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _compiled(pattern: str) -> patterns.UserPattern:
+    return patterns.compile(pattern)
 
 
 _subsets: dict[tuple[int, tuple[str, ...]], tuple[RuleSet, RuleSet]] = {}

@@ -85,6 +85,11 @@ MAX_OUTLINKS_PER_PAGE = 5_000
 # percent-escape, ...) sent on to dispatch, which drops each with its reason
 # in the crawl log; the rest are only counted.
 INVALID_LINKS_FORWARDED_PER_PAGE = 20
+# Seconds one call of a user's regex (url_patterns, the regex and replace
+# processors, --allow/--deny) may run before it counts as no match
+# (crawlstack.patterns): a pattern that backtracks exponentially on a crafted
+# href or page text costs this, not the Lambda's whole timeout.
+USER_PATTERN_TIMEOUT_SECONDS = 0.1
 
 # --- fetching -------------------------------------------------------------
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -255,6 +260,7 @@ LAMBDA_REQUIREMENTS = (
     "jsonpath-ng>=1.6",
     "charset-normalizer>=3.0",
     "python-dateutil>=2.8",
+    "regex>=2024.4",
 )
 # Directory of the rules JSON files inside the Lambda code asset.
 LAMBDA_RULES_DIR = "rules"

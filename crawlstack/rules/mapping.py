@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from crawlstack import patterns
 from crawlstack.rules.page import Page, media_type
 from crawlstack.rules.processors import (
     ProcessorError,
@@ -26,7 +27,6 @@ from crawlstack.rules.processors import (
     compile_processor,
     finalize,
     is_node,
-    regex_problem,
     text_of,
 )
 from crawlstack.urls import InvalidURL, resolve_link
@@ -88,7 +88,7 @@ def failure(exc: BaseException) -> str:
 UrlTest = Callable[[str], bool]
 
 
-def _regex_test(pattern: re.Pattern[str]) -> UrlTest:
+def _regex_test(pattern: patterns.UserPattern) -> UrlTest:
     return lambda url: pattern.search(url) is not None
 
 
@@ -223,9 +223,9 @@ def _url_tests(errors: _Collector, raw: Any) -> list[UrlTest]:
             continue
         if kind == "regex":
             try:
-                tests.append(_regex_test(re.compile(pattern)))
-            except (re.error, RecursionError, OverflowError) as exc:
-                errors.add(f"{where}.pattern", f"invalid regex: {regex_problem(exc)}")
+                tests.append(_regex_test(patterns.compile(pattern)))
+            except patterns.COMPILE_ERRORS as exc:
+                errors.add(f"{where}.pattern", f"invalid regex: {patterns.problem(exc)}")
             continue
         domain = pattern.strip().lower().rstrip(".")
         with contextlib.suppress(UnicodeError):

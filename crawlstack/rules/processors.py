@@ -25,6 +25,7 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
+from crawlstack import patterns
 from crawlstack.rules.page import Page
 
 Values = list[Any]
@@ -68,18 +69,11 @@ def _bool_param(params: dict[str, Any], name: str) -> bool:
     return value
 
 
-def _compile_regex(pattern: str, where: str) -> re.Pattern[str]:
+def _compile_regex(pattern: str, where: str) -> patterns.UserPattern:
     try:
-        return re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        raise ProcessorError(where, f"invalid regex: {regex_problem(exc)}") from exc
-
-
-def regex_problem(exc: Exception) -> str:
-    """What is wrong with a pattern ``re.compile`` refused, in a few words."""
-    if isinstance(exc, RecursionError):  # thousands of nested groups
-        return "nested too deeply"
-    return str(exc)  # re.error, or OverflowError: "the repetition number is too large"
+        return patterns.compile(pattern)
+    except patterns.COMPILE_ERRORS as exc:
+        raise ProcessorError(where, f"invalid regex: {patterns.problem(exc)}") from exc
 
 
 # --- values ----------------------------------------------------------------------
@@ -295,19 +289,23 @@ def compile_replace(params: dict[str, Any]) -> Step:
     replacement = _required_str(params, "replace", empty=True)
     if _bool_param(params, "regex"):
         pattern = _compile_regex(find, "parameters.find")
+        # Expand the template once now, so a bad group reference is a
+        # load-time error: this pattern has the same groups and always
+        # matches the empty string.
         try:
-            # Expand the template once now, so a bad group reference is a
-            # load-time error: this pattern has the same groups and always
-            # matches the empty string.
-            re.compile(f"(?:{find})|").sub(replacement, "", count=1)
-        except re.error as exc:
-            if "global flags" not in str(exc):  # (?i)... cannot be wrapped; checked at run time instead
+            probe: patterns.UserPattern | None = patterns.compile(f"(?:{find})|")
+        except patterns.COMPILE_ERRORS:
+            probe = None  # wrapping broke it (a verbose pattern ending in a comment): checked at run time
+        if probe is not None:
+            try:
+                probe.sub(replacement, "", count=1)
+            except patterns.error as exc:
                 raise ProcessorError("parameters.replace", f"invalid replacement: {exc}") from exc
 
         def substitute(text: str) -> str:
             try:
                 return pattern.sub(replacement, text)
-            except re.error:
+            except patterns.error:
                 return text
 
         return _map_text(substitute)

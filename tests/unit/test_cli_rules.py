@@ -53,7 +53,7 @@ def test_validate_reports_every_error_one_line_each(tmp_path: Path, capsys: pyte
     write(tmp_path, "typo.json", '{"name": "x",}')
     assert main(["rules", "validate", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert f"crawlstack: {bad}: url_patterns[0].pattern: invalid regex: missing ), unterminated subpattern" in lines[0]
+    assert f"crawlstack: {bad}: url_patterns[0].pattern: invalid regex: missing ) at position" in lines[0]
     assert any("fields[0].processors[0].parameters.expression: invalid XPath" in line for line in lines)
     assert any("fields[1].processors[0].parameters.selector: invalid CSS selector" in line for line in lines)
     assert any("typo.json: line 1 column 14: invalid JSON" in line for line in lines)

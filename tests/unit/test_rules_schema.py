@@ -630,9 +630,9 @@ NESTED = "(" * 5000 + ")" * 5000
         # Regressions, the first five: ValueError, RecursionError and OverflowError raised out of load_rules.
         ('{"name": 1' + "0" * 5000 + "}", "invalid JSON: Exceeds the limit (4300 digits)"),
         (json.dumps(mapping(url_patterns=[{"type": "regex", "pattern": NESTED}])), "nested too deeply"),
-        (json.dumps(mapping(url_patterns=[{"type": "regex", "pattern": "a{4294967296}"}])), "repetition number"),
+        (json.dumps(mapping(url_patterns=[{"type": "regex", "pattern": "a{4294967296}"}])), "repeat count too big"),
         (json.dumps(chain(xpath("//p"), proc("regex", pattern=NESTED))), "nested too deeply"),
-        (json.dumps(chain(xpath("//p"), proc("replace", find="a{99999999999}", replace="", regex=True))), "too large"),
+        (json.dumps(chain(xpath("//p"), proc("replace", find="a{99999999999}", replace="", regex=True))), "too big"),
         (json.dumps(chain(xpath("(" * 5000 + "1" + ")" * 5000))), "invalid XPath"),
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
     ],

@@ -1,0 +1,148 @@
+"""User patterns: the regexes a user writes, each call run with a time limit.
+
+A mapping's ``url_patterns``, the ``regex`` and ``replace`` processors and a
+crawl's ``--allow``/``--deny`` are regexes from users, run on hrefs and page
+text that anyone can write.  A pattern like ``(\\w+-?)+\\.html$`` can
+backtrack exponentially on a crafted input, and Python's ``re`` has no way to
+stop a match.  So these run on the third-party ``regex`` module, a drop-in
+for ``re`` (version 0 behaviour: ``re``'s syntax and meaning, lookarounds and
+Unicode classes included), whose every call here takes
+``timeout=settings.USER_PATTERN_TIMEOUT_SECONDS``.
+
+A call that runs out of time counts as no match (``search`` gives None,
+``sub`` the text unchanged).  Each time-out is counted in the current page
+context (``page_context(url)``, which the extractor opens around a page) and
+logged once per pattern per page; outside a page context, once per pattern
+per process (the last ``_LOGGED_OUTSIDE_PAGES`` patterns remembered).
+
+The project's own fixed regexes stay on ``re``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from crawlstack import settings
+
+log = logging.getLogger(__name__)
+
+# What compile() may raise for a bad pattern: regex.error, RecursionError for
+# hundreds of nested groups, OverflowError for a repeat count past C's range.
+error = regex.error
+COMPILE_ERRORS: tuple[type[Exception], ...] = (regex.error, RecursionError, OverflowError)
+
+# How much of a pattern a log line quotes.
+_SHOWN_PATTERN_CHARS = 80
+# Patterns remembered as logged outside any page context.
+_LOGGED_OUTSIDE_PAGES = 1024
+
+
+@dataclass
+class PageContext:
+    """The page whose patterns are running: its URL and how many pattern calls timed out on it."""
+
+    url: str
+    timeouts: int = 0
+    logged: set[str] = field(default_factory=set, repr=False)
+
+
+_current_page: ContextVar[PageContext | None] = ContextVar("crawlstack_pattern_page", default=None)
+_logged_outside_pages: OrderedDict[str, None] = OrderedDict()
+_logged_outside_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def page_context(url: str) -> Iterator[PageContext]:
+    """Attribute the pattern time-outs inside the block to page ``url``: counted, and each pattern logged once."""
+    context = PageContext(url)
+    token = _current_page.set(context)
+    try:
+        yield context
+    finally:
+        _current_page.reset(token)
+
+
+def problem(exc: Exception) -> str:
+    """What is wrong with a pattern ``compile`` refused, in a few words."""
+    if isinstance(exc, RecursionError):  # hundreds of nested groups
+        return "nested too deeply"
+    return str(exc)  # regex.error ("missing ) at position 1"), or OverflowError
+
+
+class UserPattern:
+    """A compiled user regex whose calls give up after ``settings.USER_PATTERN_TIMEOUT_SECONDS``."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled = regex.compile(pattern, regex.V0)
+
+    def __repr__(self) -> str:
+        return f"UserPattern({self.pattern!r})"
+
+    @property
+    def groups(self) -> int:
+        return int(self._compiled.groups)
+
+    @property
+    def groupindex(self) -> dict[str, int]:
+        return dict(self._compiled.groupindex)
+
+    def search(self, text: str) -> Any:
+        """The first match in ``text`` (a ``regex.Match``), or None: also when the call timed out."""
+        try:
+            return self._compiled.search(text, timeout=settings.USER_PATTERN_TIMEOUT_SECONDS)
+        except TimeoutError:
+            _timed_out(self.pattern)
+            return None
+
+    def sub(self, replacement: str, text: str, count: int = 0) -> str:
+        """``text`` with matches replaced (``re.sub``'s template syntax); unchanged when the call timed out.
+
+        A bad group reference in ``replacement`` raises ``error``.
+        """
+        try:
+            return str(
+                self._compiled.sub(replacement, text, count=count, timeout=settings.USER_PATTERN_TIMEOUT_SECONDS)
+            )
+        except TimeoutError:
+            _timed_out(self.pattern)
+            return text
+
+
+def compile(pattern: str) -> UserPattern:
+    """``pattern`` compiled; raises one of ``COMPILE_ERRORS`` (``problem`` says what is wrong)."""
+    return UserPattern(pattern)
+
+
+def _timed_out(pattern: str) -> None:
+    page = _current_page.get()
+    if page is not None:
+        page.timeouts += 1
+        if pattern in page.logged:
+            return
+        page.logged.add(pattern)
+    else:
+        with _logged_outside_lock:
+            if pattern in _logged_outside_pages:
+                return
+            _logged_outside_pages[pattern] = None
+            if len(_logged_outside_pages) > _LOGGED_OUTSIDE_PAGES:
+                _logged_outside_pages.popitem(last=False)
+    shown = pattern if len(pattern) <= _SHOWN_PATTERN_CHARS else pattern[: _SHOWN_PATTERN_CHARS - 1] + "…"
+    log.warning(
+        "pattern %r took over %ss on %s; treated as no match",
+        shown,
+        settings.USER_PATTERN_TIMEOUT_SECONDS,
+        page.url if page is not None else "a URL or text outside any page",
+    )
