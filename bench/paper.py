@@ -33,11 +33,6 @@ from typing import Any
 
 from crawlstack import settings
 
-try:  # run as a script (python bench/paper.py) or imported as bench.paper
-    from common import RESULTS, write_result  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover
-    from bench.common import RESULTS, write_result
-
 HOSTS = (1_000, 100_000)
 DELAYS = (5.0, 1.0)
 FUNCTIONS = ("dispatch", "fetch", "extract")
@@ -386,6 +381,9 @@ def report(cost: dict[str, Any], measured: bool, fetch_latency_s: float) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Here, not at the top: the arithmetic above is imported by its tests, which need no bench/common.
+    from common import RESULTS, write_result  # type: ignore[import-not-found]
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--cost", type=Path, default=RESULTS / "cost.json", help="bench/cost.py's result")
     parser.add_argument(
