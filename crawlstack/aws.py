@@ -62,6 +62,8 @@ def _env(name: str) -> str:
 
 # The attribute a conditional write stores its call's token in (see the module docstring).
 WRITE_TOKEN = "write_token"
+# A crawl-log note is a sentence or two; bounded so no page can grow an item.
+NOTE_MAX_CHARS = 1000
 
 
 def new_token() -> str:
@@ -366,6 +368,18 @@ class UrlStore:
             UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(present))),
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=_marshal(values),
+        )
+
+    def add_note(self, crawl_id: str, fp: str, note: str) -> None:
+        """What the URL's crawl-log line should say about its page beyond its outcome (values cut, timeouts)."""
+        # Only on an item that exists: a note never makes a URL the crawl did not claim.
+        _conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET note = :n",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":n": {"S": note[:NOTE_MAX_CHARS]}},
         )
 
     def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:

@@ -19,11 +19,14 @@ import hashlib
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from crawlstack import settings
-from crawlstack.fetcher import Fetched
+
+if TYPE_CHECKING:  # extract writes lines too, and need not import the fetcher for it
+    from crawlstack.extractor import PageFailure
+    from crawlstack.fetcher import Fetched
 
 CONTENT_TYPE = "application/x-ndjson"
 
@@ -83,3 +86,26 @@ def write_crawl_log(blobs: Blobs, fetched: Iterable[Fetched], now: float) -> lis
     for key, data in objects.items():
         blobs.put(key, data, CONTENT_TYPE)
     return list(objects)
+
+
+def failure_objects(failures: Iterable[PageFailure], warc_key: str, now: float) -> dict[str, bytes]:
+    """Key -> gzipped JSON lines: pages fetched whose extraction failed, one object per crawl and WARC.
+
+    Named after the WARC, so a redelivered S3 event overwrites its own lines;
+    each says ``failed`` with the extraction's reason, after the fetch's own
+    ``fetched`` line for the same URL.
+    """
+    by_crawl: dict[str, list[PageFailure]] = {}
+    for failure in failures:
+        by_crawl.setdefault(failure.crawl_id, []).append(failure)
+    name = hashlib.sha256(warc_key.encode()).hexdigest()[:24]
+    objects: dict[str, bytes] = {}
+    for crawl_id, items in by_crawl.items():
+        key = f"{partition_path(settings.CRAWL_LOG_PREFIX, crawl_id, now)}extract-{name}.jsonl.gz"
+        lines = (
+            {"url": f.url, "outcome": "failed", "reason": f.reason, "depth": f.depth, "crawl_id": f.crawl_id}
+            for f in items
+        )
+        body = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+        objects[key] = gzip.compress(body.encode("utf-8"), mtime=0)
+    return objects

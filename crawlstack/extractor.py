@@ -41,19 +41,23 @@ import gzip
 import json
 import math
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote, urljoin
 
-from crawlstack import settings
+from crawlstack import patterns, settings
 from crawlstack.config import CrawlConfig
+from crawlstack.crawllog import failure_objects
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
-from crawlstack.rules import Mapping, Page, RuleSet
+from crawlstack.rules import Mapping, Page, RuleSet, budget
+from crawlstack.rules.budget import BudgetExceeded, page_budget
+from crawlstack.rules.mapping import failure
 from crawlstack.scope import out_of_scope, rules_for
-from crawlstack.storable import json_safe
+from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
 from crawlstack.urls import InvalidURL, resolve_link
 from crawlstack.warc import WarcPage, read_warc
 
@@ -69,6 +73,24 @@ class Results(Protocol):
 class Blobs(Protocol):
     def get(self, key: str, bucket: str | None = None) -> bytes: ...
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+
+class PageOutcomes(Protocol):
+    """The urls table, where a page's crawl-log line comes from."""
+
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
+    def add_note(self, crawl_id: str, fp: str, note: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class PageFailure:
+    """A fetched page whose extraction failed: no record, no links; its crawl-log line says why."""
+
+    url: str
+    crawl_id: str
+    fp: str | None
+    depth: int
+    reason: str
 
 
 # How much of a skipped href a log example keeps.
@@ -92,6 +114,10 @@ class SkippedLinks:
     def __bool__(self) -> bool:
         return bool(self.counts)
 
+    def merge(self, other: SkippedLinks) -> None:
+        self.counts.update(other.counts)
+        self.sample.extend(other.sample[: max(0, self.sample_size - len(self.sample))])
+
 
 def _scope_kind(reason: str) -> str:
     return "deny" if "deny" in reason else "off-site"
@@ -104,10 +130,21 @@ class Extracted:
     skipped: SkippedLinks = field(default_factory=SkippedLinks)
     # The records objects written, one per crawl in the WARC (usually one).
     records_keys: list[str] = field(default_factory=list)
+    failed: list[PageFailure] = field(default_factory=list)
+    # (crawl id, fp, note): what a page's crawl-log line should say about its values.
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def records_key(self) -> str | None:
         return self.records_keys[0] if self.records_keys else None
+
+
+@dataclass
+class _PageFound:
+    record: dict[str, Any] | None = None
+    outlinks: list[FrontierMessage] = field(default_factory=list)
+    skipped: SkippedLinks = field(default_factory=SkippedLinks)
+    notes: list[str] = field(default_factory=list)
 
 
 def records_key(warc_key: str, crawl_id: str) -> str:
@@ -147,6 +184,7 @@ def page_links(
         return mapping.links(page)
     seen: dict[str, None] = {}
     for href in page.hrefs(settings.MAX_HREFS_PER_PAGE):
+        budget.check()
         try:
             seen.setdefault(resolve_link(page.base_url, href))
         except InvalidURL as exc:
@@ -219,6 +257,8 @@ class Extractor:
         rules: RuleSet,
         sent: SentLinks | None = None,
         resolved: ResolvedRecords | None = None,
+        outcomes: PageOutcomes | None = None,
+        budget_seconds: float | None = settings.EXTRACTION_BUDGET_SECONDS,
     ) -> None:
         self.crawls = crawls
         self.results = results
@@ -226,6 +266,8 @@ class Extractor:
         self.rules = rules
         self.sent = sent if sent is not None else SentLinks()
         self.resolved = resolved
+        self.outcomes = outcomes
+        self.budget_seconds = budget_seconds
         self._completed = CompletedRecords()
 
     def extract_object(self, bucket: str, key: str) -> Extracted:
@@ -250,24 +292,65 @@ class Extractor:
                 self.blobs.put(object_key, gzip.compress(body.encode("utf-8")), "application/x-ndjson")
             for record in out.records:
                 self.results.put(record)
+        self._record_outcomes(key, out)
         return out
+
+    def _record_outcomes(self, warc_key: str, out: Extracted) -> None:
+        """Failed pages get crawl-log lines (S3, for Athena) and become ``failed`` in the urls table, notes too."""
+        if out.failed:
+            for key, data in failure_objects(out.failed, warc_key, time.time()).items():
+                self.blobs.put(key, data, "application/x-ndjson")
+        if self.outcomes is None:
+            return
+        for failed in out.failed:
+            if failed.fp:
+                self.outcomes.set_outcome(failed.crawl_id, failed.fp, "failed", reason=failed.reason)
+        for crawl_id, fp, note in out.notes:
+            self.outcomes.add_note(crawl_id, fp, note)
 
     def _extract_page(self, archived: WarcPage, out: Extracted) -> None:
         if not 200 <= archived.status < 300:
             return
         meta = page_metadata(archived.metadata)
         crawl_id = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
+        config = self.crawls.get(crawl_id)  # a store: its failure fails the message, to be retried
+        try:
+            with page_budget(self.budget_seconds), patterns.page_context(archived.url) as context:
+                found = self._page(archived, meta, crawl_id, config)
+            if context.timeouts:
+                found.notes.append(f"{context.timeouts} pattern matches timed out, counted as no match")
+        except Exception as exc:
+            # Whatever the page holds costs that page alone: it fails, with its
+            # crawl-log line, and the rest of the WARC goes on.  The reason names the
+            # exception's type and place, never its message, which may quote the page.
+            reason = str(exc) if isinstance(exc, BudgetExceeded) else f"extraction failed: {failure(exc)}"
+            depth = int(meta.get("depth") or 0)
+            out.failed.append(PageFailure(archived.url, crawl_id, meta.get("fp"), depth, reason))
+            return
+        if found.record is not None:
+            out.records.append(found.record)
+            self._resolve(found.record, meta)
+        if found.notes and meta.get("fp"):
+            out.notes.append((crawl_id, str(meta["fp"]), "; ".join(found.notes)))
+        if self._record_complete(crawl_id, meta):
+            return
+        out.outlinks.extend(found.outlinks)
+        out.skipped.merge(found.skipped)
+
+    def _page(self, archived: WarcPage, meta: dict[str, Any], crawl_id: str, config: CrawlConfig) -> _PageFound:
+        """The page's record and links: pure work on the page, in the page's budget, touching no store."""
         depth = int(meta.get("depth") or 0)
-        config = self.crawls.get(crawl_id)
+        found = _PageFound()
         page = Page(archived.url, archived.body, archived.content_type)
         # Only the mappings the page's crawl uses (its config's ``rules``; all by default).
         mapping = rules_for(self.rules, config).match(archived.url, archived.content_type)
         if mapping is not None:
+            fields, deep = bounded_fields(mapping.extract(page))
+            found.notes.extend(f"field {n!r} nested over {MAX_VALUE_DEPTH} levels, kept as JSON text" for n in deep)
             record: dict[str, Any] = {
                 "mapping": mapping.name,
                 "url": archived.url,
-                # NaN found in a page is not found: null, as strict JSON has it.
-                "fields": json_safe(mapping.extract(page)),
+                "fields": fields,
                 "depth": depth,
                 "crawl_id": crawl_id,
                 "fp": meta.get("fp"),
@@ -275,13 +358,13 @@ class Extractor:
             }
             if meta.get("record_id"):
                 record["record_id"] = meta["record_id"]
-            out.records.append(record)
-            self._resolve(record, meta)
-        if self._record_complete(crawl_id, meta):
-            return
-        if depth + 1 > config.max_depth:
-            return
-        out.outlinks.extend(self._outlinks(page, mapping, depth + 1, config, meta, out.skipped))
+            # Strict JSON (NaN found in a page is not found: null), converted here so
+            # that a value no store can take fails this page, not the WARC.
+            found.record = json_safe(record)
+        if depth + 1 <= config.max_depth:
+            found.outlinks = list(self._outlinks(page, mapping, depth + 1, config, meta, found.skipped))
+        found.notes[:0] = page.notes
+        return found
 
     def _resolve(self, record: dict[str, Any], meta: dict[str, Any]) -> None:
         """Merge a mapped page's found fields into its record_id's record."""
@@ -314,6 +397,7 @@ class Extractor:
         invalid: dict[str, None] = {}
         sent = 0
         for link in page_links(page, mapping, skipped, invalid):
+            budget.check()
             reason = out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None)
             if reason:
                 skipped.add(_scope_kind(reason), link, reason)

@@ -77,6 +77,10 @@ SKIPPED_LINK_SAMPLE = 5
 # Hrefs of one page extract reads at all (in document order): a 10 MiB page
 # of nothing but links would otherwise hold a million strings.
 MAX_HREFS_PER_PAGE = 50_000
+# A page's extraction (decoding, parsing, mappings, links) may take this long;
+# past it the page is failed, "extraction budget of 5s exceeded", and the rest
+# of its WARC goes on (crawlstack.rules.budget).
+EXTRACTION_BUDGET_SECONDS = 5.0
 # In-scope links one page may send to the frontier: a page of a million
 # generated links (a trap, or a hostile page) costs at most this many
 # messages; the rest are counted (HrefsSkippedOverPageCap).

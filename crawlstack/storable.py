@@ -8,6 +8,8 @@ table write with it, the extractor and local mode write JSON with
   such numbers and DynamoDB refuses them.
 * Lone surrogates (what a JSON page's ``"\\ud800"`` decodes to) cannot be
   UTF-8 encoded; each becomes U+FFFD.
+* Containers nested deeper than ``MAX_VALUE_DEPTH`` are kept as their JSON
+  text, so converting a value never recurses without bound.
 * For DynamoDB only: a number it cannot hold (more than 38 significant
   digits, or a magnitude outside 1E-130 .. 9.9999999999999999999999999999999999999E+125)
   is stored as its string form (``"1e+300"``); containers nested deeper
@@ -33,6 +35,10 @@ ITEM_LIMIT = 400_000
 # results record's "fields" map the second.
 MAX_NESTING = 30
 OMITTED_PREFIX = "[omitted for size: "
+# A record's field values nest at most this deep in records/ and records.jsonl;
+# a deeper value is kept as its JSON text.  Page JSON is already cut at
+# crawlstack.rules.page.MAX_JSON_DEPTH; this bounds values however they were built.
+MAX_VALUE_DEPTH = 100
 
 # boto3's own number context (boto3.dynamodb.types.DYNAMODB_CONTEXT), except
 # that rounding away zeros is allowed (10**40 is 1E+40, exactly): what
@@ -50,17 +56,51 @@ def omitted(size: int) -> str:
     return f"{OMITTED_PREFIX}{size} bytes, over DynamoDB's item limit; the full record is in the records/ object in S3]"
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with NaN and infinities as None and lone surrogates as U+FFFD, for strict JSON."""
+def json_safe(value: Any, levels: int = MAX_VALUE_DEPTH) -> Any:
+    """``value`` with NaN and infinities as None and lone surrogates as U+FFFD, for strict JSON.
+
+    Containers ``levels`` deep are kept as their JSON text (``deep_as_text``),
+    so no value, however it was built, can exhaust the stack here.
+    """
     if isinstance(value, float | Decimal):
         return value if _finite(value) else None
     if isinstance(value, str):
         return _valid_text(value)
+    if isinstance(value, dict | list | tuple) and levels <= 0:
+        return deep_as_text(value)
     if isinstance(value, dict):
-        return {_valid_text(str(k)): json_safe(v) for k, v in value.items()}
+        return {_valid_text(str(k)): json_safe(v, levels - 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
+        return [json_safe(v, levels - 1) for v in value]
     return value
+
+
+def deep_as_text(value: Any) -> str | None:
+    """A container as its JSON text (lone surrogates as U+FFFD); None if too deep even for that."""
+    try:
+        return _valid_text(json.dumps(value, ensure_ascii=False, default=str))
+    except (RecursionError, ValueError):
+        return None
+
+
+def depth(value: Any) -> int:
+    """How deep containers nest in ``value`` (a scalar is 0), walked without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list | tuple) else []
+    while stack:
+        container, level = stack.pop()
+        deepest = max(deepest, level)
+        children = container.values() if isinstance(container, dict) else container
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list | tuple))
+    return deepest
+
+
+def bounded_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(``fields`` with each value nested over ``MAX_VALUE_DEPTH`` as its JSON text, the names of those fields)."""
+    deep = [name for name, value in fields.items() if isinstance(value, dict | list) and depth(value) > MAX_VALUE_DEPTH]
+    if not deep:
+        return fields, []
+    return {name: deep_as_text(value) if name in deep else value for name, value in fields.items()}, deep
 
 
 def dynamo_number(value: int | float | Decimal) -> Decimal | None:

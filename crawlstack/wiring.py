@@ -97,7 +97,9 @@ class Services:
     def extractor(self) -> Extractor:
         from crawlstack.extractor import Extractor
 
-        return Extractor(self.crawls, aws.ResultStore(), aws.BlobStore(), self.rules, resolved=self.resolved)
+        return Extractor(
+            self.crawls, aws.ResultStore(), aws.BlobStore(), self.rules, resolved=self.resolved, outcomes=self.urls
+        )
 
     @cached_property
     def fetch_queue(self) -> aws.Queue:

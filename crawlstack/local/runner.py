@@ -374,7 +374,7 @@ def _write_outputs(
                 line["outcome"] = "failed"
                 cause = "interrupted" if interrupted else "unfinished"
                 line["reason"] = f"{cause}: left in state {state!r}"
-            for key in ("reason", "status", "truncated"):
+            for key in ("reason", "status", "truncated", "note"):
                 if item.get(key) is not None and key not in line:
                     line[key] = item[key]
             if item.get("attempt", 1) > 1:

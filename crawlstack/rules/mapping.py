@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawlstack import patterns
+from crawlstack.rules import budget
 from crawlstack.rules.page import Page, media_type
 from crawlstack.rules.processors import (
     ProcessorError,
@@ -54,6 +55,7 @@ class Chain:
     def run(self, page: Page) -> Values:
         values: Values | None = None
         for step in self.steps:
+            budget.check()
             values = step(page, values)
         return values or []
 
@@ -68,6 +70,8 @@ class Field:
         """The first value, or every value when ``multiple``; None when the chain gave nothing."""
         try:
             values = [v for v in (finalize(v) for v in self.chain.run(page)) if v is not None]
+        except budget.BudgetExceeded:
+            raise  # the page's, not the field's: the extractor fails the page
         except Exception as exc:
             # A hostile page must cost one field, not the batch's other records.
             log.warning("field %r failed on %s: %s", self.name, page.url, failure(exc))
@@ -134,6 +138,8 @@ class Mapping:
         for parser in self.url_parsers:
             try:
                 values = parser.run(page)
+            except budget.BudgetExceeded:
+                raise
             except Exception as exc:
                 log.warning("a url_parser of %r failed on %s: %s", self.name, page.url, failure(exc))
                 continue

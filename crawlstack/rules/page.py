@@ -26,6 +26,10 @@ from crawlstack.rules.decoding import decode_page
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
 _XML_TYPES = frozenset({"text/xml", "application/xml"})
+# JSON values nest at most this deep (a document, or JSON embedded in a page);
+# deeper containers are null.  Real documents stay far below; the rules'
+# JSONPath and the stores recurse per level, so depth must be bounded.
+MAX_JSON_DEPTH = 64
 _JSON_TYPES = frozenset({"application/json", "text/json", "application/javascript-json"})
 
 
@@ -83,10 +87,35 @@ def _null_constant(name: str) -> None:
     return None
 
 
-def _loads(data: str | bytes) -> Any:
+def _loads(data: str | bytes) -> tuple[Any, bool]:
+    """(the JSON value, whether it was cut at ``MAX_JSON_DEPTH``)."""
     # NaN and Infinity are not JSON (RFC 8259) though Python reads them; they
     # become null rather than values no store or JSON reader can take.
-    return json.loads(data, parse_constant=_null_constant)
+    value = json.loads(data, parse_constant=_null_constant)
+    brackets = data.count(b"[") + data.count(b"{") if isinstance(data, bytes) else data.count("[") + data.count("{")
+    if brackets <= MAX_JSON_DEPTH:  # too few brackets to nest that deep: no walk
+        return value, False
+    return _cut_deep(value, MAX_JSON_DEPTH)
+
+
+def _cut_deep(value: Any, levels: int) -> tuple[Any, bool]:
+    """``value`` with every container ``levels`` deep replaced by None, walked without recursion."""
+    cut = False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        keys = container.keys() if isinstance(container, dict) else range(len(container))
+        for key in keys:
+            child = container[key]
+            if isinstance(child, dict | list):
+                if depth >= levels:
+                    container[key] = None
+                    cut = True
+                else:
+                    stack.append((child, depth + 1))
+    if isinstance(value, dict | list) and levels < 1:
+        return None, True
+    return value, cut
 
 
 class Page:
@@ -97,6 +126,8 @@ class Page:
         self.content_type = media_type(content_type)
         self.kind = kind_of(self.content_type, body)
         self._embedded_json: dict[str, Any] = {}
+        # What a crawl-log line should say about this page's values ("JSON nested deeper than ...").
+        self.notes: list[str] = []
 
     @property
     def is_markup(self) -> bool:
@@ -160,10 +191,10 @@ class Page:
         if self.kind != "json" or not self.body.strip():
             return None
         try:
-            return _loads(self.body)  # detects UTF-8/16/32 itself, per RFC 8259
+            return self._parsed(self.body)  # detects UTF-8/16/32 itself, per RFC 8259
         except (ValueError, RecursionError):
             try:
-                return _loads(self.text)
+                return self._parsed(self.text)
             except (ValueError, RecursionError):
                 return None
 
@@ -174,10 +205,18 @@ class Page:
         """
         if text not in self._embedded_json:
             try:
-                self._embedded_json[text] = _loads(text)
+                self._embedded_json[text] = self._parsed(text)
             except (ValueError, RecursionError):
                 self._embedded_json[text] = None
         return self._embedded_json[text]
+
+    def _parsed(self, data: str | bytes) -> Any:
+        value, cut = _loads(data)
+        if cut:
+            note = f"JSON nested deeper than {MAX_JSON_DEPTH} levels: the deeper values are null"
+            if note not in self.notes:
+                self.notes.append(note)
+        return value
 
     @cached_property
     def base_url(self) -> str:

@@ -26,6 +26,7 @@ from urllib.parse import urljoin
 from lxml import etree
 
 from crawlstack import patterns
+from crawlstack.rules import budget
 from crawlstack.rules.page import Page
 
 Values = list[Any]
@@ -140,6 +141,7 @@ def finalize(value: Any) -> Any:
 
 def _texts(values: Values | None) -> Iterable[str]:
     for value in values or []:
+        budget.check()
         text = text_of(value)
         if text is not None:
             yield text
@@ -170,6 +172,7 @@ def _run_on_nodes(page: Page, values: Values | None, fn: Callable[[Any], Any]) -
     contexts: Sequence[Any] = [page.tree] if values is None else values
     out: Values = []
     for context in contexts:
+        budget.check()
         if not is_node(context):
             continue
         try:

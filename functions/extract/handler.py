@@ -80,6 +80,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
                 logger.error("unreadable WARC", reason=str(exc))
                 metrics.add_metric(name="UnreadableWarcs", unit=MetricUnit.Count, value=1)
                 raise
+            for failed in extracted.failed:
+                logger.warning("page failed extraction", url=failed.url, reason=failed.reason)
+            if extracted.failed:
+                metrics.add_metric(name="PagesFailedExtraction", unit=MetricUnit.Count, value=len(extracted.failed))
             outbox.frontier.extend((body, 0) for body in pack_links(extracted.outlinks))
             sent.extend(extracted.outlinks)
             metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))

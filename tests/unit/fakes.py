@@ -364,6 +364,11 @@ class FakeUrls:
             item.update({"state": outcome, **{k: v for k, v in fields.items() if v is not None}})
             self.journal.append(("outcome", crawl_id, fp, outcome))
 
+    def add_note(self, crawl_id: str, fp: str, note: str) -> None:
+        with self._lock:
+            if (crawl_id, fp) in self.items:  # as UrlStore's condition: never an item of its own
+                self.items[(crawl_id, fp)]["note"] = note
+
     def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
         with self._lock:
             item = self.items.get((crawl_id, fp))
