@@ -10,10 +10,16 @@ malformed Retry-After costs a fraction of a second.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from webs import Crawl, host_pattern, page, robots
+from webs import ALLOW_LOOPBACK, Crawl, host_pattern, page, read_jsonl, robots, write_rules
 
 from crawlstack import settings
 from crawlstack.demo.server import LoopbackWeb, Response
@@ -126,3 +132,61 @@ def test_hostile_pages_cost_only_themselves(web: LoopbackWeb, crawl: Crawl, quic
     busy = result.log_entry(busy_url)
     assert (busy["outcome"], busy["reason"]) == ("skipped", "robots.txt unavailable (429)"), busy
     assert web.paths(BUSY) == ["/robots.txt"]
+
+
+def test_sigterm_mid_extraction_writes_outputs_and_exits_130(web: LoopbackWeb, tmp_path: Path) -> None:
+    """A page whose mapping backtracks on every value: SIGTERM while it is extracted still ends the crawl.
+
+    Each of its 400 values costs a pattern timeout, 40 s in all without the
+    page's budget; the crawl must stop within the budget of the page under way.
+    """
+    slow = "".join("<p>" + "a" * 40 + "!:</p>" for _ in range(400))
+    web.add_host(HOST, {"/": page("seed", ["/slow.html"]), "/slow.html": Response(f"<h1>slow</h1>{slow}")})
+    rules = write_rules(
+        tmp_path / "rules",
+        [
+            {
+                "name": "slow",
+                "url_patterns": [{"type": "regex", "pattern": host_pattern(HOST)}],
+                "fields": [
+                    {
+                        "name": "labels",
+                        "multiple": True,
+                        "processors": [
+                            {"type": "css", "parameters": {"selector": "p"}},
+                            {"type": "regex", "parameters": {"pattern": r"(\w|\w\w)+:"}},
+                        ],
+                    }
+                ],
+            }
+        ],
+    )
+    out = tmp_path / "out"
+    exe = Path(sys.executable).parent / "crawlstack"
+    argv = [str(exe), "crawl", "--local", web.url(HOST, "/"), "--rules", str(rules), "--out", str(out)]
+    proc = subprocess.Popen(
+        [*argv, *ALLOW_LOOPBACK, "--delay", "0", "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        # The slow page answered: its WARC goes to extract next.
+        deadline = time.monotonic() + 60
+        while "/slow.html" not in web.paths(HOST) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert "/slow.html" in web.paths(HOST), web.paths(HOST)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)  # a hang guard, far above the 5 s page budget
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["interrupted"] is True
+    assert (out / "crawl-log.jsonl").exists() and (out / "records.jsonl").exists()
+    # The batch under way finished within its page's budget, and its page says so.
+    slow_line = next(e for e in read_jsonl(out / "crawl-log.jsonl") if e["url"] == web.url(HOST, "/slow.html"))
+    assert slow_line["reason"] == "extraction budget of 5s exceeded", slow_line
