@@ -51,11 +51,11 @@ from urllib.parse import quote, urljoin
 from crawlstack import patterns, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import failure_objects
+from crawlstack.errors import failure
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
 from crawlstack.rules import Mapping, Page, RuleSet, budget
 from crawlstack.rules.budget import BudgetExceeded, page_budget
-from crawlstack.rules.mapping import failure
 from crawlstack.scope import out_of_scope, rules_for
 from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
 from crawlstack.urls import InvalidURL, resolve_link

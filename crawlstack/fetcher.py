@@ -70,6 +70,7 @@ from urllib.parse import urljoin
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import Outbox
+from crawlstack.errors import failure
 from crawlstack.headers import parse_location, parse_retry_after
 from crawlstack.jobs import Held, hold_task
 from crawlstack.messages import FetchTask, FrontierMessage
@@ -350,7 +351,7 @@ class Fetcher:
             if started:
                 config = self.crawls.get(task.crawl_id)
                 self._sleep_until(start)
-                result = http.fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
+                result = _guarded_fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
         finally:
             # Whatever happened, the host and the window are given back, and
             # the next parked URL of the host moves up.
@@ -359,7 +360,11 @@ class Fetcher:
             self._resend_retry(task, outbox)
             return None
         assert result is not None
-        return self._classify(task, result, outbox)
+        try:
+            return self._classify(task, result, outbox)
+        except Exception as exc:  # a response nothing expected costs its own task, not the batch
+            log.warning("task %s: response not classified: %s", task.fp, failure(exc))
+            return Fetched(task, "failed", result.status, f"response could not be processed: {failure(exc)}")
 
     def _release(self, task: FetchTask, result: http.FetchResult | None, outbox: Outbox) -> None:
         finished_at = (result.finished_at if result is not None else 0.0) or self.clock()
@@ -530,6 +535,15 @@ class Fetcher:
         nxt = replace(task, attempt=task.attempt + 1, not_before=finished_at + wait)
         reason = f"{what} on attempt {task.attempt} of {settings.RETRY_MAX_ATTEMPTS}; retry in {wait:.1f}s"
         return Fetched(task, "retry", result.status, reason, exchange=exchange, retry=nxt)
+
+
+def _guarded_fetch(url: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
+    """``http.fetch``, an unexpected exception from the response becoming the task's error, not the batch's."""
+    try:
+        return http.fetch(url, user_agent, guard)
+    except Exception as exc:
+        log.warning("%s: response not read: %s", url, failure(exc))
+        return http.FetchResult(url, error=f"response could not be read: {failure(exc)}")
 
 
 def _redirect_target(url: str, location: str) -> str:

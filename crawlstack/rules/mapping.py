@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from crawlstack import patterns
+from crawlstack.errors import failure
 from crawlstack.rules import budget
 from crawlstack.rules.page import Page, media_type
 from crawlstack.rules.processors import (
@@ -79,14 +78,6 @@ class Field:
         if not values:
             return None
         return values if self.multiple else values[0]
-
-
-def failure(exc: BaseException) -> str:
-    """An exception as a log line may show it: its type and where it was raised, not its message,
-    which may quote the page (no page body reaches a log)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    return f"{type(exc).__name__}{where}"
 
 
 UrlTest = Callable[[str], bool]

@@ -6,6 +6,7 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResolved, FakeUrls
@@ -321,22 +322,79 @@ def test_truncated_body_is_kept_and_says_so(env: Env) -> None:
     assert item["reason"] == f"body truncated at {settings.MAX_BODY_BYTES} bytes"
 
 
-def test_an_error_in_one_task_does_not_lose_the_batch(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_response_that_raises_fails_its_own_task_only(env: Env) -> None:
     good, bad = env.admitted("good"), env.admitted("bad")
     env.web.page(good.url)
 
     def boom() -> http.FetchResult:
-        raise RuntimeError("boom")
+        raise RuntimeError("boom: a message that may quote the page")
 
     env.web.pages[bad.url] = boom
     result = env.fetcher.fetch_batch([good, bad], Outbox())
-    assert list(result.errors) == [1] and str(result.errors[1]) == "boom"
+    assert result.errors == {}
+    outcomes = {f.task.url: (f.outcome, f.reason) for f in result.fetched}
+    assert outcomes[good.url] == ("fetched", "")
+    assert outcomes[bad.url][0] == "failed"
+    assert outcomes[bad.url][1].startswith("response could not be read: RuntimeError at ")
+    assert "boom" not in outcomes[bad.url][1]
+    assert (env.urls.state("c", good.fp), env.urls.state("c", bad.fp)) == ("fetched", "failed")
+
+
+def test_a_response_that_cannot_be_classified_fails_its_own_task_only(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good, bad = env.admitted("good"), env.admitted("bad")
+    env.web.page(good.url)
+    env.web.page(bad.url)
+    real = Fetcher._classify
+
+    def classify(self: Fetcher, task: FetchTask, result: http.FetchResult, outbox: Outbox) -> Any:
+        if task.url == bad.url:
+            raise ValueError("unexpected")
+        return real(self, task, result, outbox)
+
+    monkeypatch.setattr(Fetcher, "_classify", classify)
+    result = env.fetcher.fetch_batch([good, bad], Outbox())
+    assert result.errors == {}
+    reasons = {f.task.url: f.reason for f in result.fetched}
+    assert reasons[bad.url].startswith("response could not be processed: ValueError at ")
+    assert env.urls.state("c", bad.fp) == "failed" and env.urls.state("c", good.fp) == "fetched"
+
+
+def test_a_store_error_in_one_task_is_retried_without_losing_the_batch(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing AWS call is no page's fault: that task's message fails, for SQS to deliver again."""
+    good, bad = env.admitted("good"), env.admitted("bad")
+    env.web.page(good.url)
+    env.web.page(bad.url)
+    real = env.crawls.get
+
+    def get(crawl_id: str, max_age: float | None = None) -> CrawlConfig:
+        if getattr(fetching_bad, "active", False):
+            raise RuntimeError("throttled")
+        return real(crawl_id, max_age)
+
+    fetching_bad = threading.local()  # the crawl config read of the bad task's fetch fails
+    real_fetch_one = Fetcher._fetch_one
+
+    def fetch_one(self: Fetcher, task: FetchTask, outbox: Outbox) -> Any:
+        fetching_bad.active = task.url == bad.url
+        try:
+            return real_fetch_one(self, task, outbox)
+        finally:
+            fetching_bad.active = False
+
+    monkeypatch.setattr(Fetcher, "_fetch_one", fetch_one)
+    monkeypatch.setattr(env.crawls, "get", get)
+    result = env.fetcher.fetch_batch([good, bad], Outbox())
+    assert list(result.errors) == [1] and str(result.errors[1]) == "throttled"
     assert [f.task.url for f in result.fetched] == [good.url]
     assert env.urls.state("c", good.fp) == "fetched"
     # Left marked as being fetched; the retry may take it over once the mark is stale.
     assert env.urls.state("c", bad.fp) == "fetching"
     env.clock.advance(CLAIM_LEASE_SECONDS + 1)
-    env.web.page(bad.url)
+    monkeypatch.setattr(env.crawls, "get", real)
     assert [f.task.url for f in env.fetcher.fetch_batch([bad], Outbox()).fetched] == [bad.url]
 
 
