@@ -62,6 +62,8 @@ ACCEPT_ENCODING = "gzip, deflate"
 
 # Above this share of binary data bytes in the first SNIFF_BYTES, a text type's body is binary.
 BINARY_SHARE = 0.05
+# ...and above this many: a short page with a few stray control bytes is still text.
+BINARY_FLOOR = 8
 _BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
 _TEXT_BOMS = (b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")
 # The first bytes of binary formats a server may mislabel as text (WHATWG MIME sniffing's pattern tables).
@@ -105,6 +107,12 @@ class FetchResult:
         """The media type, lowercase; "" when absent or malformed (then the body is sniffed)."""
         parsed = parse_content_type(self.header("content-type"))
         return parsed[0] if parsed is not None else ""
+
+    @property
+    def charset(self) -> str | None:
+        """The Content-Type's charset label, lowercase, or None."""
+        parsed = parse_content_type(self.header("content-type"))
+        return parsed[1] if parsed is not None else None
 
 
 # --- the guarded connection ---------------------------------------------------
@@ -267,7 +275,7 @@ def is_text_type(content_type: str) -> bool:
     return content_type in settings.TEXT_CONTENT_TYPES or content_type.endswith(("+xml", "+json"))
 
 
-def looks_binary(head: bytes) -> bool:
+def looks_binary(head: bytes, charset: str | None = None) -> bool:
     """True for a binary file's signature, or binary data bytes over ``BINARY_SHARE`` of the first bytes.
 
     As the WHATWG MIME sniffing standard's tables: BOMs mean text; image,
@@ -281,9 +289,11 @@ def looks_binary(head: bytes) -> bool:
         return False
     if head.startswith(_BINARY_SIGNATURES) or head[4:8] == b"ftyp":  # ISO media: a size, then "ftyp"
         return True
+    if charset is not None and charset.startswith(("utf-16", "utf-32")):
+        return False  # declared: half its bytes are NULs
     sample = head[:SNIFF_BYTES]
     binary = len(sample) - len(sample.translate(None, _BINARY_BYTES))
-    return binary > len(sample) * BINARY_SHARE
+    return binary > max(len(sample) * BINARY_SHARE, BINARY_FLOOR)
 
 
 class CorruptBody(Exception):
@@ -462,7 +472,7 @@ def _get(
                 body += decoder.decode(raw, max_bytes + 1 - len(body))
                 if not sniffed and len(body) >= SNIFF_BYTES:
                     sniffed = True
-                    if looks_binary(bytes(body[:SNIFF_BYTES])):
+                    if looks_binary(bytes(body[:SNIFF_BYTES]), result.charset):
                         result.binary = True
                         return  # not read further
                 if len(body) > max_bytes:
@@ -473,7 +483,7 @@ def _get(
         finally:
             if result.binary:
                 body.clear()
-            elif not sniffed and looks_binary(bytes(body[:SNIFF_BYTES])):
+            elif not sniffed and looks_binary(bytes(body[:SNIFF_BYTES]), result.charset):
                 result.binary = True
                 body.clear()
             result.body = bytes(body[:max_bytes])

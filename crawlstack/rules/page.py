@@ -211,12 +211,19 @@ class Page:
         return self._embedded_json[text]
 
     def _parsed(self, data: str | bytes) -> Any:
-        value, cut = _loads(data)
+        try:
+            value, cut = _loads(data)
+        except RecursionError:
+            # Nested past what the parser's own recursion allows (about 900 levels): no value.
+            self._note("JSON nested too deep to parse: read as null")
+            raise
         if cut:
-            note = f"JSON nested deeper than {MAX_JSON_DEPTH} levels: the deeper values are null"
-            if note not in self.notes:
-                self.notes.append(note)
+            self._note(f"JSON nested deeper than {MAX_JSON_DEPTH} levels: the deeper values are null")
         return value
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
 
     @cached_property
     def base_url(self) -> str:

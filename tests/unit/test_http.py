@@ -185,6 +185,21 @@ def test_text_with_a_bom_or_control_whitespace_is_kept(web: LoopbackWeb, body: b
     assert not r.binary and r.body == body
 
 
+@pytest.mark.parametrize(
+    ("head", "charset", "binary"),
+    [
+        (b'<h1>x</h1><a href="/a\x00b">', None, False),  # one stray NUL: a broken page, still text
+        (b"<h1>\x1b]0;title\x07</h1>" + b"\x00" * 3, None, False),  # a few control bytes in a short page
+        (b"<p>" + b"\x00\x01" * 40 + b"</p>" * 20, None, True),  # over a twentieth of the bytes
+        ("<h1>no BOM</h1>".encode("utf-16-le"), "utf-16", False),  # declared UTF-16: NULs are its ASCII
+        ("<h1>no BOM</h1>".encode("utf-16-le"), None, True),
+        (b"%PDF-1.7\n" + b"x" * 600, "utf-16", True),  # a signature is binary whatever is declared
+    ],
+)
+def test_binary_means_a_signature_or_a_share_of_binary_bytes(head: bytes, charset: str | None, binary: bool) -> None:
+    assert http.looks_binary(head, charset) is binary
+
+
 def test_a_declared_binary_type_is_not_read(web: LoopbackWeb) -> None:
     r = fetch(serve(web, "/x.png", Response(b"\x89PNG" + b"\x00" * 100_000, content_type="image/png")))
     assert r.status == 200 and r.content_type == "image/png" and r.body == b"" and not r.binary

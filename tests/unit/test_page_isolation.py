@@ -179,6 +179,14 @@ def test_json_nested_500_deep_is_stored_with_a_note() -> None:
     assert "JSON nested deeper than 64 levels" in env.hostile_item()["note"]
 
 
+def test_json_too_deep_to_parse_is_null_with_a_note() -> None:
+    env = Env()
+    out = env.run(page(HOSTILE, b'{"data":' * 5000 + b"1" + b"}" * 5000, "application/json"))
+    assert not out.failed
+    assert next(r for r in out.records if r["url"] == HOSTILE)["fields"]["data"] is None
+    assert env.hostile_item()["note"] == "JSON nested too deep to parse: read as null"
+
+
 def test_a_lone_surrogate_from_json_is_replaced_not_raised() -> None:
     out = Env().run(page(HOSTILE, b'{"data": "a\\ud800b"}', "application/json"))
     record = next(r for r in out.records if r["url"] == HOSTILE)
