@@ -34,8 +34,14 @@ best wall-clock rate.  The process is pinned to one CPU where the OS allows
 it, so it runs on one core.  ``--only`` runs one engine untimed, for
 counting instructions under callgrind (BENCHMARKS.md shows how).
 
+Then crawlstack against its own earlier code (``--baseline REF``, default
+``BASELINE``): the same corpus through the rules engine and through the
+whole ``Extractor.extract_object``, current and baseline each in fresh
+interpreters of their own, taking turns every repetition: CPU time per page,
+peak memory and their ratios (bench/baseline.py says how).
+
     python bench/extraction.py [--pages 500] [--reps 7] [--chunk 25] [--seed 20261122]
-                               [--out bench/results/extraction.json] [--only ENGINE]
+                               [--out bench/results/extraction.json] [--only ENGINE] [--baseline REF|none]
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+import baseline
 from common import cpu_model, figure, load_average
 from common import report as write_report
 from lxml import etree
@@ -67,6 +74,10 @@ from crawlstack.urls import InvalidURL, resolve_link
 
 CONTENT_TYPE = "text/html; charset=utf-8"
 ENGINES = ("crawlstack", "parsel+decode", "parsel")
+# The code the current extraction is judged against: 363977e is the parent commit of
+# issue 18's work (extraction hardened against hostile pages), whose target is time per
+# page and peak memory within 10% of it.  Bump it when a later change is to be judged.
+BASELINE = "363977e"
 SITE = "https://shop.example"
 
 # --- the corpus -------------------------------------------------------------------
@@ -373,6 +384,27 @@ def contract(report: dict[str, Any], results: dict[str, dict[str, Any]]) -> tupl
     return method, figures, notes
 
 
+def against_baseline(
+    ref: str,
+    pages: list[tuple[str, bytes]],
+    reps: int,
+    report: dict[str, Any],
+    figures: list[dict[str, Any]],
+    notes: str,
+) -> tuple[list[dict[str, Any]], str]:
+    """Current crawlstack against ``ref``'s (bench/baseline.py): figures and notes added, details in ``report``."""
+    print(f"crawlstack against {ref}: {reps} reps, fresh interpreters, rules engine and extract_object")
+    try:
+        found = baseline.compare(ref, pages, MAPPING, CONTENT_TYPE, reps)
+    except baseline.BaselineUnavailable as exc:
+        print(f"baseline not measured: {exc}")
+        report["baseline_comparison"] = {"ref": ref, "failed": str(exc)}
+        return [*figures, baseline.unavailable_figure(ref, str(exc))], notes
+    report["baseline_comparison"] = found
+    print("\n".join(baseline.report_lines(found)))
+    return [*figures, *baseline.figures(found, ref)], f"{notes} {baseline.notes(found)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=500, help="pages in the corpus (default 500)")
@@ -385,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=ENGINES,
         help="run just this engine --reps times: no check, no timing, no report; for counting instructions"
         " under callgrind (--reps 0 gives the baseline to subtract)",
+    )
+    parser.add_argument(
+        "--baseline",
+        default=BASELINE,
+        help=f"git ref whose crawlstack/ the current code is measured against, in the same run (default {BASELINE},"
+        " the parent commit of issue 18's work); 'none' skips it",
     )
     args = parser.parse_args(argv)
     if args.pages < 1 or args.chunk < 1 or (args.reps < 1 and not args.only):
@@ -498,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         f"/ parsel's: {report['crawlstack_vs_parsel']:.3f} (median of per-repetition ratios)"
     )
     method, figures, notes = contract(report, results)
+    if args.baseline.lower() != "none":
+        figures, notes = against_baseline(args.baseline, pages, args.reps, report, figures, notes)
     out = write_report(
         "extraction", method, figures, load_before=load_before, path=Path(args.out), notes=notes, **report
     )
