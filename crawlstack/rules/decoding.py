@@ -81,8 +81,8 @@ def decode_page(content_type: str | None, body: bytes) -> tuple[str, str]:
         or text_encoding(sniff_encoding(body))
         or "utf-8"
     )
-    if encoding in ("utf-16", "utf-32"):  # no BOM: big-endian, as w3lib reads it
-        encoding += "-be"
+    if encoding in ("utf-16", "utf-32"):  # no BOM: the WHATWG standard's "utf-16" is little-endian
+        encoding += "-le"
     return encoding, decode(body, encoding)
 
 

@@ -162,6 +162,12 @@ def test_a_charset_that_is_no_text_encoding_falls_back_to_detection(charset: str
     assert "http://shop.example/x" in {link.url for link in out.outlinks}
 
 
+def test_utf16_declared_without_a_bom_is_read_little_endian_as_browsers_do() -> None:
+    body = "<html><body><h1>caf\u00e9</h1></body></html>".encode("utf-16-le")
+    out = Env().run(page(HOSTILE, body, "text/html; charset=utf-16"))
+    assert next(r for r in out.records if r["url"] == HOSTILE)["fields"]["title"] == "caf\u00e9"
+
+
 def test_a_meta_charset_that_is_no_text_encoding_is_ignored_too() -> None:
     body = b'<html><head><meta charset="base64"></head><body><h1>ok</h1></body></html>'
     out = Env().run(page(HOSTILE, body))
