@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import codecs
 import re
-from functools import cache
 
 # charset-normalizer looks at no more than this much of a body: enough to tell
 # encodings apart, bounded on huge pages.
@@ -31,30 +30,21 @@ SNIFF_BYTES = 64 * 1024
 # How much more chaos (charset-normalizer's mess ratio) windows-1252 may show and still be chosen.
 _CP1252_MARGIN = 0.1
 
-# The WHATWG Encoding Standard's encodings (https://encoding.spec.whatwg.org/#names-and-labels),
-# by a label Python knows, plus the UTF-32s and ASCII; "replacement" and
-# "x-user-defined" have no Python codec and fall through to detection.
-_WEB_ENCODINGS = (
-    "utf-8", "ibm866", "iso-8859-1", "iso-8859-2", "iso-8859-3", "iso-8859-4", "iso-8859-5", "iso-8859-6",
-    "iso-8859-7", "iso-8859-8", "iso-8859-9", "iso-8859-10", "iso-8859-11", "iso-8859-13", "iso-8859-14",
-    "iso-8859-15", "iso-8859-16", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "cp1250", "cp1251",
-    "cp1252", "cp1253", "cp1254", "cp1255", "cp1256", "cp1257", "cp1258", "gbk", "gb2312", "gb18030", "big5",
-    "big5hkscs", "euc-jp", "iso-2022-jp", "shift_jis", "cp932", "euc-kr", "cp949", "utf-16", "utf-16-be",
-    "utf-16-le", "utf-32", "utf-32-be", "utf-32-le", "ascii",
-)  # fmt: skip
+# The WHATWG Encoding Standard's encodings (https://encoding.spec.whatwg.org/#names-and-labels)
+# by their Python codec names (``codecs.lookup(label).name``), plus the UTF-32s
+# and ASCII; "replacement" and "x-user-defined" have no Python codec and fall
+# through to detection.  Names, not labels: only a page's own codec is ever
+# looked up (each lookup imports its module).
+_TEXT_CODECS = frozenset({
+    "utf-8", "cp866", "iso8859-1", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6", "iso8859-7",
+    "iso8859-8", "iso8859-9", "iso8859-10", "iso8859-11", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16",
+    "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254",
+    "cp1255", "cp1256", "cp1257", "cp1258", "gbk", "gb2312", "gb18030", "big5", "big5hkscs", "euc_jp", "iso2022_jp",
+    "shift_jis", "cp932", "euc_kr", "cp949", "utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be", "utf-32-le",
+    "ascii",
+})  # fmt: skip
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-@cache
-def _text_codecs() -> frozenset[str]:
-    names = set()
-    for label in _WEB_ENCODINGS:
-        try:
-            names.add(codecs.lookup(label).name)
-        except LookupError:  # a Python built without one of the CJK codecs
-            continue
-    return frozenset(names)
 
 
 def text_encoding(name: str | None) -> str | None:
@@ -65,7 +55,7 @@ def text_encoding(name: str | None) -> str | None:
         codec = codecs.lookup(name).name
     except (LookupError, ValueError):  # ValueError: a label with a NUL in it
         return None
-    return name if codec in _text_codecs() else None
+    return name if codec in _TEXT_CODECS else None
 
 
 def decode_page(content_type: str | None, body: bytes) -> tuple[str, str]:
