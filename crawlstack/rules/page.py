@@ -16,6 +16,7 @@ of that kind or does not parse.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache, cached_property
 from typing import Any
 from urllib.parse import urljoin
@@ -58,6 +59,17 @@ _xml_parser = etree.XMLParser(
     remove_comments=True,
     remove_pis=True,
 )
+
+# A numeric character reference, for finding those to a surrogate (U+D800 to U+DFFF),
+# which XML forbids: in recover mode libxml2 keeps each as bytes that are not UTF-8,
+# and every read of that text or attribute raises UnicodeDecodeError.
+_CHAR_REF = re.compile(rb"&#(?:[xX]0*([0-9a-fA-F]{1,8})|0*([0-9]{1,10}));")
+
+
+def _no_surrogate_ref(match: re.Match[bytes]) -> bytes:
+    hex_digits, digits = match.groups()
+    code = int(hex_digits, 16) if hex_digits else int(digits)
+    return b"&#xFFFD;" if 0xD800 <= code <= 0xDFFF else match.group(0)
 
 
 def media_type(content_type: str | None) -> str:
@@ -169,6 +181,8 @@ class Page:
             # The declaration may name the original charset; the bytes are UTF-8 now.
             end = data.find(b"?>")
             data = data[end + 2 :].lstrip() if end != -1 else data
+        if b"&#" in data:
+            data = _CHAR_REF.sub(_no_surrogate_ref, data)
         try:
             root = etree.fromstring(data, parser=_xml_parser, base_url=self.url)
         except (etree.XMLSyntaxError, ValueError):
