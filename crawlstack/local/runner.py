@@ -347,6 +347,18 @@ def _with_retries(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+def json_lines(text: str) -> Iterator[Any]:
+    """The values of a JSON Lines text, split at line feeds only.
+
+    ``str.splitlines()`` also splits at U+0085, U+2028, U+2029, which a
+    record's strings keep as they are (``ensure_ascii=False``): a page holding
+    one would cut its record's line in two.
+    """
+    for line in text.split("\n"):
+        if line.strip():
+            yield json.loads(line)
+
+
 def _write_outputs(
     out: Path,
     crawl_id: str,
@@ -393,8 +405,7 @@ def _write_outputs(
 
     lines = []
     for key in blobs.keys(settings.RECORDS_PREFIX):
-        for raw in gzip.decompress(blobs.get(key)).decode("utf-8").splitlines():
-            record = json.loads(raw)
+        for record in json_lines(gzip.decompress(blobs.get(key)).decode("utf-8")):
             if record.get("crawl_id") == crawl_id:
                 lines.append(record)
     lines.sort(key=lambda r: (r.get("fetched_at") or 0, r["url"]))
