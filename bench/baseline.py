@@ -110,6 +110,10 @@ def summarise(runs: dict[str, dict[str, list[dict[str, Any]]]], pages: int) -> d
     return out
 
 
+def measured_figure(label: str, value: float, unit: str) -> dict[str, Any]:
+    return {"label": label, "value": value, "unit": unit, "target": None, "meets": None}
+
+
 def figures(summary: dict[str, Any], ref: str) -> list[dict[str, Any]]:
     """The figures for BENCHMARKS.md: each path's time per page and ratio, and peak memory."""
     figs: list[dict[str, Any]] = []
@@ -117,38 +121,14 @@ def figures(summary: dict[str, Any], ref: str) -> list[dict[str, Any]]:
     for path in PATHS:
         s, name = summary[path], names[path]
         figs += [
-            {
-                "label": f"{name} CPU ms/page, current",
-                "value": s["current"]["cpu_ms_per_page"],
-                "unit": "ms",
-                "target": None,
-                "meets": None,
-            },
-            {
-                "label": f"{name} CPU ms/page, baseline {ref}",
-                "value": s["baseline"]["cpu_ms_per_page"],
-                "unit": "ms",
-                "target": None,
-                "meets": None,
-            },
+            measured_figure(f"{name} CPU ms/page, current", s["current"]["cpu_ms_per_page"], "ms"),
+            measured_figure(f"{name} CPU ms/page, baseline {ref}", s["baseline"]["cpu_ms_per_page"], "ms"),
             ratio_figure(f"{name} time, current / baseline", s["time_ratio"]),
         ]
     rules = summary["rules"]
     figs += [
-        {
-            "label": "extraction peak RSS, current",
-            "value": rules["current"]["peak_rss_mb"],
-            "unit": "MB",
-            "target": None,
-            "meets": None,
-        },
-        {
-            "label": f"extraction peak RSS, baseline {ref}",
-            "value": rules["baseline"]["peak_rss_mb"],
-            "unit": "MB",
-            "target": None,
-            "meets": None,
-        },
+        measured_figure("extraction peak RSS, current", rules["current"]["peak_rss_mb"], "MB"),
+        measured_figure(f"extraction peak RSS, baseline {ref}", rules["baseline"]["peak_rss_mb"], "MB"),
         ratio_figure("extraction peak RSS, current / baseline", rules["rss_ratio"]),
         ratio_figure("extract_object peak RSS, current / baseline", summary["object"]["rss_ratio"]),
     ]
