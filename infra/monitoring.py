@@ -28,6 +28,7 @@ PIPELINE_METRICS = (
     ("dispatch", "UrlsTrapped", "trap URLs dropped"),
     ("dispatch", "UrlsPortRefused", "ports refused"),
     ("extract", "UnreadableWarcs", "unreadable WARCs"),
+    ("extract", "PagesFailedExtraction", "pages failed extraction"),
 )
 
 
