@@ -18,6 +18,7 @@ import gzip
 import hashlib
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
@@ -25,7 +26,6 @@ from urllib.parse import quote
 from crawlstack import settings
 
 if TYPE_CHECKING:  # extract writes lines too, and need not import the fetcher for it
-    from crawlstack.extractor import PageFailure
     from crawlstack.fetcher import Fetched
 
 CONTENT_TYPE = "application/x-ndjson"
@@ -86,6 +86,17 @@ def write_crawl_log(blobs: Blobs, fetched: Iterable[Fetched], now: float) -> lis
     for key, data in objects.items():
         blobs.put(key, data, CONTENT_TYPE)
     return list(objects)
+
+
+@dataclass(frozen=True)
+class PageFailure:
+    """A fetched page whose extraction failed: no record, no links; its crawl-log line says why."""
+
+    url: str
+    crawl_id: str
+    fp: str | None
+    depth: int
+    reason: str
 
 
 def failure_objects(failures: Iterable[PageFailure], warc_key: str, now: float) -> dict[str, bytes]:

@@ -50,7 +50,7 @@ from urllib.parse import quote, urljoin
 
 from crawlstack import patterns, settings
 from crawlstack.config import CrawlConfig
-from crawlstack.crawllog import failure_objects
+from crawlstack.crawllog import PageFailure, failure_objects
 from crawlstack.errors import failure
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
@@ -82,15 +82,6 @@ class PageOutcomes(Protocol):
     def add_note(self, crawl_id: str, fp: str, note: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class PageFailure:
-    """A fetched page whose extraction failed: no record, no links; its crawl-log line says why."""
-
-    url: str
-    crawl_id: str
-    fp: str | None
-    depth: int
-    reason: str
 
 
 # How much of a skipped href a log example keeps.
