@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -12,16 +11,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack.dispatcher import Decision, Outbox, dispatch_in_turns
 from crawlstack.messages import FrontierMessage, InvalidMessage, frontier_messages
-from crawlstack.redact import redacted_logs
-from crawlstack.tracing import TRACED_MODULES, LazyXRayProvider
 from crawlstack.urls import url_correlation_id
 from crawlstack.wiring import services
+from functions.observability import for_service
 
-# Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
-logger = Logger(service="dispatch", **redacted_logs())
-# The X-Ray SDK is imported at the first invocation, not at cold start (crawlstack.tracing).
-tracer = Tracer(service="dispatch", provider=LazyXRayProvider(), patch_modules=TRACED_MODULES)
-metrics = Metrics(namespace="crawlstack", service="dispatch")
+# Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
+logger, tracer, metrics = for_service("dispatch")
 
 _METRIC = {"queued": "UrlsQueued", "parked": "UrlsParked", "deduped": "DedupeHits"}
 # A URL dropped or skipped, by why (Decision.kind).
@@ -50,6 +45,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     svc.dispatcher.prepare(m for messages in parsed.values() if isinstance(messages, list) for m in messages)
     # A link bundle (crawlstack.messages) is one message: a link that fails
     # fails it, and its redelivery finds the links before it already claimed.
+    # The whole batch at once, not per record: its messages take turns, a link from each at a time.
     failed = dispatch_in_turns(
         svc.dispatcher,
         ((key, key[0] or "", messages) for key, messages in parsed.items() if isinstance(messages, list)),

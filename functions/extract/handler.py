@@ -6,7 +6,6 @@ import json
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -16,16 +15,12 @@ from crawlstack import settings
 from crawlstack.dispatcher import Outbox
 from crawlstack.extractor import SkippedLinks
 from crawlstack.messages import FrontierMessage, pack_links
-from crawlstack.redact import redacted_logs
-from crawlstack.tracing import TRACED_MODULES, LazyXRayProvider
 from crawlstack.warc import WarcUnreadable
 from crawlstack.wiring import services
+from functions.observability import for_service
 
-# Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
-logger = Logger(service="extract", **redacted_logs())
-# The X-Ray SDK is imported at the first invocation, not at cold start (crawlstack.tracing).
-tracer = Tracer(service="extract", provider=LazyXRayProvider(), patch_modules=TRACED_MODULES)
-metrics = Metrics(namespace="crawlstack", service="extract")
+# Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
+logger, tracer, metrics = for_service("extract")
 
 
 def created_objects(body: str) -> list[tuple[str, str]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -15,16 +14,12 @@ from crawlstack.crawllog import write_crawl_log
 from crawlstack.dispatcher import Outbox
 from crawlstack.fetcher import failure_class
 from crawlstack.messages import FetchTask, InvalidMessage
-from crawlstack.redact import redacted_logs
 from crawlstack.resolution import RECORD_COMPLETE
-from crawlstack.tracing import TRACED_MODULES, LazyXRayProvider
 from crawlstack.wiring import services
+from functions.observability import for_service
 
-# Every line redacted (crawlstack.redact): crawled URLs carry tokens now and then.
-logger = Logger(service="fetch", **redacted_logs())
-# The X-Ray SDK is imported at the first invocation, not at cold start (crawlstack.tracing).
-tracer = Tracer(service="fetch", provider=LazyXRayProvider(), patch_modules=TRACED_MODULES)
-metrics = Metrics(namespace="crawlstack", service="fetch")
+# Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
+logger, tracer, metrics = for_service("fetch")
 
 
 @tracer.capture_lambda_handler
@@ -36,13 +31,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     tasks: list[FetchTask] = []
     owners: list[str] = []
+    invalid: dict[str, InvalidMessage] = {}
     for raw in event.get("Records", []):
         try:
             tasks.append(FetchTask.from_json(raw["body"]))
             owners.append(raw["messageId"])
         except InvalidMessage as exc:
-            logger.error("invalid fetch task", reason=str(exc), body=raw.get("body", "")[:2000])
+            invalid[raw["messageId"]] = exc
 
+    # The whole batch at once, not per record: fetch_batch fetches its tasks concurrently.
     batch = svc.fetcher.fetch_batch(tasks, outbox)
     failures = {owners[i]: exc for i, exc in batch.errors.items()}
     try:
@@ -80,6 +77,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
                 failure.add_dimension(name="FailureClass", value=failure_class(item.reason))
 
     def record_handler(record: SQSRecord) -> None:
+        if record.message_id in invalid:
+            # It can never succeed: log it and let it go rather than cycle it to the DLQ.
+            logger.error("invalid fetch task", reason=str(invalid[record.message_id]), body=record.body[:2000])
+            return
         if record.message_id in failures:
             raise failures[record.message_id]
 
