@@ -27,7 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
 from crawlstack import settings
-from crawlstack.aws import _unmarshal
+from crawlstack.aws.clients import unmarshal
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
 
@@ -324,7 +324,7 @@ class Tables:
         if crawl_id is not None:
             with aws_errors(f"read {table}"):
                 item = self._ddb.get_item(TableName=table, Key={"crawl_id": {"S": crawl_id}}).get("Item")
-            return {crawl_id: _unmarshal(item)} if item else {}
+            return {crawl_id: unmarshal(item)} if item else {}
         kwargs: dict[str, Any] = {
             "TableName": table,
             "ProjectionExpression": "crawl_id, #s, max_pages, pages_admitted",
@@ -333,7 +333,7 @@ class Tables:
         found = {}
         for page in self._scan(f"scan {table}", **kwargs):
             for item in page.get("Items", []):
-                data = _unmarshal(item)
+                data = unmarshal(item)
                 found[str(data["crawl_id"])] = data
         return found
 
@@ -380,7 +380,7 @@ class Tables:
                 kwargs["ExpressionAttributeNames"] = {"#m": "mapping"}
         for page in self._scan(f"scan {table}", **kwargs):
             for item in page.get("Items", []):
-                record = _unmarshal(item)
+                record = unmarshal(item)
                 record.pop("pk", None)
                 record.pop("fp", None)
                 yield record

@@ -47,7 +47,7 @@ def test_a_huge_field_and_a_number_out_of_range_in_one_batch_keep_every_record(
         real_put(self, record)
         key = {"pk": {"S": f"{record['crawl_id']}#{record['fp']}"}}
         item = aws.client("dynamodb").get_item(TableName=self.name, Key=key, ConsistentRead=True)["Item"]
-        stored[record["url"]] = aws._unmarshal(item)["fields"]
+        stored[record["url"]] = aws.unmarshal(item)["fields"]
 
     monkeypatch.setattr(aws.ResultStore, "put", put)
     urls = [web.url(A, path) for path in pages]

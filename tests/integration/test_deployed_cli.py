@@ -242,7 +242,7 @@ def test_seed_creates_a_new_crawls_config_once(capsys: pytest.CaptureFixture[str
     item = deployed.client("dynamodb").get_item(
         TableName=deployed.names[settings.ENV_TABLE["crawls"]], Key={"crawl_id": {"S": "jobs"}}
     )["Item"]
-    config = CrawlConfig.from_item(aws._unmarshal(item), CrawlConfig())
+    config = CrawlConfig.from_item(aws.unmarshal(item), CrawlConfig())
     assert (config.max_pages, config.delay, config.max_depth) == (50, 2.5, 1)
     assert (config.deny, config.rules, config.state) == (("/private/",), ("book",), "running")
     assert (config.max_pages_per_host, config.allow_ports) == (40, (8081, 9000))
@@ -301,7 +301,7 @@ def _put_records(deployed: Deployed, crawl_id: str, records: list[dict[str, Any]
     ddb = deployed.client("dynamodb")
     for i, record in enumerate(records):
         item = {"pk": f"{crawl_id}#fp{i}", "fp": f"fp{i}", "crawl_id": crawl_id, "depth": 1, **record}
-        ddb.put_item(TableName=table, Item=aws._marshal_exact(item))
+        ddb.put_item(TableName=table, Item=aws.marshal_exact(item))
 
 
 def test_status_gives_queue_depths_and_counts_per_crawl(capsys: pytest.CaptureFixture[str], deployed: Deployed) -> None:
@@ -419,7 +419,7 @@ def test_resolved_records(capsys: pytest.CaptureFixture[str], deployed: Deployed
         }
         # Flat field./source. attributes, as aws.ResolvedStore writes them.
         item |= {f"field.{k}": v for k, v in fields.items()} | {f"source.{k}": "https://b/1" for k in fields}
-        ddb.put_item(TableName=deployed.table("resolved"), Item=aws._marshal(item))
+        ddb.put_item(TableName=deployed.table("resolved"), Item=aws.marshal(item))
 
     code, out, _ = run(capsys, deployed, "records", "--resolved", "--crawl-id", "a")
     assert code == 0

@@ -24,7 +24,7 @@ def stored_result(fp: str) -> dict[str, Any]:
     resp = aws.client("dynamodb").get_item(
         TableName=settings.TABLES["results"].name, Key={"pk": {"S": f"{CRAWL}#{fp}"}}, ConsistentRead=True
     )
-    return aws._unmarshal(resp["Item"])
+    return aws.unmarshal(resp["Item"])
 
 
 def record(fp: str, **fields: Any) -> dict[str, Any]:
@@ -99,10 +99,12 @@ def test_result_store_gives_way_sooner_when_dynamodb_still_finds_the_item_too_la
             return getattr(real, name)
 
     real_client = aws.client
-    monkeypatch.setattr(aws, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service))
+    monkeypatch.setattr(
+        aws.clients, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service)
+    )
     aws.ResultStore().put(record("f3", body="y" * 200_000, title="t"))
     assert len(puts) == 2
-    monkeypatch.setattr(aws, "client", real_client)
+    monkeypatch.setattr(aws.clients, "client", real_client)
     assert stored_result("f3")["fields"] == {"body": omitted(200_000), "title": "t"}
 
 
@@ -160,7 +162,9 @@ def test_merge_makes_every_new_value_a_marker_when_refits_keep_failing(
             return getattr(real, name)
 
     real_client = aws.client
-    monkeypatch.setattr(aws, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service))
+    monkeypatch.setattr(
+        aws.clients, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service)
+    )
     merged = aws.ResolvedStore().merge(CRAWL, "r3", ("a", "b"), {"a": "a" * 5000, "b": "b"}, "http://a.test/1")
     assert len(refused) == 2
     assert merged.fields == {"a": omitted(5000), "b": "b"} and merged.fields["a"].startswith(OMITTED_PREFIX)

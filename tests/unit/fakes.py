@@ -1,7 +1,7 @@
 """In-memory fakes of the stores the domain services use, with the semantics of crawlstack.aws.
 
 Each conditional write here checks the same condition as its DynamoDB
-counterpart in ``crawlstack/aws.py`` and, like DynamoDB, either applies the
+counterpart in ``crawlstack/aws/`` and, like DynamoDB, either applies the
 whole update or none of it.  A lock makes every call atomic, as DynamoDB makes
 every request atomic, so the fakes can be shared by threads (the fetcher runs
 a batch on a thread pool).

@@ -1,0 +1,50 @@
+"""Small adapters over SQS, DynamoDB and S3; the only package that imports boto3.
+
+One module per table, queue or bucket, on the shared clients and helpers of
+``clients``.  ``from crawlstack import aws`` gives every adapter by name.
+"""
+
+from __future__ import annotations
+
+from crawlstack.aws.blobs import BlobStore
+from crawlstack.aws.clients import (
+    NOTE_MAX_CHARS,
+    WRITE_TOKEN,
+    client,
+    marshal,
+    marshal_exact,
+    new_token,
+    reset_clients,
+    unmarshal,
+)
+from crawlstack.aws.crawls import CrawlStore
+from crawlstack.aws.held import HeldStore
+from crawlstack.aws.hosts import HostStore
+from crawlstack.aws.parked import ParkStore
+from crawlstack.aws.queues import Queue, SendFailed
+from crawlstack.aws.resolved import ResolvedStore
+from crawlstack.aws.results import ResultStore
+from crawlstack.aws.scope_store import ScopeStore
+from crawlstack.aws.urls import UrlStore
+
+__all__ = [
+    "NOTE_MAX_CHARS",
+    "WRITE_TOKEN",
+    "BlobStore",
+    "CrawlStore",
+    "HeldStore",
+    "HostStore",
+    "ParkStore",
+    "Queue",
+    "ResolvedStore",
+    "ResultStore",
+    "ScopeStore",
+    "SendFailed",
+    "UrlStore",
+    "client",
+    "marshal",
+    "marshal_exact",
+    "new_token",
+    "reset_clients",
+    "unmarshal",
+]

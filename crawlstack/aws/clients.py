@@ -1,0 +1,213 @@
+"""The adapters' shared part: boto3 clients, conditional writes and (de)serialisation.
+
+Clients are created lazily, on first use, so moto can patch botocore before
+any exist, and they use botocore's standard retry mode.  Physical names come
+from the ``CRAWLSTACK_*`` environment variables (``settings.ENV_*``); an
+``AWS_ENDPOINT_URL`` in the environment points every client at an
+AWS-compatible endpoint (moto server, LocalStack), as boto3 itself supports.
+
+A retried call may have succeeded already: when a reply is lost, botocore
+sends the call again, and a conditional write then meets its own earlier
+write and fails its condition.  Conditional writes whose failure the caller
+acts on therefore write a token unique to the call (``WRITE_TOKEN``, a new
+one per call, the same across botocore's retries of it) and read the item
+back on failure (``ReturnValuesOnConditionCheckFailure=ALL_OLD``): holding
+our token, the write did happen (``conditional_write``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from crawlstack import storable
+
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def client(service: str) -> Any:
+    with _clients_lock:
+        if service not in _clients:
+            _clients[service] = boto3.session.Session().client(service, config=_CONFIG)  # type: ignore[call-overload]
+        return _clients[service]
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests and local mode start a fresh emulator)."""
+    with _clients_lock:
+        _clients.clear()
+
+
+def env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"environment variable {name} is not set")
+    return value
+
+
+# The attribute a conditional write stores its call's token in (see the module docstring).
+WRITE_TOKEN = "write_token"
+# A crawl-log note is a sentence or two; bounded so no page can grow an item.
+NOTE_MAX_CHARS = 1000
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def conditional_write(operation: str, token: str | None = None, **request: Any) -> bool:
+    """Run one conditional DynamoDB write (``put_item``, ``update_item``...); False when its condition failed.
+
+    With ``token`` (which the request writes to ``WRITE_TOKEN``), a failed
+    condition on an item that holds that token means an earlier attempt of
+    this same call did the write and its reply was lost: True.
+    """
+    if token is not None:
+        request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    try:
+        getattr(client("dynamodb"), operation)(**request)
+    except ClientError as exc:
+        if is_conditional_failure(exc):
+            return token is not None and holds_token(failed_item(exc), token)
+        raise
+    return True
+
+
+def take_from_counter(table: str, key: dict[str, Any], pages: int, cap: int) -> int | None:
+    """Add ``pages`` to the item's ``pages_admitted`` if that stays within ``cap``: the new count, or None.
+
+    A retry after a lost reply would add again, so the write stores its
+    token and the condition refuses a second add by the same call; its
+    failure with our token in place is the earlier attempt's success (the
+    count is then read from the item the failure returns).
+    """
+    if pages > cap:
+        return None
+    token = new_token()
+    try:
+        resp = client("dynamodb").update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET #t = :tok ADD pages_admitted :n",
+            ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted <= :room) "
+            "AND (attribute_not_exists(#t) OR #t <> :tok)",
+            ExpressionAttributeNames={"#t": WRITE_TOKEN},
+            ExpressionAttributeValues={
+                ":n": {"N": str(pages)},
+                ":room": {"N": str(cap - pages)},
+                ":tok": {"S": token},
+            },
+            ReturnValues="UPDATED_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        item = resp.get("Attributes")
+    except ClientError as exc:
+        if not is_conditional_failure(exc):
+            raise
+        item = failed_item(exc)
+        if not holds_token(item, token):
+            return None
+    admitted = (item or {}).get("pages_admitted", {}).get("N")
+    return int(admitted) if admitted is not None else pages
+
+
+def holds_token(item: dict[str, Any] | None, token: str) -> bool:
+    return item is not None and item.get(WRITE_TOKEN, {}).get("S") == token
+
+
+def is_conditional_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def too_large(exc: ClientError) -> bool:
+    """DynamoDB refused an item over its size limit (PutItem and UpdateItem say so alike)."""
+    error = exc.response.get("Error", {})
+    return error.get("Code") == "ValidationException" and "exceeded the maximum allowed size" in error.get(
+        "Message", ""
+    )
+
+
+def failed_item(exc: ClientError) -> dict[str, Any] | None:
+    """The item a conditional write found (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    item = exc.response.get("Item")  # type: ignore[typeddict-item]
+    return item if isinstance(item, dict) else None
+
+
+def num(value: float) -> Decimal:
+    return Decimal(repr(round(value, 6)))
+
+
+# --- marshalling ----------------------------------------------------------------
+_serializer = None
+_deserializer = None
+
+
+def marshal(item: dict[str, Any]) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeSerializer
+
+    global _serializer
+    if _serializer is None:
+        _serializer = TypeSerializer()
+    return {k: _serializer.serialize(_to_dynamo(v)) for k, v in item.items() if v is not None}
+
+
+def marshal_exact(item: dict[str, Any]) -> dict[str, Any]:
+    """``marshal`` for record values: fitted by ``crawlstack.storable`` and stored exactly, not rounded."""
+    from boto3.dynamodb.types import TypeSerializer
+
+    global _serializer
+    if _serializer is None:
+        _serializer = TypeSerializer()
+    return {k: _serializer.serialize(_exact(v)) for k, v in item.items() if v is not None}
+
+
+def _exact(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return storable.dynamo_number(value)
+    if isinstance(value, dict):
+        return {k: _exact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_exact(v) for v in value]
+    return value
+
+
+def unmarshal(item: dict[str, Any] | None) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeDeserializer
+
+    global _deserializer
+    if _deserializer is None:
+        _deserializer = TypeDeserializer()
+    return {k: _from_dynamo(_deserializer.deserialize(v)) for k, v in (item or {}).items()}
+
+
+def _to_dynamo(value: Any) -> Any:
+    if isinstance(value, float):
+        return num(value)
+    if isinstance(value, dict):
+        return {k: _to_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_dynamo(v) for v in value]
+    return value
+
+
+def _from_dynamo(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _from_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_dynamo(v) for v in value]
+    if isinstance(value, set):
+        return {_from_dynamo(v) for v in value}
+    return value

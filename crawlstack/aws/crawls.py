@@ -1,0 +1,96 @@
+"""The crawls table: each crawl's config, seed hosts, state and page budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from botocore.exceptions import ClientError
+
+from crawlstack import jobs, settings
+from crawlstack.aws import clients
+from crawlstack.config import CrawlConfig
+
+
+class CrawlStore:
+    """The crawls table: config, seed hosts and the page budget counter."""
+
+    table_key = "crawls"
+
+    def __init__(self, cache_seconds: float | None = None) -> None:
+        # The cache bounds how long a stop takes to reach this container.
+        self.cache_seconds = jobs.STATE_CACHE_SECONDS if cache_seconds is None else cache_seconds
+        self._cache: dict[str, tuple[float, CrawlConfig]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return clients.env(settings.ENV_TABLE[self.table_key])
+
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
+        max_age = self.cache_seconds if max_age is None else max_age
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(crawl_id)
+        if cached and now - cached[0] < max_age:
+            return cached[1]
+        item = (
+            clients.client("dynamodb")
+            .get_item(TableName=self.name, Key={"crawl_id": {"S": crawl_id}}, ConsistentRead=True)
+            .get("Item")
+        )
+        defaults = CrawlConfig.defaults_from_env(crawl_id)
+        config = CrawlConfig.from_item(clients.unmarshal(item), defaults) if item else defaults
+        with self._lock:
+            self._cache[crawl_id] = (now, config)
+        return config
+
+    def put(self, config: CrawlConfig) -> None:
+        clients.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(config.to_item()))
+
+    def add_seed_host(self, crawl_id: str, host: str) -> None:
+        clients.client("dynamodb").update_item(
+            TableName=self.name,
+            Key={"crawl_id": {"S": crawl_id}},
+            UpdateExpression="ADD seed_hosts :h",
+            ExpressionAttributeValues={":h": {"SS": [host]}},
+        )
+        with self._lock:
+            self._cache.pop(crawl_id, None)
+
+    def set_state(self, crawl_id: str, state: str) -> None:
+        """Set a crawl ``running`` or ``stopped`` (``crawlstack.jobs``); UnknownCrawl if it has no item."""
+        if state not in jobs.STATES:
+            raise ValueError(f"crawl state must be one of {', '.join(jobs.STATES)}, not {state!r}")
+        try:
+            clients.client("dynamodb").update_item(
+                TableName=self.name,
+                Key={"crawl_id": {"S": crawl_id}},
+                UpdateExpression="SET #s = :s",
+                ConditionExpression="attribute_exists(crawl_id)",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={":s": {"S": state}},
+            )
+        except ClientError as exc:
+            if clients.is_conditional_failure(exc):
+                raise jobs.UnknownCrawl(crawl_id) from exc
+            raise
+        with self._lock:
+            self._cache.pop(crawl_id, None)
+
+    def count_page(self, crawl_id: str, max_pages: int) -> bool:
+        """Take one page from the budget; False once it is spent (``take_pages`` of 1)."""
+        return self.take_pages(crawl_id, max_pages, 1) is not None
+
+    def take_pages(self, crawl_id: str, max_pages: int, pages: int) -> int | None:
+        """Take ``pages`` of the budget at once; the pages admitted since, or None if fewer are left.
+
+        The counter is not idempotent by itself: a retry after a lost reply
+        would add again (and, at the end of the budget, fail and drop a page
+        that was admitted).  So the write also stores its token, and the
+        condition refuses a second add by the same call; its failure with our
+        token in place is the earlier attempt's success.  Only if another
+        admission lands between the attempt and its retry do the pages count
+        twice (the budget then admits that many fewer).
+        """
+        return clients.take_from_counter(self.name, {"crawl_id": {"S": crawl_id}}, pages, max_pages)

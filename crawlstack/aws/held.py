@@ -1,0 +1,78 @@
+"""Held work of stopped crawls, in the parked table."""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from crawlstack import jobs, settings
+from crawlstack.aws import clients
+from crawlstack.aws.crawls import CrawlStore
+
+
+class HeldStore:
+    """Held work of stopped crawls (``crawlstack.jobs``), in the parked table under ``held#<crawl_id>``.
+
+    No table of its own: the parked table already holds fetch tasks by
+    partition and order, and a held partition is never a host's.
+    """
+
+    table_key = "frontier"
+
+    @property
+    def name(self) -> str:
+        return clients.env(settings.ENV_TABLE[self.table_key])
+
+    def hold(self, crawl_id: str, key: str, body: str) -> bool:
+        """Write the row only while the crawl is stopped, in one transaction with that check.
+
+        So no hold lands after ``resume`` set the crawl running and read the
+        held rows: False then, and the caller carries on as for a running crawl.
+        """
+        try:
+            clients.client("dynamodb").transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": clients.env(settings.ENV_TABLE[CrawlStore.table_key]),
+                            "Key": {"crawl_id": {"S": crawl_id}},
+                            "ConditionExpression": "#s = :stopped",
+                            "ExpressionAttributeNames": {"#s": "state"},
+                            "ExpressionAttributeValues": {":stopped": {"S": jobs.STOPPED}},
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.name,
+                            "Item": {
+                                "host": {"S": jobs.held_host(crawl_id)},
+                                "order": {"S": key},
+                                "body": {"S": body},
+                            },
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            reasons = exc.response.get("CancellationReasons", [])  # type: ignore[typeddict-item]
+            cancelled = error.get("Code") == "TransactionCanceledException" and reasons
+            if cancelled and reasons[0].get("Code") == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    def held(self, crawl_id: str, limit: int) -> list[tuple[str, str]]:
+        resp = clients.client("dynamodb").query(
+            TableName=self.name,
+            KeyConditionExpression="#h = :h",
+            ExpressionAttributeNames={"#h": "host"},
+            ExpressionAttributeValues={":h": {"S": jobs.held_host(crawl_id)}},
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", [])]
+
+    def release(self, crawl_id: str, key: str) -> None:
+        clients.client("dynamodb").delete_item(
+            TableName=self.name, Key={"host": {"S": jobs.held_host(crawl_id)}, "order": {"S": key}}
+        )

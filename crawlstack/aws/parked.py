@@ -1,0 +1,106 @@
+"""The parked table: URLs waiting behind a host whose window is full."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from crawlstack import settings
+from crawlstack.aws import clients
+
+
+class ParkStore:
+    """The parked table: URLs waiting behind a host whose window is full, oldest first."""
+
+    table_key = "frontier"
+
+    @property
+    def name(self) -> str:
+        return clients.env(settings.ENV_TABLE[self.table_key])
+
+    def put(self, host: str, order: str, body: str) -> None:
+        clients.client("dynamodb").put_item(
+            TableName=self.name, Item={"host": {"S": host}, "order": {"S": order}, "body": {"S": body}}
+        )
+
+    def peek(self, host: str, limit: int, untaken_since: float | None = None) -> list[tuple[str, str]]:
+        """The first ``limit`` rows; with ``untaken_since``, leaving out rows taken since then.
+
+        Rows another unparker holds are read (a filter costs what it reads)
+        but not returned, so a busy host's unparkers do not all try the same
+        first rows; the read looks a window's worth of rows further for it.
+        """
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "#h = :h",
+            "ExpressionAttributeNames": {"#h": "host"},
+            "ExpressionAttributeValues": {":h": {"S": host}},
+            "ConsistentRead": True,
+            "Limit": limit,
+        }
+        if untaken_since is not None:
+            request["Limit"] = limit + 2 * settings.DEFAULT_HOST_CONCURRENCY
+            request["FilterExpression"] = "attribute_not_exists(taken_at) OR taken_at < :since"
+            request["ExpressionAttributeValues"][":since"] = {"N": str(clients.num(untaken_since))}
+        resp = clients.client("dynamodb").query(**request)
+        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", []) if "body" in i][:limit]
+
+    def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
+        """Become the one unparker of a row (unless another took it after ``stale_before``).
+
+        A retried take that finds its own take (its token) took the row: else
+        the row would sit taken by nobody until it goes stale.
+        """
+        token = clients.new_token()
+        return clients.conditional_write(
+            "update_item",
+            token=token,
+            TableName=self.name,
+            Key={"host": {"S": host}, "order": {"S": order}},
+            UpdateExpression="SET taken_at = :stamp, #t = :tok",
+            ConditionExpression="attribute_exists(body) AND (attribute_not_exists(taken_at) OR taken_at < :stale)",
+            ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
+            ExpressionAttributeValues={
+                ":stamp": {"N": str(clients.num(stamp))},
+                ":stale": {"N": str(clients.num(stale_before))},
+                ":tok": {"S": token},
+            },
+        )
+
+    def exists(self, host: str, order: str) -> bool:
+        """Whether the row is still parked (taken or not): a strongly consistent read."""
+        item = (
+            clients.client("dynamodb")
+            .get_item(
+                TableName=self.name,
+                Key={"host": {"S": host}, "order": {"S": order}},
+                ConsistentRead=True,
+                ProjectionExpression="#h",
+                ExpressionAttributeNames={"#h": "host"},
+            )
+            .get("Item")
+        )
+        return item is not None
+
+    def untake(self, host: str, order: str, stamp: float) -> None:
+        try:
+            clients.client("dynamodb").update_item(
+                TableName=self.name,
+                Key={"host": {"S": host}, "order": {"S": order}},
+                UpdateExpression="REMOVE taken_at",
+                ConditionExpression="taken_at = :stamp",
+                ExpressionAttributeValues={":stamp": {"N": str(clients.num(stamp))}},
+            )
+        except ClientError as exc:
+            if not clients.is_conditional_failure(exc):
+                raise
+
+    def delete(self, host: str, order: str) -> None:
+        clients.client("dynamodb").delete_item(TableName=self.name, Key={"host": {"S": host}, "order": {"S": order}})
+
+    def count(self) -> int:
+        total = 0
+        for page in clients.client("dynamodb").get_paginator("scan").paginate(TableName=self.name, Select="COUNT"):
+            total += page.get("Count", 0)
+        return total

@@ -1,0 +1,167 @@
+"""The resolved table: one merged record per crawl and record id."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from crawlstack import settings, storable
+from crawlstack.aws import clients
+from crawlstack.resolution import ResolvedRecord
+
+
+class ResolvedStore:
+    """The resolved table: one merged record per crawl and record id (``crawlstack.resolution``).
+
+    Each field is two flat top-level attributes, ``field.<name>`` (the value)
+    and ``source.<name>`` (the URL it came from): ``if_not_exists`` on a
+    nested map path fails while the parent map is missing, flat names
+    need no parent.  Names go through placeholders, so dots and reserved
+    words are literal.  Values are fitted as ``crawlstack.storable`` says:
+    one too large for what is left of the item is stored as a marker.
+    """
+
+    table_key = "resolved"
+    FIELD_PREFIX = "field."
+    SOURCE_PREFIX = "source."
+    # Fields per UpdateItem: about 55 characters of expression each keeps
+    # the expression under DynamoDB's 4 KB limit.  Larger pages take
+    # several updates, each atomic; first-wins holds per field either way.
+    FIELDS_PER_UPDATE = 50
+    # Keys per BatchGetItem (DynamoDB's limit).
+    KEYS_PER_BATCH_GET = 100
+    # Refits of one update that DynamoDB refused for the item's size.
+    SIZE_RETRIES = 2
+    _NAME_OVERHEAD = len(FIELD_PREFIX) + len(SOURCE_PREFIX)
+
+    @property
+    def name(self) -> str:
+        return clients.env(settings.ENV_TABLE[self.table_key])
+
+    @staticmethod
+    def key(crawl_id: str, record_id: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{crawl_id}#{record_id}"}}
+
+    def merge(
+        self, crawl_id: str, record_id: str, want: Sequence[str], fields: Mapping[str, Any], source_url: str
+    ) -> ResolvedRecord:
+        # Fitted as if the item were new; a fuller item is refitted when DynamoDB refuses.
+        base = {"pk": f"{crawl_id}#{record_id}", "crawl_id": crawl_id, "record_id": record_id, "want": list(want)}
+        used = storable.item_size({**base, "complete": True})
+        fitted = storable.fit_merge(fields, source_url, used, self._NAME_OVERHEAD)
+        items = list(fitted.items())
+        chunks = [items[i : i + self.FIELDS_PER_UPDATE] for i in range(0, len(items), self.FIELDS_PER_UPDATE)]
+        attributes: dict[str, Any] = {}
+        # No fields still creates the item: the record exists from its first page.
+        for chunk in chunks or [[]]:
+            attributes = self._update(crawl_id, record_id, want, dict(chunk), source_url)
+        record = self._record(crawl_id, record_id, attributes)
+        if record.complete and "complete" not in attributes:
+            # For readers of the table; the crawler itself derives it from want and fields.
+            clients.client("dynamodb").update_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, record_id),
+                UpdateExpression="SET complete = :t",
+                ExpressionAttributeValues={":t": {"BOOL": True}},
+            )
+        return record
+
+    def _update(
+        self, crawl_id: str, record_id: str, want: Sequence[str], chunk: dict[str, Any], source_url: str
+    ) -> dict[str, Any]:
+        """One atomic merge of ``chunk``; the item's new attributes."""
+        attempt = 0
+        while True:
+            names = {"#want": "want"}
+            values: dict[str, Any] = {":c": crawl_id, ":r": record_id, ":w": list(want)}
+            sets = ["crawl_id = :c", "record_id = :r", "#want = if_not_exists(#want, :w)"]
+            if chunk:
+                values[":u"] = source_url
+            for i, (name, value) in enumerate(chunk.items()):
+                names[f"#f{i}"] = self.FIELD_PREFIX + name
+                names[f"#s{i}"] = self.SOURCE_PREFIX + name
+                values[f":v{i}"] = value
+                sets.append(f"#f{i} = if_not_exists(#f{i}, :v{i})")
+                sets.append(f"#s{i} = if_not_exists(#s{i}, :u)")
+            try:
+                resp = clients.client("dynamodb").update_item(
+                    TableName=self.name,
+                    Key=self.key(crawl_id, record_id),
+                    UpdateExpression="SET " + ", ".join(sets),
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=clients.marshal_exact(values),
+                    ReturnValues="ALL_NEW",
+                )
+            except ClientError as exc:
+                if attempt == self.SIZE_RETRIES or not clients.too_large(exc):
+                    raise
+                attempt += 1
+                chunk = self._refit(crawl_id, record_id, chunk, source_url, last=attempt == self.SIZE_RETRIES)
+                continue
+            attributes: dict[str, Any] = resp.get("Attributes", {})
+            return attributes
+
+    def _refit(
+        self, crawl_id: str, record_id: str, chunk: dict[str, Any], source_url: str, last: bool
+    ) -> dict[str, Any]:
+        """``chunk``'s new fields fitted to the room the item has left (earlier pages filled it).
+
+        Fields the item has already are left out: first-wins keeps them
+        anyway.  The last time, every new value larger than its marker is
+        one, so what other merges add meanwhile cannot make it fail again.
+        """
+        item = (
+            clients.client("dynamodb")
+            .get_item(TableName=self.name, Key=self.key(crawl_id, record_id), ConsistentRead=True)
+            .get("Item")
+        )
+        current = clients.unmarshal(item)
+        new = {name: v for name, v in chunk.items() if self.FIELD_PREFIX + name not in current}
+        used = storable.ITEM_LIMIT if last else storable.item_size({**current, "complete": True})
+        return storable.fit_merge(new, source_url, used, self._NAME_OVERHEAD)
+
+    def get_many(self, crawl_id: str, record_ids: Iterable[str]) -> dict[str, ResolvedRecord]:
+        ids = list(dict.fromkeys(record_ids))
+        out: dict[str, ResolvedRecord] = {}
+        for start in range(0, len(ids), self.KEYS_PER_BATCH_GET):
+            request: dict[str, Any] = {
+                self.name: {
+                    "Keys": [self.key(crawl_id, rid) for rid in ids[start : start + self.KEYS_PER_BATCH_GET]],
+                    "ConsistentRead": True,
+                }
+            }
+            for attempt in range(8):
+                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
+                for item in resp.get("Responses", {}).get(self.name, []):
+                    record = self._record(crawl_id, item["record_id"]["S"], item)
+                    out[record.record_id] = record
+                request = resp.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                # Throttled keys come back unprocessed; back off as AWS advises.
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            else:
+                raise RuntimeError(f"{self.table_key} table: keys still unprocessed after retries")
+        return out
+
+    def scan_crawl(self, crawl_id: str) -> Iterator[ResolvedRecord]:
+        """Every record of a crawl (local mode's OUT/resolved.jsonl)."""
+        paginator = clients.client("dynamodb").get_paginator("scan")
+        for page in paginator.paginate(
+            TableName=self.name,
+            FilterExpression="crawl_id = :c",
+            ExpressionAttributeValues={":c": {"S": crawl_id}},
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                yield self._record(crawl_id, item["record_id"]["S"], item)
+
+    @classmethod
+    def _record(cls, crawl_id: str, record_id: str, item: dict[str, Any]) -> ResolvedRecord:
+        data = clients.unmarshal(item)
+        fields = {k[len(cls.FIELD_PREFIX) :]: v for k, v in data.items() if k.startswith(cls.FIELD_PREFIX)}
+        sources = {k[len(cls.SOURCE_PREFIX) :]: v for k, v in data.items() if k.startswith(cls.SOURCE_PREFIX)}
+        return ResolvedRecord(crawl_id, record_id, tuple(data.get("want") or ()), fields, sources)

@@ -1,0 +1,234 @@
+"""The urls table: one item per crawl and URL (dedupe, fetch state, outcome)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from crawlstack import settings
+from crawlstack.aws import clients
+
+
+def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str) -> bool:
+    """Note a URL the crawl passed over (``state`` with ``reason``), only if the crawl has no item for it yet.
+
+    The note is ``claimable``: a later ``claim`` takes it over.  False when
+    an item was there already (a retried call finding its own note is True).
+    """
+    now = str(clients.num(time.time()))
+    token = clients.new_token()
+    item = {
+        "pk": {"S": f"{crawl_id}#{fp}"},
+        "crawl_id": {"S": crawl_id},
+        "url": {"S": url},
+        "depth": {"N": str(depth)},
+        "state": {"S": state},
+        "reason": {"S": reason},
+        "claimable": {"BOOL": True},
+        "seen_at": {"N": now},
+        "finished_at": {"N": now},
+        clients.WRITE_TOKEN: {"S": token},
+    }
+    return clients.conditional_write(
+        "put_item", token=token, TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+    )
+
+
+class UrlStore:
+    """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
+
+    table_key = "urls"
+
+    @property
+    def name(self) -> str:
+        return clients.env(settings.ENV_TABLE[self.table_key])
+
+    @staticmethod
+    def key(crawl_id: str, fp: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{crawl_id}#{fp}"}}
+
+    def claim(
+        self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
+    ) -> bool:
+        """Record a URL as seen; False if this crawl has seen it already.
+
+        ``claimer`` (the SQS message id) lets a redelivered message claim its
+        own URL again, so a dispatcher that died after the claim loses nothing.
+        An item marked ``claimable`` (skipped for a complete record, never
+        fetched: ``note_skip``, ``unclaim``) is taken over.  ``record_id`` is
+        kept so that only that record may ``unclaim`` the URL.
+        """
+        token = clients.new_token()
+        item = {
+            "pk": {"S": f"{crawl_id}#{fp}"},
+            "crawl_id": {"S": crawl_id},
+            "url": {"S": url},
+            "depth": {"N": str(depth)},
+            "state": {"S": "queued"},
+            "seen_at": {"N": str(clients.num(time.time()))},
+            clients.WRITE_TOKEN: {"S": token},
+        }
+        if record_id:
+            item["record_id"] = {"S": record_id}
+        condition = "attribute_not_exists(pk) OR claimable = :yes"
+        values: dict[str, Any] = {":yes": {"BOOL": True}}
+        kwargs: dict[str, Any] = {}
+        if claimer:
+            # Only while nothing has happened to the URL yet: a redelivery must
+            # not wipe an outcome, or fetch the page a second time.
+            item["claimed_by"] = {"S": claimer}
+            condition += " OR (claimed_by = :me AND #s = :queued)"
+            values |= {":me": {"S": claimer}, ":queued": {"S": "queued"}}
+            kwargs = {"ExpressionAttributeNames": {"#s": "state"}}
+        return clients.conditional_write(
+            "put_item",
+            token=token,
+            TableName=self.name,
+            Item=item,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            **kwargs,
+        )
+
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None:
+        present = {"state": outcome, "finished_at": time.time(), **{k: v for k, v in fields.items() if v is not None}}
+        # Names go through placeholders: several (status, state) are reserved words.
+        names = {f"#a{i}": name for i, name in enumerate(present)}
+        values = {f":a{i}": value for i, value in enumerate(present.values())}
+        clients.client("dynamodb").update_item(
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(present))),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=clients.marshal(values),
+        )
+
+    def add_note(self, crawl_id: str, fp: str, note: str) -> None:
+        """What the URL's crawl-log line should say about its page beyond its outcome (values cut, timeouts)."""
+        # Only on an item that exists: a note never makes a URL the crawl did not claim.
+        clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET note = :n",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":n": {"S": note[: clients.NOTE_MAX_CHARS]}},
+        )
+
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
+        """Mark the URL as being fetched by try ``attempt``; False if that try is not the URL's next one.
+
+        Attempt 1 needs the URL ``queued``, a retry needs it ``retrying`` after
+        the try before (``crawlstack.fetcher``); either may take over its own
+        try's ``fetching`` mark older than ``stale_before`` (a fetcher that died).
+
+        A retry whose reply was lost finds its own mark (its token) and is
+        True: else the page would never be fetched.
+        """
+        token = clients.new_token()
+        values: dict[str, Any] = {
+            ":fetching": {"S": "fetching"},
+            ":now": {"N": str(clients.num(now))},
+            ":stale": {"N": str(clients.num(stale_before))},
+            ":n": {"N": str(attempt)},
+            ":tok": {"S": token},
+        }
+        if attempt <= 1:
+            # Items from before retries carry no attempt.
+            condition = (
+                "#s = :queued OR (#s = :fetching AND started_at < :stale"
+                " AND (attribute_not_exists(attempt) OR attempt = :n))"
+            )
+            values[":queued"] = {"S": "queued"}
+        else:
+            condition = (
+                "(#s = :retrying AND attempt = :prev) OR (#s = :fetching AND started_at < :stale AND attempt = :n)"
+            )
+            values |= {":retrying": {"S": "retrying"}, ":prev": {"N": str(attempt - 1)}}
+        return clients.conditional_write(
+            "update_item",
+            token=token,
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET #s = :fetching, started_at = :now, attempt = :n, #t = :tok",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#s": "state", "#t": clients.WRITE_TOKEN},
+            ExpressionAttributeValues=values,
+        )
+
+    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None:
+        """(the try that failed, when the next may start) while the URL waits for a retry, else None."""
+        item = (
+            clients.client("dynamodb")
+            .get_item(TableName=self.name, Key=self.key(crawl_id, fp), ConsistentRead=True)
+            .get("Item")
+        )
+        data = clients.unmarshal(item)
+        if data.get("state") != "retrying":
+            return None
+        return int(data.get("attempt", 1)), float(data.get("retry_at", 0.0))
+
+    def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
+        """Record a URL skipped without claiming it, only if the crawl has no item for it yet.
+
+        The item is ``claimable``: a later ``claim`` takes it over.
+        """
+        return note_url(self.name, crawl_id, fp, url, depth, "skipped", reason)
+
+    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
+        """Record a claimed, unfetched URL as skipped and ``claimable`` again.
+
+        Only while ``record_id`` holds the claim and the URL is queued or
+        waiting for a retry (or being fetched since before ``stale_before``, by
+        a fetcher that died), so a page fetched or being fetched is never
+        offered a second time.
+        """
+        token = clients.new_token()
+        return clients.conditional_write(
+            "update_item",
+            token=token,
+            TableName=self.name,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET #s = :skipped, #r = :reason, finished_at = :now, claimable = :yes, #t = :tok",
+            ConditionExpression=(
+                "record_id = :rid AND (#s IN (:queued, :retrying) OR (#s = :fetching AND started_at < :stale))"
+            ),
+            ExpressionAttributeNames={"#s": "state", "#r": "reason", "#t": clients.WRITE_TOKEN},
+            ExpressionAttributeValues={
+                ":tok": {"S": token},
+                ":skipped": {"S": "skipped"},
+                ":reason": {"S": reason},
+                ":now": {"N": str(clients.num(time.time()))},
+                ":yes": {"BOOL": True},
+                ":rid": {"S": record_id},
+                ":queued": {"S": "queued"},
+                ":retrying": {"S": "retrying"},
+                ":fetching": {"S": "fetching"},
+                ":stale": {"N": str(clients.num(stale_before))},
+            },
+        )
+
+    def state(self, crawl_id: str, fp: str) -> str | None:
+        item = (
+            clients.client("dynamodb")
+            .get_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, fp),
+                ConsistentRead=True,
+                ProjectionExpression="#s",
+                ExpressionAttributeNames={"#s": "state"},
+            )
+            .get("Item")
+        )
+        return item["state"]["S"] if item and "state" in item else None
+
+    def scan_crawl(self, crawl_id: str) -> Iterator[dict[str, Any]]:
+        paginator = clients.client("dynamodb").get_paginator("scan")
+        for page in paginator.paginate(
+            TableName=self.name,
+            FilterExpression="crawl_id = :c",
+            ExpressionAttributeValues={":c": {"S": crawl_id}},
+        ):
+            for item in page.get("Items", []):
+                yield clients.unmarshal(item)
