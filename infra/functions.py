@@ -48,8 +48,8 @@ BUCKET_ACCESS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 class Functions(Construct):
     """One function per ``settings.FUNCTIONS`` entry, keyed like it.
 
-    All share one code asset (``crawlstack/``, ``functions/``, ``rules/``) and
-    one layer with the third-party dependencies.
+    All share one code asset (the ``crawlstack/`` and ``functions/`` modules the
+    handlers import, and ``rules/``) and one layer with the third-party dependencies.
     """
 
     def __init__(

@@ -5,10 +5,17 @@ Produces, under ``--out`` (default ``build/lambda``)::
 
     layer/python/...   third-party runtime dependencies (a Lambda layer; the
                        runtime puts /opt/python on sys.path)
-    code/crawlstack/   the shared package
+    code/crawlstack/   the modules of the shared package the handlers import
     code/functions/    the handlers
     code/rules/        the rules JSON files (settings.LAMBDA_RULES_DIR)
     layer.sha256       cache key of the layer (kept outside the asset)
+
+The code asset holds only what the handlers import (``code_closure``): each
+handler of ``settings.FUNCTIONS``, and every ``crawlstack``/``functions``
+module an ``import`` statement anywhere in a shipped module names, lazy
+imports inside functions included, with the parent packages and the data
+files (``rules/schema.json``) of the packages shipped.  The CLI, local mode,
+the fault proxy, billing and the demo site stay out.
 
 The layer is installed with pip's cross-platform options (arm64 manylinux
 wheels for CPython ``settings.LAMBDA_PYTHON_VERSION``, binary wheels only), so
@@ -32,6 +39,7 @@ container would otherwise fail at cold start on the same rules.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -39,6 +47,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,13 +192,81 @@ def rules_errors(rules: Path) -> list[str]:
     return []
 
 
+def handler_modules() -> list[str]:
+    """The module of each function's handler (``functions.fetch.handler``)."""
+    return [spec.handler.rsplit(".", 1)[0].replace("/", ".") for spec in settings.FUNCTIONS.values()]
+
+
+def module_file(name: str) -> Path | None:
+    """The source of module ``name`` under ``ROOT`` (a package's ``__init__.py``); None if there is none."""
+    path = ROOT.joinpath(*name.split("."))
+    # A package before a module of the same name, as Python's import system looks.
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_names(path: Path, name: str) -> Iterator[str]:
+    """Every module name an import statement of module ``name`` (at ``path``) may load, wherever it stands.
+
+    ``from a import b`` yields ``a`` and ``a.b`` (``b`` may be a submodule);
+    relative imports are resolved against the module's package.
+    """
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            yield module
+            yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def code_closure(roots: Iterable[str] | None = None) -> set[str]:
+    """The ``crawlstack``/``functions`` modules ``roots`` (the handlers) import, transitively, with their packages.
+
+    Read from the sources (every import statement, lazy ones inside
+    functions too), not from what an import of the handlers loads: a
+    handler's cold start leaves out modules it loads later.
+    """
+    found: set[str] = set()
+    todo = list(handler_modules() if roots is None else roots)
+    while todo:
+        name = todo.pop()
+        if name in found or name.partition(".")[0] not in CODE_DIRS:
+            continue
+        path = module_file(name)
+        if path is None:  # a name defined in a module, not a module
+            continue
+        found.add(name)
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # its packages run first
+        todo += imported_names(path, name)
+    return found
+
+
 def build_code(out: Path) -> None:
     code = out / "code"
     if code.exists():
         shutil.rmtree(code)
     code.mkdir(parents=True)
-    for name in CODE_DIRS:
-        shutil.copytree(ROOT / name, code / name, ignore=IGNORE)
+    for name in sorted(code_closure()):
+        source = module_file(name)
+        assert source is not None
+        target = code / source.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        if source.name == "__init__.py":
+            # The package's data files (crawlstack/rules/schema.json), not its subdirectories.
+            for data in source.parent.iterdir():
+                if data.is_file() and data.suffix not in (".py", ".pyc", ".pyo"):
+                    shutil.copy2(data, target.parent / data.name)
     rules = ROOT / "rules"
     if rules.is_dir():
         shutil.copytree(rules, code / settings.LAMBDA_RULES_DIR, ignore=IGNORE)

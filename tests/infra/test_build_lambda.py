@@ -1,4 +1,4 @@
-"""scripts/build_lambda.py without pip: cache key, cache hit, code copy, refusing invalid rules."""
+"""scripts/build_lambda.py without pip: cache key, cache hit, the code asset (what handlers import), bad rules."""
 
 from __future__ import annotations
 
@@ -59,6 +59,107 @@ def test_code_asset_holds_package_handlers_and_rules(build, tmp_path):
     assert (code / "functions").is_dir()
     assert (code / build.settings.LAMBDA_RULES_DIR).is_dir()
     assert not list(code.rglob("__pycache__"))
+
+
+def asset_modules(code: Path) -> set[str]:
+    """The module names of the Python files under ``code`` (a package by its ``__init__.py``)."""
+    names = set()
+    for path in code.rglob("*.py"):
+        parts = path.relative_to(code).with_suffix("").parts
+        names.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+# Modules no handler imports: the CLI, local mode (the fault proxy and billing with it), the demo site...
+NOT_SHIPPED = (
+    "crawlstack.cli",
+    "crawlstack.local",
+    "crawlstack.local.faulty",
+    "crawlstack.local.billing",
+    "crawlstack.local.runner",
+    "crawlstack.demo",
+    "crawlstack.deployed",
+    "crawlstack.rules_tester",
+)
+
+
+def test_code_asset_holds_exactly_what_the_handlers_import(build, tmp_path):
+    build.build_code(tmp_path)
+    code = tmp_path / "code"
+    closure = build.code_closure()
+    assert asset_modules(code) == closure
+    assert set(build.handler_modules()) <= closure
+    assert not set(NOT_SHIPPED) & closure
+    assert not (code / "crawlstack" / "demo").exists() and not (code / "crawlstack" / "local").exists()
+    # Imported inside functions only (crawlstack.wiring, crawlstack.rules.mapping), still shipped.
+    assert {"crawlstack.fetcher", "crawlstack.extractor", "crawlstack.rules.schema"} <= closure
+    # A shipped package's data files go with it.
+    assert (code / "crawlstack" / "rules" / "schema.json").is_file()
+
+
+def test_closure_follows_lazy_relative_and_submodule_imports(build, tmp_path, monkeypatch):
+    files = {
+        "functions/__init__.py": "",
+        "functions/h.py": "from crawlstack import sub\nfrom . import util\n",
+        "functions/util.py": "def f():\n    import crawlstack.lazy\n",
+        "crawlstack/__init__.py": "",
+        "crawlstack/sub/__init__.py": "from .inner import name\n",
+        "crawlstack/sub/inner.py": "import json\nname = 1\n",
+        "crawlstack/lazy.py": "",
+        "crawlstack/unused.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    assert build.code_closure(["functions.h"]) == {
+        "functions",
+        "functions.h",
+        "functions.util",
+        "crawlstack",
+        "crawlstack.sub",
+        "crawlstack.sub.inner",
+        "crawlstack.lazy",
+    }
+
+
+_IMPORT_ALL = """
+import importlib, json, sys
+for name in sorted(json.loads(sys.argv[1])):
+    importlib.import_module(name)
+print(json.dumps(sorted(
+    name for name, module in sys.modules.items()
+    if name.partition(".")[0] in ("crawlstack", "functions")
+    and not (getattr(module, "__file__", None) or "").startswith(sys.argv[2])
+)))
+"""
+
+
+def test_every_module_of_the_asset_imports_from_the_asset(build, tmp_path):
+    """With the asset first on the path (and this venv's packages, not the arm64 layer): nothing missing."""
+    build.build_code(tmp_path)
+    code = tmp_path / "code"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_", "CRAWLSTACK_"))}
+    env.update(
+        {
+            "PYTHONPATH": str(code),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            build.settings.ENV_RULES_DIR: str(code / build.settings.LAMBDA_RULES_DIR),
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_ALL, json.dumps(sorted(asset_modules(code))), str(code) + os.sep],
+        cwd=code,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    # Every crawlstack and functions module loaded came from the asset, none from the checkout.
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
 
 
 BAD_RULES = {
