@@ -29,7 +29,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawlstack import limits, patterns, settings
 from crawlstack.limits import (
@@ -44,6 +44,9 @@ from crawlstack.limits import (
 from crawlstack.rules import RuleSet, RulesInvalid, load_rules
 from crawlstack.safe_text import csv_cell, terminal_text
 from crawlstack.urls import InvalidURL, canonicalize
+
+if TYPE_CHECKING:
+    from crawlstack.aws import StackNames
 
 
 class UsageError(Exception):
@@ -748,8 +751,11 @@ def _crawl_job(args: argparse.Namespace) -> int:
     from crawlstack.deployed import aws_errors
 
     stack = _stack(args)
-    env = {settings.ENV_TABLE[key]: stack.table(key) for key in ("crawls", "frontier", "hosts")}
-    env |= {settings.ENV_QUEUE_URL[key]: stack.queue_url(key) for key in ("frontier", "fetch")}
+    outputs = {settings.ENV_TABLE[key]: stack.table(key) for key in settings.TABLES}
+    outputs |= {settings.ENV_QUEUE_URL[key]: stack.queue_url(key) for key in settings.QUEUES}
+    outputs[settings.ENV_BUCKET] = stack.output(settings.OUTPUT_BUCKET)
+    names = aws.StackNames.from_env(outputs)
+    env: dict[str, str] = {}
     if args.endpoint_url:
         env["AWS_ENDPOINT_URL"] = args.endpoint_url
     if args.region:
@@ -759,7 +765,7 @@ def _crawl_job(args: argparse.Namespace) -> int:
     aws.reset_clients()
     try:
         with aws_errors(f"crawl {args.action} {args.crawl_id}"):
-            return _run_job(args)
+            return _run_job(args, names)
     except jobs.UnknownCrawl:
         print(f"crawlstack: error: the stack's crawls table has no crawl {args.crawl_id!r}", file=sys.stderr)
         return 2
@@ -772,17 +778,17 @@ def _crawl_job(args: argparse.Namespace) -> int:
                 os.environ[key] = value
 
 
-def _run_job(args: argparse.Namespace) -> int:
+def _run_job(args: argparse.Namespace, names: StackNames) -> int:
     from crawlstack import wiring
 
     if args.action == "stop":
-        wiring.stop_crawl(args.crawl_id)
+        wiring.stop_crawl(args.crawl_id, names)
         print(
             f"stopped {args.crawl_id}: no new request within {jobs_bound()} s; "
             f"its work is held until 'crawlstack crawl resume {args.crawl_id}'"
         )
     else:
-        sent = wiring.resume_crawl(args.crawl_id)
+        sent = wiring.resume_crawl(args.crawl_id, names)
         print(f"resumed {args.crawl_id}: {sent} held message{'' if sent == 1 else 's'} or task sent back")
     return 0
 

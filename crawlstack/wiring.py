@@ -33,22 +33,24 @@ if TYPE_CHECKING:
 @dataclass
 class Services:
     rules: RuleSet
+    # The stack's tables, queues and bucket, read once (``services()``).
+    names: aws.StackNames
 
     @cached_property
     def crawls(self) -> aws.CrawlStore:
-        return aws.CrawlStore()
+        return aws.CrawlStore(self.names.crawls)
 
     @cached_property
     def urls(self) -> aws.UrlStore:
-        return aws.UrlStore()
+        return aws.UrlStore(self.names.urls)
 
     @cached_property
     def hosts(self) -> aws.HostStore:
-        return aws.HostStore()
+        return aws.HostStore(self.names.hosts)
 
     @cached_property
     def resolved(self) -> aws.ResolvedStore:
-        return aws.ResolvedStore()
+        return aws.ResolvedStore(self.names.resolved)
 
     @cached_property
     def completed(self) -> CompletedRecords:
@@ -58,11 +60,11 @@ class Services:
 
     @cached_property
     def held(self) -> aws.HeldStore:
-        return aws.HeldStore()
+        return aws.HeldStore(self.names.parked, self.names.crawls)
 
     @cached_property
     def politeness(self) -> Politeness:
-        return Politeness(self.hosts, aws.ParkStore())
+        return Politeness(self.hosts, aws.ParkStore(self.names.parked))
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
@@ -75,7 +77,7 @@ class Services:
             resolved=self.resolved,
             completed=self.completed,
             held=self.held,
-            scope_records=aws.ScopeStore(),
+            scope_records=aws.ScopeStore(self.names.hosts, self.names.urls),
         )
 
     @cached_property
@@ -86,7 +88,7 @@ class Services:
             self.urls,
             self.crawls,
             self.politeness,
-            aws.BlobStore(),
+            aws.BlobStore(self.names.bucket),
             resolved=self.resolved,
             completed=self.completed,
             held=self.held,
@@ -98,16 +100,21 @@ class Services:
         from crawlstack.extractor import Extractor
 
         return Extractor(
-            self.crawls, aws.ResultStore(), aws.BlobStore(), self.rules, resolved=self.resolved, outcomes=self.urls
+            self.crawls,
+            aws.ResultStore(self.names.results),
+            aws.BlobStore(self.names.bucket),
+            self.rules,
+            resolved=self.resolved,
+            outcomes=self.urls,
         )
 
     @cached_property
     def fetch_queue(self) -> aws.Queue:
-        return aws.Queue("fetch")
+        return aws.Queue(self.names.fetch_queue, "fetch")
 
     @cached_property
     def frontier_queue(self) -> aws.Queue:
-        return aws.Queue("frontier")
+        return aws.Queue(self.names.frontier_queue, "frontier")
 
     def process_batch(
         self,
@@ -174,7 +181,7 @@ def services() -> Services:
     with _lock:
         if _services is None:
             rules_dir = os.environ.get(settings.ENV_RULES_DIR)
-            _services = Services(load_rules(rules_dir) if rules_dir else RuleSet())
+            _services = Services(load_rules(rules_dir) if rules_dir else RuleSet(), aws.StackNames.from_env())
         return _services
 
 
@@ -185,19 +192,20 @@ def reset() -> None:
     aws.reset_clients()
 
 
-def stop_crawl(crawl_id: str) -> None:
-    """``crawlstack.jobs.stop`` on the stack the environment names (the CLI's ``crawl stop``)."""
-    jobs.stop(crawl_id, aws.CrawlStore())
+def stop_crawl(crawl_id: str, names: aws.StackNames | None = None) -> None:
+    """``crawlstack.jobs.stop`` on the stack ``names`` (default: the environment's) names (``crawl stop``)."""
+    names = names or aws.StackNames.from_env()
+    jobs.stop(crawl_id, aws.CrawlStore(names.crawls))
 
 
-def resume_crawl(crawl_id: str) -> int:
-    """``crawlstack.jobs.resume`` on the stack the environment names; how many held items were sent back."""
-    hosts = aws.HostStore()
+def resume_crawl(crawl_id: str, names: aws.StackNames | None = None) -> int:
+    """``crawlstack.jobs.resume`` on the stack ``names`` (default: the environment's) names; held items sent back."""
+    names = names or aws.StackNames.from_env()
     return jobs.resume(
         crawl_id,
-        aws.CrawlStore(),
-        aws.HeldStore(),
-        aws.Queue("frontier"),
-        aws.Queue("fetch"),
-        Politeness(hosts, aws.ParkStore()),
+        aws.CrawlStore(names.crawls),
+        aws.HeldStore(names.parked, names.crawls),
+        aws.Queue(names.frontier_queue, "frontier"),
+        aws.Queue(names.fetch_queue, "fetch"),
+        Politeness(aws.HostStore(names.hosts), aws.ParkStore(names.parked)),
     )

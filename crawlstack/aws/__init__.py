@@ -1,7 +1,9 @@
 """Small adapters over SQS, DynamoDB and S3; the only package that imports boto3.
 
 One module per table, queue or bucket, on the shared clients and helpers of
-``clients``.  ``from crawlstack import aws`` gives every adapter by name.
+``clients``.  ``from crawlstack import aws`` gives every adapter by name; each
+takes its table, queue URL or bucket in its constructor, from the one
+``StackNames`` its caller read (``StackNames.from_env``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from crawlstack.aws.clients import (
 from crawlstack.aws.crawls import CrawlStore
 from crawlstack.aws.held import HeldStore
 from crawlstack.aws.hosts import HostStore
+from crawlstack.aws.names import StackNames
 from crawlstack.aws.parked import ParkStore
 from crawlstack.aws.queues import Queue, SendFailed
 from crawlstack.aws.resolved import ResolvedStore
@@ -40,6 +43,7 @@ __all__ = [
     "ResultStore",
     "ScopeStore",
     "SendFailed",
+    "StackNames",
     "UrlStore",
     "client",
     "marshal",

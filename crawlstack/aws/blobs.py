@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from crawlstack import settings
 from crawlstack.aws import clients
 
 
 class BlobStore:
     """The pages bucket."""
 
-    @property
-    def bucket(self) -> str:
-        return clients.env(settings.ENV_BUCKET)
+    def __init__(self, bucket: str) -> None:
+        self.bucket = bucket
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         clients.client("s3").put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)

@@ -1,8 +1,8 @@
 """The adapters' shared part: boto3 clients, conditional writes and (de)serialisation.
 
 Clients are created lazily, on first use, so moto can patch botocore before
-any exist, and they use botocore's standard retry mode.  Physical names come
-from the ``CRAWLSTACK_*`` environment variables (``settings.ENV_*``); an
+any exist, and they use botocore's standard retry mode.  Physical names are
+the adapters' constructor arguments (``crawlstack.aws.names``); an
 ``AWS_ENDPOINT_URL`` in the environment points every client at an
 AWS-compatible endpoint (moto server, LocalStack), as boto3 itself supports.
 
@@ -17,7 +17,6 @@ our token, the write did happen (``conditional_write``).
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from decimal import Decimal
@@ -45,13 +44,6 @@ def reset_clients() -> None:
     """Forget cached clients (tests and local mode start a fresh emulator)."""
     with _clients_lock:
         _clients.clear()
-
-
-def env(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        raise RuntimeError(f"environment variable {name} is not set")
-    return value
 
 
 # The attribute a conditional write stores its call's token in (see the module docstring).

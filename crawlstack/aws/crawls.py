@@ -7,7 +7,7 @@ import time
 
 from botocore.exceptions import ClientError
 
-from crawlstack import jobs, settings
+from crawlstack import jobs
 from crawlstack.aws import clients
 from crawlstack.config import CrawlConfig
 
@@ -15,17 +15,12 @@ from crawlstack.config import CrawlConfig
 class CrawlStore:
     """The crawls table: config, seed hosts and the page budget counter."""
 
-    table_key = "crawls"
-
-    def __init__(self, cache_seconds: float | None = None) -> None:
+    def __init__(self, table: str, cache_seconds: float | None = None) -> None:
+        self.name = table
         # The cache bounds how long a stop takes to reach this container.
         self.cache_seconds = jobs.STATE_CACHE_SECONDS if cache_seconds is None else cache_seconds
         self._cache: dict[str, tuple[float, CrawlConfig]] = {}
         self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return clients.env(settings.ENV_TABLE[self.table_key])
 
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
         max_age = self.cache_seconds if max_age is None else max_age

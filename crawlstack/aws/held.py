@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from crawlstack import jobs, settings
+from crawlstack import jobs
 from crawlstack.aws import clients
-from crawlstack.aws.crawls import CrawlStore
 
 
 class HeldStore:
@@ -16,11 +15,10 @@ class HeldStore:
     partition and order, and a held partition is never a host's.
     """
 
-    table_key = "frontier"
-
-    @property
-    def name(self) -> str:
-        return clients.env(settings.ENV_TABLE[self.table_key])
+    def __init__(self, table: str, crawls_table: str) -> None:
+        self.name = table
+        # The hold's transaction checks the crawl's state there.
+        self.crawls_table = crawls_table
 
     def hold(self, crawl_id: str, key: str, body: str) -> bool:
         """Write the row only while the crawl is stopped, in one transaction with that check.
@@ -33,7 +31,7 @@ class HeldStore:
                 TransactItems=[
                     {
                         "ConditionCheck": {
-                            "TableName": clients.env(settings.ENV_TABLE[CrawlStore.table_key]),
+                            "TableName": self.crawls_table,
                             "Key": {"crawl_id": {"S": crawl_id}},
                             "ConditionExpression": "#s = :stopped",
                             "ExpressionAttributeNames": {"#s": "state"},

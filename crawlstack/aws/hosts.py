@@ -7,7 +7,6 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.robots import RobotsRecord, pack_body, unpack_body
@@ -16,11 +15,8 @@ from crawlstack.robots import RobotsRecord, pack_body, unpack_body
 class HostStore:
     """The hosts table: politeness slots (kind "slot") and robots.txt cache (kind "robots")."""
 
-    table_key = "hosts"
-
-    @property
-    def name(self) -> str:
-        return clients.env(settings.ENV_TABLE[self.table_key])
+    def __init__(self, table: str) -> None:
+        self.name = table
 
     @staticmethod
     def _key(host: str, kind: str) -> dict[str, Any]:

@@ -13,11 +13,8 @@ from crawlstack.aws import clients
 class ParkStore:
     """The parked table: URLs waiting behind a host whose window is full, oldest first."""
 
-    table_key = "frontier"
-
-    @property
-    def name(self) -> str:
-        return clients.env(settings.ENV_TABLE[self.table_key])
+    def __init__(self, table: str) -> None:
+        self.name = table
 
     def put(self, host: str, order: str, body: str) -> None:
         clients.client("dynamodb").put_item(

@@ -17,12 +17,10 @@ class SendFailed(RuntimeError):
 class Queue:
     """An SQS queue that messages are sent to in batches of ten."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, url: str, key: str) -> None:
+        self.url = url
+        # Which queue (``settings.QUEUES``), for messages.
         self.key = key
-
-    @property
-    def url(self) -> str:
-        return clients.env(settings.ENV_QUEUE_URL[self.key])
 
     def send(self, messages: Iterable[tuple[str, int]]) -> int:
         """Send (body, delay_seconds) pairs with SendMessageBatch; return how many."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from crawlstack import settings, storable
+from crawlstack import storable
 from crawlstack.aws import clients
 from crawlstack.resolution import ResolvedRecord
 
@@ -37,9 +37,8 @@ class ResolvedStore:
     SIZE_RETRIES = 2
     _NAME_OVERHEAD = len(FIELD_PREFIX) + len(SOURCE_PREFIX)
 
-    @property
-    def name(self) -> str:
-        return clients.env(settings.ENV_TABLE[self.table_key])
+    def __init__(self, table: str) -> None:
+        self.name = table
 
     @staticmethod
     def key(crawl_id: str, record_id: str) -> dict[str, Any]:

@@ -6,18 +6,15 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from crawlstack import settings, storable
+from crawlstack import storable
 from crawlstack.aws import clients
 
 
 class ResultStore:
     """The results table: one record per mapped page."""
 
-    table_key = "results"
-
-    @property
-    def name(self) -> str:
-        return clients.env(settings.ENV_TABLE[self.table_key])
+    def __init__(self, table: str) -> None:
+        self.name = table
 
     def put(self, record: dict[str, Any]) -> None:
         """Store the record, fitted as ``crawlstack.storable`` says, so that a page's values never fail the write.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.aws.urls import note_url
 
@@ -17,6 +16,10 @@ class ScopeStore:
       crawl has no item for the URL, so the crawl log says why it was dropped.
     """
 
+    def __init__(self, hosts_table: str, urls_table: str) -> None:
+        self.hosts_table = hosts_table
+        self.urls_table = urls_table
+
     def count_host_page(self, crawl_id: str, host: str, cap: int, pages: int = 1) -> bool:
         """Take ``pages`` of the host's ``cap`` pages for the crawl at once; False if fewer are left.
 
@@ -24,8 +27,8 @@ class ScopeStore:
         token refuses a second add by the same call.
         """
         key = {"host": {"S": host}, "kind": {"S": f"pages#{crawl_id}"}}
-        return clients.take_from_counter(clients.env(settings.ENV_TABLE["hosts"]), key, pages, cap) is not None
+        return clients.take_from_counter(self.hosts_table, key, pages, cap) is not None
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         """Record a URL dropped before dedupe, only if the crawl has no item for it yet."""
-        return note_url(clients.env(settings.ENV_TABLE["urls"]), crawl_id, fp, url, depth, "dropped", reason)
+        return note_url(self.urls_table, crawl_id, fp, url, depth, "dropped", reason)

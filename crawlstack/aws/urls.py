@@ -6,7 +6,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from crawlstack import settings
 from crawlstack.aws import clients
 
 
@@ -38,11 +37,8 @@ def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: st
 class UrlStore:
     """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
 
-    table_key = "urls"
-
-    @property
-    def name(self) -> str:
-        return clients.env(settings.ENV_TABLE[self.table_key])
+    def __init__(self, table: str) -> None:
+        self.name = table
 
     @staticmethod
     def key(crawl_id: str, fp: str) -> dict[str, Any]:

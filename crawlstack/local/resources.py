@@ -12,6 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from crawlstack import aws, settings
+from crawlstack.aws import names
 
 
 def _code(exc: ClientError) -> str:
@@ -51,7 +52,7 @@ def create_all(visibility_timeout: int | None = None, exist_ok: bool = False) ->
             },
         )["QueueUrl"]
         env[settings.ENV_QUEUE_URL[queue.key]] = url
-        env[f"CRAWLSTACK_{queue.key.upper()}_DLQ_URL"] = dlq_url
+        env[names.dlq_env(queue.key)] = dlq_url
 
     extract_url = env[settings.ENV_QUEUE_URL["extract"]]
     extract_arn = sqs.get_queue_attributes(QueueUrl=extract_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

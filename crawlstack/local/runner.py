@@ -163,6 +163,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
         aws.reset_clients()
         wiring.reset()
         names = _create_resources(options.endpoint_url is not None)
+        stack = aws.StackNames.from_env(names)
         with _environment(names):
             config = CrawlConfig(
                 crawl_id=crawl_id,
@@ -178,8 +179,8 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 allow_private=options.allow_private,
                 host_concurrency=options.host_concurrency,
             )
-            aws.CrawlStore().put(config)
-            aws.Queue("frontier").send(
+            aws.CrawlStore(stack.crawls).put(config)
+            aws.Queue(stack.frontier_queue, "frontier").send(
                 (
                     FrontierMessage(
                         url=s.url, depth=0, crawl_id=crawl_id, record_id=s.record_id, want=s.want
@@ -215,7 +216,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
             # Taken before the outputs' own reads: the crawl's calls only.
             emulated = _emulator_stats(emulator)
             summary = _with_retries(
-                lambda: _write_outputs(out, crawl_id, started, pump, names, seeds, options, interrupted)
+                lambda: _write_outputs(out, crawl_id, started, pump, stack, seeds, options, interrupted)
             )
         wiring.reset()
         aws.reset_clients()
@@ -364,7 +365,7 @@ def _write_outputs(
     crawl_id: str,
     started: float,
     pump: EventPump,
-    names: dict[str, str],
+    stack: aws.StackNames,
     seeds: list[Seed],
     options: LocalOptions,
     interrupted: bool = False,
@@ -372,9 +373,9 @@ def _write_outputs(
     out.mkdir(parents=True, exist_ok=True)
     warc_dir = out / "warc"
     warc_dir.mkdir(exist_ok=True)
-    blobs = aws.BlobStore()
+    blobs = aws.BlobStore(stack.bucket)
 
-    log_items = sorted(aws.UrlStore().scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
+    log_items = sorted(aws.UrlStore(stack.urls).scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
     outcomes: Counter[str] = Counter()
     per_host: dict[str, Counter[str]] = {}
     with _replacing(out / "crawl-log.jsonl") as fh:
@@ -416,19 +417,19 @@ def _write_outputs(
             fh.write(json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n")
     records = len(lines)
 
-    resolved = _write_resolved(out / "resolved.jsonl", crawl_id, seeds, lines)
+    resolved = _write_resolved(out / "resolved.jsonl", aws.ResolvedStore(stack.resolved), crawl_id, seeds, lines)
 
     dlq = {}
     sqs = aws.client("sqs")
     for key in settings.QUEUES:
-        dlq_url = names.get(f"CRAWLSTACK_{key.upper()}_DLQ_URL")
+        dlq_url = stack.dead_letter_queues.get(key)
         if dlq_url:
             attrs = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
             dlq[key] = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
 
     # Every URL ends fetched, skipped or failed; a row still parked would be
     # a URL the crawl never reached, and the summary says so.
-    parked_left = aws.ParkStore().count()
+    parked_left = aws.ParkStore(stack.parked).count()
     if parked_left and not interrupted:
         print(f"crawlstack: warning: {parked_left} URLs were left parked, never fetched", file=sys.stderr)
     finished = time.time()
@@ -463,13 +464,15 @@ def _write_outputs(
     }
 
 
-def _write_resolved(path: Path, crawl_id: str, seeds: list[Seed], pages: list[dict[str, Any]]) -> list[ResolvedRecord]:
+def _write_resolved(
+    path: Path, store: aws.ResolvedStore, crawl_id: str, seeds: list[Seed], pages: list[dict[str, Any]]
+) -> list[ResolvedRecord]:
     """OUT/resolved.jsonl: every record of the crawl, and a seed's record that found nothing yet.
 
     A value the resolved table holds as a marker (too large for its item)
     is the full one again here, from the record of the page it came from.
     """
-    records = {r.record_id: r for r in aws.ResolvedStore().scan_crawl(crawl_id)}
+    records = {r.record_id: r for r in store.scan_crawl(crawl_id)}
     for seed in seeds:
         if seed.record_id is not None and seed.record_id not in records:
             records[seed.record_id] = ResolvedRecord(crawl_id, seed.record_id, seed.want)

@@ -1,7 +1,8 @@
 """Fixtures for the local-crawl integration tests.
 
 ``stack``: the stack's queues, tables and bucket on the embedded emulator, their
-names in the environment as the Lambdas see them (no rules loaded).
+names in the environment as the Lambdas see them (no rules loaded);
+``stack_names``: the same names as the adapters take them.
 ``web``: a running, empty :class:`LoopbackWeb`; add hosts with ``web.add_host``.
 ``crawl``: runs ``crawlstack crawl --local`` (in-process through
 ``crawlstack.cli.main``, or as a subprocess) and loads its outputs into a
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 from webs import ALLOW_LOOPBACK, UA, Crawl, CrawlResult, describe, read_jsonl, write_rules
 
-from crawlstack import settings, wiring
+from crawlstack import aws, settings, wiring
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local import faulty, resources
 from crawlstack.local.emulator import EmbeddedAws
@@ -79,6 +80,12 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
             yield names
         finally:
             wiring.reset()
+
+
+@pytest.fixture
+def stack_names(stack: dict[str, str]) -> aws.StackNames:
+    """The names of ``stack``'s resources, read as the handlers read them (``aws.StackNames``)."""
+    return aws.StackNames.from_env(stack)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ def interrupt_after_first_extract(monkeypatch: pytest.MonkeyPatch) -> None:
     real_invoke = EventPump._invoke
 
     def invoke(self: EventPump, source: Source, messages: list[dict[str, Any]]) -> None:
-        if any(aws.BlobStore().keys(settings.RECORDS_PREFIX)):
+        if any(aws.BlobStore(aws.StackNames.from_env().bucket).keys(settings.RECORDS_PREFIX)):
             raise KeyboardInterrupt
         real_invoke(self, source, messages)
 

@@ -110,7 +110,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
         names = resources.create_all(visibility_timeout=30)
         for key, value in names.items():
             monkeypatch.setenv(key, value)
-        aws.CrawlStore().put(
+        aws.CrawlStore(aws.StackNames.from_env(names).crawls).put(
             CrawlConfig(crawl_id=CRAWL, delay=0.0, user_agent=UA, max_depth=2, allow_private=("127.0.0.0/8",))
         )
         try:
@@ -192,7 +192,7 @@ def s3_event(bucket: str, key: str, name: str = "ObjectCreated:Put") -> str:
 
 # --- dispatch ----------------------------------------------------------------
 def test_dispatch_partial_batch_response_queues_valid_seeds_only(
-    stack: dict[str, str], site: Site, monkeypatch: pytest.MonkeyPatch
+    stack: dict[str, str], site: Site, monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
 ) -> None:
     url = site.page("/", "home")
     svc = wiring.services()
@@ -229,7 +229,7 @@ def test_dispatch_partial_batch_response_queues_valid_seeds_only(
     [message] = drain(stack, "fetch")
     task = FetchTask.from_json(message["Body"])
     assert (task.url, task.crawl_id, task.depth, task.host) == (canonicalize(url), CRAWL, 0, ADDRESS)
-    urls = aws.UrlStore()
+    urls = aws.UrlStore(stack_names.urls)
     assert urls.state(CRAWL, fingerprint(canonicalize(url))) == "queued"
     # The off-site URL took no claim; it is noted, for the crawl log, as dropped with its reason.
     items = {item["url"]: item for item in urls.scan_crawl(CRAWL)}
@@ -243,7 +243,7 @@ def test_dispatch_partial_batch_response_queues_valid_seeds_only(
     )
     # robots.txt was fetched once (404: allow all) with the crawl's user agent.
     assert site.requests == [("/robots.txt", UA)]
-    assert ADDRESS in aws.CrawlStore().get(CRAWL, max_age=0).seed_hosts
+    assert ADDRESS in aws.CrawlStore(stack_names.crawls).get(CRAWL, max_age=0).seed_hosts
 
 
 def test_dispatch_queues_a_url_once_for_two_messages(stack: dict[str, str], site: Site) -> None:
@@ -258,7 +258,9 @@ def test_dispatch_queues_a_url_once_for_two_messages(stack: dict[str, str], site
 
 
 # --- fetch -------------------------------------------------------------------
-def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(stack: dict[str, str], site: Site) -> None:
+def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(
+    stack: dict[str, str], site: Site, stack_names: aws.StackNames
+) -> None:
     pages = [site.page(f"/books/b{i}.html", f"Book {i}") for i in range(4)]
     site.routes["/logo.png"] = (200, "image/png", b"\x89PNG")
     urls = [*pages, site.base + "/logo.png", site.base + "/missing.html"]
@@ -269,7 +271,7 @@ def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(stack: dict[str,
     response = fetch.handler(event, context("fetch"))
     assert response == {"batchItemFailures": []}
 
-    blobs = aws.BlobStore()
+    blobs = aws.BlobStore(stack_names.bucket)
     [key] = list(blobs.keys(settings.PAGES_PREFIX))
     archived = {p.url: p for p in read_warc(blobs.get(key))}
     expected = {canonicalize(u) for u in [*pages, site.base + "/missing.html"]}
@@ -277,7 +279,7 @@ def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(stack: dict[str,
     assert archived[canonicalize(pages[0])].body.startswith(b"<html><body><h1> Book 0 </h1>")
     assert archived[canonicalize(pages[0])].metadata["crawl_id"] == CRAWL
 
-    store = aws.UrlStore()
+    store = aws.UrlStore(stack_names.urls)
     items = {i["url"]: i for i in store.scan_crawl(CRAWL)}
     for url in pages:
         item = items[canonicalize(url)]
@@ -294,7 +296,7 @@ def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(stack: dict[str,
     assert (log[logo["url"]]["outcome"], log[logo["url"]]["reason"]) == ("skipped", logo["reason"])
     assert log[canonicalize(pages[0])]["status"] == 200
     # Every fetch left the host's window.
-    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
+    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
     assert all(ua == UA for _, ua in site.requests)
 
 
@@ -309,12 +311,14 @@ def test_fetch_sends_a_redirect_back_to_the_frontier(stack: dict[str, str], site
 
 
 # --- extract -----------------------------------------------------------------
-def test_extract_writes_records_and_sends_outlinks(stack: dict[str, str], site: Site) -> None:
+def test_extract_writes_records_and_sends_outlinks(
+    stack: dict[str, str], site: Site, stack_names: aws.StackNames
+) -> None:
     book = site.page("/books/emma.html", "Emma", "/books/persuasion.html", "/about.html", "http://elsewhere.invalid/")
     home = site.page("/", "Home", "/books/emma.html", "/authors/")
     bodies = [m["Body"] for m in dispatch_and_collect(stack, book, home)]
     assert fetch.handler(sqs_event(stack, "fetch", *bodies), context("fetch")) == {"batchItemFailures": []}
-    [key] = list(aws.BlobStore().keys(settings.PAGES_PREFIX))
+    [key] = list(aws.BlobStore(stack_names.bucket).keys(settings.PAGES_PREFIX))
     # The bucket notified the extract queue, as the stack configures it: an s3:TestEvent when the
     # notification was set up, then ObjectCreated for the WARC (key URL-encoded).  Deliver both.
     notifications = [m["Body"] for m in drain(stack, "extract")]
@@ -333,7 +337,7 @@ def test_extract_writes_records_and_sends_outlinks(stack: dict[str, str], site: 
     assert result["fields"]["M"]["title"]["S"] == "Emma"
     assert result["pk"]["S"] == f"{CRAWL}#{fingerprint(canonicalize(book))}"
 
-    blobs = aws.BlobStore()
+    blobs = aws.BlobStore(stack_names.bucket)
     [records_key] = list(blobs.keys(settings.RECORDS_PREFIX))
     assert records_key.startswith(settings.RECORDS_PREFIX + "crawl_id=")
     assert records_key.endswith("/" + key.rsplit("/", 1)[-1].replace(".warc.gz", ".jsonl.gz"))
@@ -353,7 +357,7 @@ def test_extract_writes_records_and_sends_outlinks(stack: dict[str, str], site: 
     assert outlinks[site.base + "/about.html"].referrer == canonicalize(book)
 
 
-def test_extract_ignores_s3_test_events_and_other_objects(stack: dict[str, str]) -> None:
+def test_extract_ignores_s3_test_events_and_other_objects(stack: dict[str, str], stack_names: aws.StackNames) -> None:
     test_event = json.dumps(
         {"Service": "Amazon S3", "Event": "s3:TestEvent", "Time": "2024-01-01T00:00:00Z", "Bucket": "b"}
     )
@@ -361,7 +365,7 @@ def test_extract_ignores_s3_test_events_and_other_objects(stack: dict[str, str])
     removed = s3_event(settings.BUCKET_NAME, "pages/x.warc.gz", name="ObjectRemoved:Delete")
     event = sqs_event(stack, "extract", test_event, other_prefix, removed)
     assert extract.handler(event, context("extract")) == {"batchItemFailures": []}
-    assert list(aws.BlobStore().keys(settings.RECORDS_PREFIX)) == []
+    assert list(aws.BlobStore(stack_names.bucket).keys(settings.RECORDS_PREFIX)) == []
     assert drain(stack, "frontier") == []
 
 

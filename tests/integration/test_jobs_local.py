@@ -52,10 +52,11 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
         aws.reset_clients()
         wiring.reset()
         names = runner._create_resources(external=False)
+        stack_names = aws.StackNames.from_env(names)
         for key, value in names.items():
             monkeypatch.setenv(key, value)
         try:
-            aws.CrawlStore().put(
+            aws.CrawlStore(stack_names.crawls).put(
                 CrawlConfig(
                     crawl_id=CRAWL,
                     delay=DELAY,
@@ -65,7 +66,9 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
                     allow_private=("127.0.0.0/8",),
                 )
             )
-            aws.Queue("frontier").send([(FrontierMessage(url=host.base_url + "/", crawl_id=CRAWL).to_json(), 0)])
+            aws.Queue(stack_names.frontier_queue, "frontier").send(
+                [(FrontierMessage(url=host.base_url + "/", crawl_id=CRAWL).to_json(), 0)]
+            )
             pump = runner._pump(names, 2)
             thread = threading.Thread(target=pump.run, daemon=True)
             thread.start()
@@ -80,7 +83,7 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
             late = [e for e in before if e.arrived > stopped + CACHE + SLACK]
             assert not late, describe(before)
             assert len(before) < PAGES + 1, "the crawl finished before it was stopped"
-            assert aws.HeldStore().held(CRAWL, 1000), "nothing held"
+            assert aws.HeldStore(stack_names.parked, stack_names.crawls).held(CRAWL, 1000), "nothing held"
 
             sent = wiring.resume_crawl(CRAWL)
             assert sent > 0
@@ -90,9 +93,9 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
             counts = Counter(e.bare_path for e in log)
             assert set(counts) == {"/", *(f"/p{i}.html" for i in range(1, PAGES + 1))}, describe(log)
             assert set(counts.values()) == {1}, describe(log)
-            assert aws.HeldStore().held(CRAWL, 10) == []
-            assert aws.ParkStore().count() == 0
-            assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
+            assert aws.HeldStore(stack_names.parked, stack_names.crawls).held(CRAWL, 10) == []
+            assert aws.ParkStore(stack_names.parked).count() == 0
+            assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
         finally:
             wiring.reset()
             aws.reset_clients()

@@ -17,8 +17,13 @@ from functions.dispatch import handler as dispatch
 from functions.fetch import handler as fetch
 
 
-def put_crawl(crawl_id: str, **kw: Any) -> None:
-    aws.CrawlStore().put(
+@pytest.fixture
+def stack_names(emulated: dict[str, str]) -> aws.StackNames:  # noqa: F811
+    return aws.StackNames.from_env(emulated)
+
+
+def put_crawl(names: aws.StackNames, crawl_id: str, **kw: Any) -> None:
+    aws.CrawlStore(names.crawls).put(
         CrawlConfig(crawl_id=crawl_id, delay=0.0, user_agent=UA, max_depth=2, allow_private=("127.0.0.0/8",), **kw)
     )
 
@@ -36,9 +41,13 @@ def page_requests(web_site: Site) -> list[str]:  # noqa: F811
     return [path for path, _ in web_site.requests if path != "/robots.txt"]
 
 
-def test_two_crawls_on_one_host_fetch_the_same_url_once_each(emulated: dict[str, str], web_site: Site) -> None:  # noqa: F811
-    put_crawl("c1")
-    put_crawl("c2")
+def test_two_crawls_on_one_host_fetch_the_same_url_once_each(
+    emulated: dict[str, str],  # noqa: F811
+    web_site: Site,  # noqa: F811
+    stack_names: aws.StackNames,
+) -> None:
+    put_crawl(stack_names, "c1")
+    put_crawl(stack_names, "c2")
     url = web_site.page("/same.html", "same")
     dispatch_urls(emulated, "c1", url)
     dispatch_urls(emulated, "c2", url)
@@ -46,24 +55,28 @@ def test_two_crawls_on_one_host_fetch_the_same_url_once_each(emulated: dict[str,
     assert sorted(t.crawl_id for t in tasks) == ["c1", "c2"]
     # Both hold a place in the host's window: keyed by crawl, the same fingerprint does not collide.
     fp = fingerprint(canonicalize(url))
-    assert aws.HostStore().read_slot(ADDRESS).window == {f"c1#{fp}", f"c2#{fp}"}
+    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == {f"c1#{fp}", f"c2#{fp}"}
     fetch_bodies(emulated, [t.to_json() for t in tasks])
     assert page_requests(web_site) == ["/same.html", "/same.html"]
-    store = aws.UrlStore()
+    store = aws.UrlStore(stack_names.urls)
     assert store.state("c1", fp) == store.state("c2", fp) == "fetched"
-    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
+    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
 
 
-def test_stop_holds_work_and_resume_sends_it_back_once(emulated: dict[str, str], web_site: Site) -> None:  # noqa: F811
-    put_crawl("c1")
-    put_crawl("c2")
+def test_stop_holds_work_and_resume_sends_it_back_once(
+    emulated: dict[str, str],  # noqa: F811
+    web_site: Site,  # noqa: F811
+    stack_names: aws.StackNames,
+) -> None:
+    put_crawl(stack_names, "c1")
+    put_crawl(stack_names, "c2")
     a, b, c = (web_site.page(f"/{n}.html", n) for n in "abc")
     dispatch_urls(emulated, "c1", a, b)
     queued = [m["Body"] for m in drain(emulated, "fetch")]
     assert len(queued) == 2
 
     wiring.stop_crawl("c1")
-    assert aws.CrawlStore().get("c1", max_age=0).stopped
+    assert aws.CrawlStore(stack_names.crawls).get("c1", max_age=0).stopped
     wiring.services().crawls._cache.clear()  # what STATE_CACHE_SECONDS later looks like
     dispatch_urls(emulated, "c1", c)  # a message arriving after the stop: held, unclaimed
     fetch_bodies(emulated, queued)  # tasks queued before the stop: held, no request, out of the window
@@ -71,16 +84,16 @@ def test_stop_holds_work_and_resume_sends_it_back_once(emulated: dict[str, str],
     assert drain(emulated, "frontier") == []
     fetch_bodies(emulated, [m["Body"] for m in drain(emulated, "fetch")])
     assert page_requests(web_site) == ["/c.html"]
-    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
-    held = aws.HeldStore().held("c1", 10)
+    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
+    held = aws.HeldStore(stack_names.parked, stack_names.crawls).held("c1", 10)
     assert sorted(k[:2] for k, _ in held) == ["f#", "t#", "t#"]
-    assert aws.UrlStore().state("c1", fingerprint(canonicalize(c))) is None
+    assert aws.UrlStore(stack_names.urls).state("c1", fingerprint(canonicalize(c))) is None
     # A hold only succeeds while the crawl is stopped.
-    assert not aws.HeldStore().hold("c2", "f#x", "{}")
-    assert not aws.HeldStore().hold("unknown", "f#x", "{}")
+    assert not aws.HeldStore(stack_names.parked, stack_names.crawls).hold("c2", "f#x", "{}")
+    assert not aws.HeldStore(stack_names.parked, stack_names.crawls).hold("unknown", "f#x", "{}")
 
     assert wiring.resume_crawl("c1") == 3
-    assert aws.HeldStore().held("c1", 10) == []
+    assert aws.HeldStore(stack_names.parked, stack_names.crawls).held("c1", 10) == []
     assert wiring.resume_crawl("c1") == 0
     wiring.services().crawls._cache.clear()
     [frontier] = drain(emulated, "frontier")
@@ -90,9 +103,9 @@ def test_stop_holds_work_and_resume_sends_it_back_once(emulated: dict[str, str],
     }
     fetch_bodies(emulated, [m["Body"] for m in drain(emulated, "fetch")])
     assert sorted(page_requests(web_site)) == ["/a.html", "/b.html", "/c.html", "/c.html"]
-    assert {aws.UrlStore().state("c1", fingerprint(canonicalize(u))) for u in (a, b, c)} == {"fetched"}
-    assert aws.HostStore().read_slot(ADDRESS).window == frozenset()
-    assert aws.ParkStore().count() == 0
+    assert {aws.UrlStore(stack_names.urls).state("c1", fingerprint(canonicalize(u))) for u in (a, b, c)} == {"fetched"}
+    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
+    assert aws.ParkStore(stack_names.parked).count() == 0
 
 
 def test_stop_and_resume_refuse_an_unknown_crawl(emulated: dict[str, str]) -> None:  # noqa: F811

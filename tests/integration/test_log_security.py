@@ -63,7 +63,12 @@ def logs() -> Iterator[io.StringIO]:
 
 
 def test_logs_redact_tokens_and_hold_no_page_body_while_the_data_keeps_the_url(
-    stack: dict[str, str], site: Site, logs: io.StringIO, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: dict[str, str],
+    site: Site,
+    logs: io.StringIO,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stack_names: aws.StackNames,
 ) -> None:
     # The stack's book rule wants URLs ending in .html; this one takes a query too.
     rule = {**BOOK_RULE, "url_patterns": [{"type": "regex", "pattern": r"/books/secret\.html"}]}
@@ -85,7 +90,7 @@ def test_logs_redact_tokens_and_hold_no_page_body_while_the_data_keeps_the_url(
     assert MARKER not in text
 
     # The data is the user's: the WARC, the records and the crawl log keep the real URL.
-    blobs = aws.BlobStore()
+    blobs = aws.BlobStore(stack_names.bucket)
     (warc_key,) = blobs.keys(settings.PAGES_PREFIX)
     (page,) = read_warc(blobs.get(warc_key))
     assert TOKEN in page.url and MARKER.encode() in page.body
@@ -99,10 +104,12 @@ def test_logs_redact_tokens_and_hold_no_page_body_while_the_data_keeps_the_url(
 
 
 def test_an_unreadable_warc_fails_its_item_with_one_line_and_writes_nothing(
-    stack: dict[str, str], logs: io.StringIO
+    stack: dict[str, str], logs: io.StringIO, stack_names: aws.StackNames
 ) -> None:
     key = "pages/dt=2024-01-02/broken.warc.gz"
-    aws.BlobStore().put(key, gzip.compress(b"WARC/1.1\r\nWARC-Type: response\r\n")[:-4], "application/warc")
+    aws.BlobStore(stack_names.bucket).put(
+        key, gzip.compress(b"WARC/1.1\r\nWARC-Type: response\r\n")[:-4], "application/warc"
+    )
     test_event = json.dumps({"Event": "s3:TestEvent"})  # so not the whole batch fails
     event = sqs_event(stack, "extract", s3_event(settings.BUCKET_NAME, key), test_event, ids=["m-broken", "m-test"])
     assert extract.handler(event, context("extract")) == {"batchItemFailures": [{"itemIdentifier": "m-broken"}]}
@@ -110,5 +117,5 @@ def test_an_unreadable_warc_fails_its_item_with_one_line_and_writes_nothing(
     unreadable = [line for line in lines if line.get("message") == "unreadable WARC"]
     assert [(line["level"], line["warc"]) for line in unreadable] == [("ERROR", key)]
     assert unreadable[0]["reason"] == "unreadable WARC (EOFError): gzip member cut short"
-    assert list(aws.BlobStore().keys(settings.RECORDS_PREFIX)) == []
+    assert list(aws.BlobStore(stack_names.bucket).keys(settings.RECORDS_PREFIX)) == []
     assert drain(stack, "frontier") == []

@@ -66,6 +66,12 @@ def faulty(served: FaultyEndpoint) -> Iterator[FaultyEndpoint]:
         served.plan = FaultPlan(failure_rate=0.0)
 
 
+@pytest.fixture
+def stack_names(served: FaultyEndpoint) -> aws.StackNames:
+    """The names of what ``served`` created (its environment), not of conftest's emulated stack."""
+    return aws.StackNames.from_env()
+
+
 def unique(name: str) -> str:
     """An id no other test in this process used (they share moto's backends)."""
     return f"{name}-{uuid.uuid4().hex[:8]}"
@@ -75,9 +81,11 @@ def lost(endpoint: FaultyEndpoint, operation: str) -> int:
     return endpoint.faults[("dynamodb", operation, "after")]
 
 
-def test_a_retried_url_claim_start_fetch_and_unclaim_find_their_own_writes(faulty: FaultyEndpoint) -> None:
+def test_a_retried_url_claim_start_fetch_and_unclaim_find_their_own_writes(
+    faulty: FaultyEndpoint, stack_names: aws.StackNames
+) -> None:
     c = unique("c")
-    urls = aws.UrlStore()
+    urls = aws.UrlStore(stack_names.urls)
     assert urls.claim(c, "fp1", "http://a.test/", 0, record_id="r")  # no claimer: only the token tells
     assert not urls.claim(c, "fp1", "http://a.test/", 0)  # a second claim is a dedupe hit
     assert lost(faulty, "PutItem") == 1  # only the first claim succeeded: only its reply was lost
@@ -95,9 +103,9 @@ def test_a_retried_url_claim_start_fetch_and_unclaim_find_their_own_writes(fault
     assert not urls.note_skip(c, "fp3", "http://a.test/3", 1, "record complete")
 
 
-def test_a_retried_page_budget_counts_once(faulty: FaultyEndpoint) -> None:
+def test_a_retried_page_budget_counts_once(faulty: FaultyEndpoint, stack_names: aws.StackNames) -> None:
     c = unique("c")
-    crawls = aws.CrawlStore()
+    crawls = aws.CrawlStore(stack_names.crawls)
     crawls.put(CrawlConfig(crawl_id=c, max_pages=2))
     assert crawls.count_page(c, 2)
     assert crawls.count_page(c, 2)  # the budget's last page: the retry must not find it spent
@@ -107,9 +115,11 @@ def test_a_retried_page_budget_counts_once(faulty: FaultyEndpoint) -> None:
     assert item["pages_admitted"] == {"N": "2"}
 
 
-def test_a_retried_budget_chunk_counts_once_and_says_what_was_admitted(faulty: FaultyEndpoint) -> None:
+def test_a_retried_budget_chunk_counts_once_and_says_what_was_admitted(
+    faulty: FaultyEndpoint, stack_names: aws.StackNames
+) -> None:
     c = unique("c")
-    crawls = aws.CrawlStore()
+    crawls = aws.CrawlStore(stack_names.crawls)
     crawls.put(CrawlConfig(crawl_id=c, max_pages=10))
     assert crawls.take_pages(c, 10, 4) == 4
     assert crawls.take_pages(c, 10, 6) == 10  # the budget's last pages: the retry must not find them spent
@@ -117,9 +127,9 @@ def test_a_retried_budget_chunk_counts_once_and_says_what_was_admitted(faulty: F
     assert crawls.take_pages(c, 10, 11) is None
 
 
-def test_a_retried_host_page_count_counts_once(faulty: FaultyEndpoint) -> None:
+def test_a_retried_host_page_count_counts_once(faulty: FaultyEndpoint, stack_names: aws.StackNames) -> None:
     c = unique("c")
-    scope = aws.ScopeStore()
+    scope = aws.ScopeStore(stack_names.hosts, stack_names.urls)
     assert scope.count_host_page(c, "trap.test", 2)
     assert scope.count_host_page(c, "trap.test", 2)  # the host's last page: the retry must not find it spent
     assert not scope.count_host_page(c, "trap.test", 2)
@@ -128,9 +138,11 @@ def test_a_retried_host_page_count_counts_once(faulty: FaultyEndpoint) -> None:
     assert ddb.get_item(TableName=settings.TABLES["hosts"].name, Key=key)["Item"]["pages_admitted"] == {"N": "2"}
 
 
-def test_retried_host_claim_reservation_robots_lock_and_parked_take_hold(faulty: FaultyEndpoint) -> None:
+def test_retried_host_claim_reservation_robots_lock_and_parked_take_hold(
+    faulty: FaultyEndpoint, stack_names: aws.StackNames
+) -> None:
     h = unique("h")
-    hosts = aws.HostStore()
+    hosts = aws.HostStore(stack_names.hosts)
     assert hosts.reserve(h, "c#fp1", HostSlot(h), new_next=10.0, window=2) is None
     slot = hosts.read_slot(h)
     assert slot.window == {"c#fp1"} and slot.next_slot == 10.0
@@ -145,7 +157,7 @@ def test_retried_host_claim_reservation_robots_lock_and_parked_take_hold(faulty:
     assert hosts.lock_robots(f"http://{h}", until=4e9)
     assert not hosts.lock_robots(f"http://{h}", until=4e9)
 
-    parked = aws.ParkStore()
+    parked = aws.ParkStore(stack_names.parked)
     parked.put(h, "0001#c#fp3", "{}")
     assert parked.take(h, "0001#c#fp3", stamp=100.0, stale_before=0.0)
     assert not parked.take(h, "0001#c#fp3", stamp=101.0, stale_before=0.0)

@@ -20,8 +20,8 @@ CRAWL = "itest"
 
 
 @pytest.fixture
-def store(stack: dict[str, str]) -> aws.ResolvedStore:
-    return aws.ResolvedStore()
+def store(stack: dict[str, str], stack_names: aws.StackNames) -> aws.ResolvedStore:
+    return aws.ResolvedStore(stack_names.resolved)
 
 
 def raw_item(record_id: str, crawl_id: str = CRAWL) -> dict[str, Any]:
@@ -177,10 +177,12 @@ def frontier_event(names: dict[str, str], *messages: FrontierMessage) -> dict[st
 
 
 def test_dispatch_skips_a_complete_records_messages_with_one_read(
-    stack: dict[str, str], store: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch
+    stack: dict[str, str], store: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
 ) -> None:
     # The host does not exist: a robots.txt fetch or a fetch task would show.
-    aws.CrawlStore().put(CrawlConfig(crawl_id=CRAWL, delay=0.0, seed_hosts=frozenset({"shop.invalid"})))
+    aws.CrawlStore(stack_names.crawls).put(
+        CrawlConfig(crawl_id=CRAWL, delay=0.0, seed_hosts=frozenset({"shop.invalid"}))
+    )
     store.merge(CRAWL, "r1", ("title",), {"title": "Emma"}, "http://shop.invalid/1")
     rec = recording(monkeypatch)
     urls = [f"http://shop.invalid/{n}" for n in ("a", "b")]
@@ -191,14 +193,14 @@ def test_dispatch_skips_a_complete_records_messages_with_one_read(
 
     assert [name for name, _ in rec.calls].count("batch_get_item") == 1
     for url in urls:
-        assert aws.UrlStore().state(CRAWL, fingerprint(url)) == "skipped"
-    items = {i["url"]: i for i in aws.UrlStore().scan_crawl(CRAWL)}
+        assert aws.UrlStore(stack_names.urls).state(CRAWL, fingerprint(url)) == "skipped"
+    items = {i["url"]: i for i in aws.UrlStore(stack_names.urls).scan_crawl(CRAWL)}
     assert {i["reason"] for i in items.values()} == {RECORD_COMPLETE}
     fetch_url = stack[settings.ENV_QUEUE_URL["fetch"]]
     assert aws.client("sqs").receive_message(QueueUrl=fetch_url, WaitTimeSeconds=0).get("Messages", []) == []
-    assert aws.HostStore().get_robots("http://shop.invalid") is None
+    assert aws.HostStore(stack_names.hosts).get_robots("http://shop.invalid") is None
     # The container remembers the record complete: the next batch reads nothing.
     more = FrontierMessage(url="http://shop.invalid/c", depth=1, crawl_id=CRAWL, record_id="r1", want=("title",))
     dispatch.handler(frontier_event(stack, more), context)
     assert [name for name, _ in rec.calls].count("batch_get_item") == 1
-    assert aws.UrlStore().state(CRAWL, fingerprint(more.url)) == "skipped"
+    assert aws.UrlStore(stack_names.urls).state(CRAWL, fingerprint(more.url)) == "skipped"

@@ -31,16 +31,14 @@ HOST = "shop.invalid"
 def urls(request: pytest.FixtureRequest) -> Any:
     if request.param == "fake":
         return FakeUrls()
-    request.getfixturevalue("stack")
-    return aws.UrlStore()
+    return aws.UrlStore(request.getfixturevalue("stack_names").urls)
 
 
 @pytest.fixture(params=["moto", "fake"])
 def hosts(request: pytest.FixtureRequest) -> Any:
     if request.param == "fake":
         return FakeHosts()
-    request.getfixturevalue("stack")
-    return aws.HostStore()
+    return aws.HostStore(request.getfixturevalue("stack_names").hosts)
 
 
 def test_each_try_starts_once_and_only_after_the_one_before(urls: Any) -> None:

@@ -40,8 +40,10 @@ def record(fp: str, **fields: Any) -> dict[str, Any]:
 
 
 # --- results -----------------------------------------------------------------------------------
-def test_result_store_stores_every_kind_of_value_a_page_can_give(stack: dict[str, str]) -> None:
-    store = aws.ResultStore()
+def test_result_store_stores_every_kind_of_value_a_page_can_give(
+    stack: dict[str, str], stack_names: aws.StackNames
+) -> None:
+    store = aws.ResultStore(stack_names.results)
     fields = {
         "nan": math.nan,
         "inf": [math.inf, -math.inf],
@@ -72,15 +74,17 @@ def test_result_store_stores_every_kind_of_value_a_page_can_give(stack: dict[str
     assert item["pk"] == f"{CRAWL}#f1" and item["url"] == "http://a.test/f1"
 
 
-def test_result_store_stores_a_record_with_a_720kb_field_with_a_marker(stack: dict[str, str]) -> None:
-    store = aws.ResultStore()
+def test_result_store_stores_a_record_with_a_720kb_field_with_a_marker(
+    stack: dict[str, str], stack_names: aws.StackNames
+) -> None:
+    store = aws.ResultStore(stack_names.results)
     store.put(record("f2", title="t", body=HUGE, tail=[1, 2]))
     fields = stored_result("f2")["fields"]
     assert fields == {"title": "t", "body": omitted(size(HUGE)), "tail": [1, 2]}
 
 
 def test_result_store_gives_way_sooner_when_dynamodb_still_finds_the_item_too_large(
-    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
 ) -> None:
     real = aws.client("dynamodb")
     puts: list[dict[str, Any]] = []
@@ -102,21 +106,22 @@ def test_result_store_gives_way_sooner_when_dynamodb_still_finds_the_item_too_la
     monkeypatch.setattr(
         aws.clients, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service)
     )
-    aws.ResultStore().put(record("f3", body="y" * 200_000, title="t"))
+    aws.ResultStore(stack_names.results).put(record("f3", body="y" * 200_000, title="t"))
     assert len(puts) == 2
     monkeypatch.setattr(aws.clients, "client", real_client)
     assert stored_result("f3")["fields"] == {"body": omitted(200_000), "title": "t"}
 
 
-def test_result_store_still_raises_other_errors(stack: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(settings.ENV_TABLE["results"], "no-such-table")
+def test_result_store_still_raises_other_errors(stack: dict[str, str]) -> None:
     with pytest.raises(ClientError):
-        aws.ResultStore().put(record("f4", title="t"))
+        aws.ResultStore("no-such-table").put(record("f4", title="t"))
 
 
 # --- resolved ------------------------------------------------------------------------------------
-def test_merge_stores_a_huge_value_as_a_marker_and_leaves_nan_out(stack: dict[str, str]) -> None:
-    store = aws.ResolvedStore()
+def test_merge_stores_a_huge_value_as_a_marker_and_leaves_nan_out(
+    stack: dict[str, str], stack_names: aws.StackNames
+) -> None:
+    store = aws.ResolvedStore(stack_names.resolved)
     fields = {"body": HUGE, "far": 1e300, "nan": math.nan, "list": [math.inf, 2**200]}
     merged = store.merge(CRAWL, "r1", ("body", "far", "nan"), fields, "http://a.test/1")
     assert merged.fields == {"body": omitted(size(HUGE)), "far": "1e+300", "list": [None, str(2**200)]}
@@ -125,8 +130,10 @@ def test_merge_stores_a_huge_value_as_a_marker_and_leaves_nan_out(stack: dict[st
     assert store.get_many(CRAWL, ["r1"])["r1"] == merged
 
 
-def test_merge_into_an_item_earlier_pages_filled_gives_the_new_value_a_marker(stack: dict[str, str]) -> None:
-    store = aws.ResolvedStore()
+def test_merge_into_an_item_earlier_pages_filled_gives_the_new_value_a_marker(
+    stack: dict[str, str], stack_names: aws.StackNames
+) -> None:
+    store = aws.ResolvedStore(stack_names.resolved)
     want = ("a", "b", "c")
     first = store.merge(CRAWL, "r2", want, {"a": "a" * 300_000}, "http://a.test/1")
     assert first.fields == {"a": "a" * 300_000}
@@ -139,7 +146,7 @@ def test_merge_into_an_item_earlier_pages_filled_gives_the_new_value_a_marker(st
 
 
 def test_merge_makes_every_new_value_a_marker_when_refits_keep_failing(
-    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
 ) -> None:
     real = aws.client("dynamodb")
     refused: list[str] = []
@@ -165,6 +172,8 @@ def test_merge_makes_every_new_value_a_marker_when_refits_keep_failing(
     monkeypatch.setattr(
         aws.clients, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service)
     )
-    merged = aws.ResolvedStore().merge(CRAWL, "r3", ("a", "b"), {"a": "a" * 5000, "b": "b"}, "http://a.test/1")
+    merged = aws.ResolvedStore(stack_names.resolved).merge(
+        CRAWL, "r3", ("a", "b"), {"a": "a" * 5000, "b": "b"}, "http://a.test/1"
+    )
     assert len(refused) == 2
     assert merged.fields == {"a": omitted(5000), "b": "b"} and merged.fields["a"].startswith(OMITTED_PREFIX)

@@ -28,8 +28,8 @@ FP = fingerprint(URL)
 
 
 @pytest.fixture
-def urls(stack: dict[str, str]) -> aws.UrlStore:
-    return aws.UrlStore()
+def urls(stack: dict[str, str], stack_names: aws.StackNames) -> aws.UrlStore:
+    return aws.UrlStore(stack_names.urls)
 
 
 def item(urls: aws.UrlStore) -> dict[str, Any]:
@@ -87,12 +87,14 @@ def test_a_fetched_page_is_never_given_back(urls: aws.UrlStore) -> None:
 
 
 def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
-    stack: dict[str, str], urls: aws.UrlStore
+    stack: dict[str, str], urls: aws.UrlStore, stack_names: aws.StackNames
 ) -> None:
     # The host does not exist: a request would end the URL 'failed', not 'skipped'.
-    aws.CrawlStore().put(CrawlConfig(crawl_id=CRAWL, delay=1.0, seed_hosts=frozenset({"shop.invalid"})))
-    aws.ResolvedStore().merge(CRAWL, "r1", ("title",), {"title": "Emma"}, "http://shop.invalid/1")
-    politeness = Politeness(aws.HostStore(), aws.ParkStore())
+    aws.CrawlStore(stack_names.crawls).put(
+        CrawlConfig(crawl_id=CRAWL, delay=1.0, seed_hosts=frozenset({"shop.invalid"}))
+    )
+    aws.ResolvedStore(stack_names.resolved).merge(CRAWL, "r1", ("title",), {"title": "Emma"}, "http://shop.invalid/1")
+    politeness = Politeness(aws.HostStore(stack_names.hosts), aws.ParkStore(stack_names.parked))
     tasks = []
     window = window_size(1.0, 8)
     for n in range(window + 1):
@@ -123,11 +125,11 @@ def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
         assert (skipped["state"], skipped["reason"], skipped["claimable"]) == ("skipped", RECORD_COMPLETE, True)
     [last] = items.values()
     assert last["state"] == "queued"
-    assert not list(aws.BlobStore().keys(settings.PAGES_PREFIX))
+    assert not list(aws.BlobStore(stack_names.bucket).keys(settings.PAGES_PREFIX))
     # The skips left the window without holding the host, and moved the parked task up (it waits for its slot).
-    slot = aws.HostStore().read_slot("shop.invalid")
+    slot = aws.HostStore(stack_names.hosts).read_slot("shop.invalid")
     assert slot.window == frozenset({f"{CRAWL}#{fingerprint(last['url'])}"}) and not slot.busy
-    assert aws.ParkStore().count() == 0
+    assert aws.ParkStore(stack_names.parked).count() == 0
     attrs = aws.client("sqs").get_queue_attributes(
         QueueUrl=stack[settings.ENV_QUEUE_URL["fetch"]],
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],

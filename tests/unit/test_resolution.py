@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResolved, FakeResults, FakeUrls
 
-from crawlstack import http, wiring
+from crawlstack import aws, http, settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import RECORD_COMPLETE, Dispatcher, Outbox
 from crawlstack.extractor import Extracted, Extractor
@@ -334,6 +334,7 @@ def test_an_unprepared_message_is_read_alone_and_an_incomplete_answer_is_not_kep
 
 
 def test_dispatch_and_fetch_of_a_container_share_one_memory_of_complete_records() -> None:
-    svc = wiring.Services(RuleSet())
+    names = {var: f"name-of-{var}" for var in [*settings.ENV_TABLE.values(), *settings.ENV_QUEUE_URL.values()]}
+    svc = wiring.Services(RuleSet(), aws.StackNames.from_env({**names, settings.ENV_BUCKET: "pages"}))
     assert svc.dispatcher.completed is svc.completed and svc.fetcher.completed is svc.completed
     assert svc.dispatcher.resolved is svc.fetcher.resolved is svc.resolved
