@@ -69,7 +69,7 @@ from urllib.parse import urljoin
 
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import Outbox
+from crawlstack.dispatch import Outbox
 from crawlstack.errors import failure
 from crawlstack.headers import parse_location, parse_retry_after
 from crawlstack.jobs import Held, hold_task

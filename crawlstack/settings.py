@@ -43,13 +43,13 @@ OUTLINK_CACHE_SIZE = 200_000
 # dispatch batch of 10 such messages stays well inside the function's timeout.
 LINKS_PER_FRONTIER_MESSAGE = 50
 # Pages of a host's cap (max_pages_per_host) a dispatch container takes with
-# one conditional write and admits from memory (crawlstack.dispatcher).
+# one conditional write and admits from memory (crawlstack.dispatch.budget).
 HOST_CAP_CHUNK = 16
 # Pages of the crawl's budget (max_pages) a dispatch container takes with one
 # conditional write: at most BUDGET_CHUNK, and at most 1/BUDGET_CHUNK_SHARE of
 # what the budget had left at its last take, so the pages a recycled
 # container takes with it are a small share of the budget, down to none
-# near its end (crawlstack.dispatcher).
+# near its end (crawlstack.dispatch.budget).
 BUDGET_CHUNK = 16
 BUDGET_CHUNK_SHARE = 64
 # Completed records (crawlstack.resolution) each dispatch and extract

@@ -19,7 +19,18 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 from crawlstack import aws, jobs, settings
-from crawlstack.dispatcher import Dispatcher, Outbox
+from crawlstack.dispatch import (
+    BudgetAndCaps,
+    Canonicalise,
+    Dedupe,
+    Dispatcher,
+    DropNotes,
+    Enqueue,
+    Outbox,
+    RecordComplete,
+    Robots,
+    Scope,
+)
 from crawlstack.politeness import Politeness
 from crawlstack.resolution import CompletedRecords
 from crawlstack.rules import RuleSet, load_rules
@@ -68,16 +79,17 @@ class Services:
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
+        # Each component with the stores it uses; Dispatcher puts them in their order.
+        scope_records = aws.ScopeStore(self.names.hosts, self.names.urls)
+        drops = DropNotes(scope_records)
         return Dispatcher(
-            self.crawls,
-            self.urls,
-            self.hosts,
-            self.politeness,
-            self.rules,
-            resolved=self.resolved,
-            completed=self.completed,
-            held=self.held,
-            scope_records=aws.ScopeStore(self.names.hosts, self.names.urls),
+            canonicalise=Canonicalise(drops),
+            scope=Scope(self.crawls, self.rules, drops, held=self.held),
+            limits=BudgetAndCaps(self.crawls, self.urls, scope_records),
+            record_complete=RecordComplete(self.urls, self.resolved, self.completed),
+            robots=Robots(self.hosts, self.urls),
+            dedupe=Dedupe(self.urls),
+            enqueue=Enqueue(self.politeness, self.crawls, held=self.held),
         )
 
     @cached_property

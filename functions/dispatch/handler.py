@@ -1,4 +1,4 @@
-"""Dispatch Lambda: frontier queue batch -> fetch queue (see crawlstack.dispatcher)."""
+"""Dispatch Lambda: frontier queue batch -> fetch queue (see crawlstack.dispatch)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack.dispatcher import Decision, Outbox, dispatch_in_turns
+from crawlstack.dispatch import Decision, Link, Outbox, dispatch_in_turns
 from crawlstack.messages import FrontierMessage, InvalidMessage, frontier_messages
-from crawlstack.urls import url_correlation_id
 from crawlstack.wiring import services
 from functions.observability import for_service
 
@@ -70,10 +69,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     return svc.process_batch(event, context, record_handler, outbox, logger=logger)
 
 
-def _bind_logs(msg: FrontierMessage) -> None:
-    logger.append_keys(url=msg.url, crawl_id=msg.crawl_id)
-    # The URL's fingerprint (its key in the urls table) ties its log lines together across functions.
-    logger.set_correlation_id(url_correlation_id(msg.url))
+def _bind_logs(link: Link) -> None:
+    logger.append_keys(url=link.msg.url, crawl_id=link.msg.crawl_id)
+    # The URL's fingerprint (its key in the urls table) ties its log lines together across functions;
+    # worked out here once, dispatch uses it too.
+    logger.set_correlation_id(link.correlation_id)
 
 
 def _count(msg: FrontierMessage, decision: Decision) -> None:

@@ -11,16 +11,16 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
+from dispatching import build_dispatcher
 from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHeld, FakeHosts, FakeParking, FakeUrls
 
 from crawlstack import http
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import Dispatcher, Outbox
+from crawlstack.dispatch import Outbox
 from crawlstack.fetcher import Fetcher
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import Politeness
 from crawlstack.robots import RobotsRecord
-from crawlstack.rules import RuleSet
 
 UA = "crawlstack/test"
 
@@ -57,8 +57,8 @@ class SimCrawl:
         self.parking = FakeParking()
         self.held = FakeHeld(self.crawls)
         self.politeness = Politeness(self.hosts, self.parking, self.clock)
-        self.dispatcher = Dispatcher(
-            self.crawls, self.urls, self.hosts, self.politeness, RuleSet(), clock=self.clock, held=self.held
+        self.dispatcher = build_dispatcher(
+            self.crawls, self.urls, self.hosts, self.politeness, clock=self.clock, held=self.held
         )
         self.fetcher = Fetcher(
             self.urls,

@@ -7,12 +7,13 @@ import json
 from dataclasses import replace
 
 import pytest
+from dispatching import build_dispatcher
 from fakes import FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeScopeStore, FakeUrls
 
 from crawlstack import http
 from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import ROBOTS_WAIT_SECONDS, Decision, Dispatcher, NotedDrops, Outbox, dispatch_in_turns
+from crawlstack.dispatch import ROBOTS_WAIT_SECONDS, Decision, Link, NotedDrops, Outbox, dispatch_in_turns
 from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.politeness import Politeness
 from crawlstack.robots import RobotsRecord
@@ -25,15 +26,16 @@ UA = "crawlstack/test (+https://example.org/bot)"
 
 
 class Env:
-    def __init__(self, config: CrawlConfig, rules: RuleSet | None = None) -> None:
+    def __init__(self, config: CrawlConfig, rules: RuleSet | None = None, scoped: bool = False) -> None:
         self.clock = FakeClock()
         self.crawls = FakeCrawls(config)
         self.urls = FakeUrls()
         self.hosts = FakeHosts(self.clock)
         self.parking = FakeParking()
         self.politeness = Politeness(self.hosts, self.parking, self.clock)
-        self.dispatcher = Dispatcher(
-            self.crawls, self.urls, self.hosts, self.politeness, rules or RuleSet(), clock=self.clock
+        self.scope_store = FakeScopeStore(self.urls) if scoped else None
+        self.dispatcher = build_dispatcher(
+            self.crawls, self.urls, self.hosts, self.politeness, rules, clock=self.clock, scope_records=self.scope_store
         )
         self.robots_fetches: list[str] = []
 
@@ -101,7 +103,7 @@ def test_off_site_and_too_deep_are_dropped_before_dedupe(env: Env) -> None:
 
 def test_a_mapping_pattern_or_a_rule_choice_brings_a_link_in(env: Env) -> None:
     rules = RuleSet((compile_mapping("m.json", {"name": "m", "url_patterns": [{"type": "regex", "pattern": "/b/"}]}),))
-    env.dispatcher.rules = rules
+    env.dispatcher.scope.rules = rules
     env.robots("http://books.example")
     env.robots("http://chosen.example")
     assert env.send("http://books.example/b/1", depth=1)[0] == "queued"
@@ -166,7 +168,7 @@ def test_robots_is_fetched_once_cached_and_pushes_the_host_back(env: Env, monkey
     assert env.send("http://new.example/no", depth=1)[:2] == ("skipped", "robots")
     assert env.hosts.get_robots("http://new.example") is not None
     # Another dispatcher (fresh container) reads it from the table, not the web.
-    other = Dispatcher(env.crawls, env.urls, env.hosts, env.politeness, RuleSet(), clock=env.clock)
+    other = build_dispatcher(env.crawls, env.urls, env.hosts, env.politeness, clock=env.clock)
     other.dispatch(FrontierMessage(url="http://new.example/b", depth=1, crawl_id="c"), Outbox())
     assert len(calls) == 1
 
@@ -299,7 +301,7 @@ def test_robots_refresh_sleeps_out_a_short_gap_after_the_last_request(
         "fetch_robots",
         lambda o, u, g: http.FetchResult(url=o, status=404, finished_at=env.clock.now),
     )
-    env.dispatcher.sleep = env.clock.sleep
+    env.dispatcher.robots.sleep = env.clock.sleep
     env.hosts.push_back("gap.example", env.clock.now + 0.4)  # the last request's delay ends in 0.4 s
     action, _, _ = env.send("http://gap.example/")
     assert action == "queued"
@@ -311,10 +313,9 @@ def test_robots_refresh_sleeps_out_a_short_gap_after_the_last_request(
 
 
 def scoped_env(config: CrawlConfig) -> tuple[Env, FakeScopeStore]:
-    env = Env(config)
-    store = FakeScopeStore(env.urls)
-    env.dispatcher.scope_records = store
-    return env, store
+    env = Env(config, scoped=True)
+    assert env.scope_store is not None
+    return env, env.scope_store
 
 
 @pytest.mark.usefixtures("env")  # no robots.txt fetch
@@ -546,7 +547,7 @@ def test_each_link_is_announced_before_it_is_dispatched() -> None:
     links = [FrontierMessage(url=f"http://h.example/{j}", depth=1) for j in range(3)]
     stub, seen = RecordingDispatcher({"http://h.example/1"}), []
 
-    def before(msg: FrontierMessage) -> None:
+    def before(msg: Link) -> None:
         seen.append(("before", msg.url, len(stub.order)))
 
     failed = dispatch_in_turns(

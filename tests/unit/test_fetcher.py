@@ -13,7 +13,7 @@ from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, Fake
 
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import Outbox
+from crawlstack.dispatch import Outbox
 from crawlstack.fetcher import (
     CLAIM_LEAD_SECONDS,
     FAILURE_CLASSES,

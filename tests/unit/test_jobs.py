@@ -7,11 +7,12 @@ from collections import Counter
 
 import pytest
 from crawlsim import SimCrawl
+from dispatching import build_dispatcher
 from fakes import FakeCrawls, FakeHeld
 
 from crawlstack import jobs
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import Outbox
+from crawlstack.dispatch import Outbox
 from crawlstack.messages import FrontierMessage
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
@@ -125,8 +126,10 @@ def test_stop_before_dispatch_holds_messages_unclaimed_and_resume_sends_each_onc
 
 def test_a_stale_cached_stop_costs_a_failed_hold_and_nothing_else(sim: SimCrawl) -> None:
     # This container still thinks "a" is stopped; the table says it runs again.
-    sim.dispatcher.crawls = FakeCrawls(config("a", state=jobs.STOPPED))
-    sim.dispatcher.held = FakeHeld(sim.crawls)
+    stale = FakeCrawls(config("a", state=jobs.STOPPED))
+    sim.dispatcher = build_dispatcher(
+        stale, sim.urls, sim.hosts, sim.politeness, clock=sim.clock, held=FakeHeld(sim.crawls)
+    )
     outbox = Outbox()
     decision = sim.dispatcher.dispatch(FrontierMessage(url=urls("a", 1)[0], crawl_id="a"), outbox, "m1")
     assert decision.action == "queued" and len(outbox.fetch) == 1

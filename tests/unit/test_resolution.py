@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from dispatching import build_dispatcher
 from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResolved, FakeResults, FakeUrls
 
 from crawlstack import aws, http, settings, wiring
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import RECORD_COMPLETE, Dispatcher, Outbox
+from crawlstack.dispatch import Outbox
 from crawlstack.extractor import Extracted, Extractor
 from crawlstack.messages import FrontierMessage
 from crawlstack.politeness import Politeness
-from crawlstack.resolution import CompletedRecords, ResolvedRecord, found, found_fields
+from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecord, found, found_fields
 from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
@@ -222,8 +223,8 @@ class DispatchEnv:
         self.hosts = FakeHosts(self.clock)
         self.resolved = FakeResolved()
         politeness = Politeness(self.hosts, FakeParking(), self.clock)
-        self.dispatcher = Dispatcher(
-            self.crawls, self.urls, self.hosts, politeness, RuleSet(), clock=self.clock, resolved=self.resolved
+        self.dispatcher = build_dispatcher(
+            self.crawls, self.urls, self.hosts, politeness, clock=self.clock, resolved=self.resolved
         )
         self.hosts.put_robots(RobotsRecord.from_fetch("http://example.com", 404, b""))
         self.sent = 0
@@ -336,5 +337,7 @@ def test_an_unprepared_message_is_read_alone_and_an_incomplete_answer_is_not_kep
 def test_dispatch_and_fetch_of_a_container_share_one_memory_of_complete_records() -> None:
     names = {var: f"name-of-{var}" for var in [*settings.ENV_TABLE.values(), *settings.ENV_QUEUE_URL.values()]}
     svc = wiring.Services(RuleSet(), aws.StackNames.from_env({**names, settings.ENV_BUCKET: "pages"}))
-    assert svc.dispatcher.completed is svc.completed and svc.fetcher.completed is svc.completed
-    assert svc.dispatcher.resolved is svc.fetcher.resolved is svc.resolved
+    records = svc.dispatcher.record_complete
+    assert records is not None
+    assert records.completed is svc.completed and svc.fetcher.completed is svc.completed
+    assert records.resolved is svc.fetcher.resolved is svc.resolved

@@ -10,7 +10,7 @@ from test_fetcher import Env
 
 from crawlstack import settings
 from crawlstack.crawllog import crawl_log_objects
-from crawlstack.dispatcher import Outbox
+from crawlstack.dispatch import Outbox
 from crawlstack.fetcher import (
     FAILURE_CLASSES,
     backoff_ceiling,

@@ -1,0 +1,73 @@
+"""Dispatch: frontier message -> canonical, in-scope, new, robots-allowed URL -> fetch queue.
+
+A chain of small components, as Scrapy's middlewares are, each in its own
+module with a docstring naming its settings, each taking only the stores it
+needs.  Each says what became of a link (a ``Decision``, whose ``kind``
+classes a drop for the handler's metrics) or lets it go on to the next.  In
+order:
+
+1. ``Canonicalise``: a URL that cannot be crawled is dropped with its
+   reason;
+2. ``Scope``: a stopped crawl's message held; seed hosts (and a seed's
+   port) registered; scope, then ports and trap shapes;
+3. ``BudgetAndCaps.known_spent``: dropped at no write if this container saw
+   the crawl's budget or the host's cap spent;
+4. ``RecordComplete``: a message for a record already complete is skipped,
+   before any robots.txt request and without taking the URL's claim;
+5. ``Robots.load``: the origin's robots.txt, before the claim (a message put
+   back to wait for another dispatcher's fetch must find its URL unclaimed);
+6. ``Dedupe``: the claim, a conditional put on the urls table;
+7. ``Robots.check``: a disallow recorded as the claimed URL's outcome;
+8. ``BudgetAndCaps.take``: the host's cap, then the page budget;
+9. ``Enqueue``: politeness (the only component that knows it): a slot in
+   the host's window, or parked behind it.
+
+``Dispatcher`` composes them (``crawlstack.wiring`` builds each with its
+stores); ``dispatch_in_turns`` takes a batch through it.
+
+Each link is canonicalised once (``Link``): its canonical URL, fingerprint
+and host are worked out when first asked (the handler's log correlation id,
+or ``Canonicalise``) and travel onward.
+"""
+
+from crawlstack.dispatch.budget import BudgetAndCaps
+from crawlstack.dispatch.canonicalise import Canonicalise
+from crawlstack.dispatch.chain import Chain, Step
+from crawlstack.dispatch.dedupe import Dedupe
+from crawlstack.dispatch.dispatcher import Dispatcher
+from crawlstack.dispatch.drops import DropNotes, NotedDrops
+from crawlstack.dispatch.enqueue import Enqueue
+from crawlstack.dispatch.link import Decision, Link
+from crawlstack.dispatch.outbox import Outbox
+from crawlstack.dispatch.ports import Crawls, RobotsCache, ScopeRecords, Urls
+from crawlstack.dispatch.records import RecordComplete
+from crawlstack.dispatch.robots import ROBOTS_LOCK_SECONDS, ROBOTS_WAIT_SECONDS, Robots
+from crawlstack.dispatch.scope import Scope
+from crawlstack.dispatch.turns import EARLY_SEND_SECONDS, EARLY_TURNS, dispatch_in_turns
+
+__all__ = [
+    "EARLY_SEND_SECONDS",
+    "EARLY_TURNS",
+    "ROBOTS_LOCK_SECONDS",
+    "ROBOTS_WAIT_SECONDS",
+    "BudgetAndCaps",
+    "Canonicalise",
+    "Chain",
+    "Crawls",
+    "Decision",
+    "Dedupe",
+    "Dispatcher",
+    "DropNotes",
+    "Enqueue",
+    "Link",
+    "NotedDrops",
+    "Outbox",
+    "RecordComplete",
+    "Robots",
+    "RobotsCache",
+    "Scope",
+    "ScopeRecords",
+    "Step",
+    "Urls",
+    "dispatch_in_turns",
+]

@@ -1,0 +1,30 @@
+"""Dedupe: a conditional put on the urls table, so a URL goes to fetch once per crawl.
+
+However many dispatchers race, one claim wins.  A redelivered message may
+claim its own URL again (the claimer is its SQS message id), and any
+message a URL that a complete record passed over unfetched.  The record id
+goes with the claim: fetch gives the claim back only while this record
+still holds it.  Every outcome of a URL past this point is written to the
+urls table.
+
+Settings: none.
+"""
+
+from __future__ import annotations
+
+from crawlstack.dispatch.link import Decision, Link
+from crawlstack.dispatch.outbox import Outbox
+from crawlstack.dispatch.ports import Urls
+
+
+class Dedupe:
+    def __init__(self, urls: Urls) -> None:
+        self.urls = urls
+
+    def __call__(self, link: Link, outbox: Outbox) -> Decision | None:
+        msg = link.msg
+        if self.urls.claim(
+            msg.crawl_id, link.fp, link.url, msg.depth, claimer=link.message_id, record_id=msg.record_id
+        ):
+            return None
+        return Decision(link.url, "deduped")

@@ -1,0 +1,60 @@
+"""Dispatcher: the dispatch components composed into one chain, in their order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from crawlstack.dispatch.budget import BudgetAndCaps
+from crawlstack.dispatch.canonicalise import Canonicalise
+from crawlstack.dispatch.chain import Chain, Step
+from crawlstack.dispatch.dedupe import Dedupe
+from crawlstack.dispatch.enqueue import Enqueue
+from crawlstack.dispatch.link import Decision, Link
+from crawlstack.dispatch.outbox import Outbox
+from crawlstack.dispatch.records import RecordComplete
+from crawlstack.dispatch.robots import Robots
+from crawlstack.dispatch.scope import Scope
+from crawlstack.messages import FrontierMessage
+
+
+class Dispatcher:
+    """Frontier message -> canonical, in-scope, new, robots-allowed URL -> fetch queue.
+
+    The order (``crawlstack.dispatch``): canonicalise, scope, limits this
+    container knows spent, record complete, robots.txt, the dedupe claim,
+    robots.txt's verdict, host cap and budget, enqueue.  Without
+    ``record_complete`` no message is skipped for its record.
+    """
+
+    def __init__(
+        self,
+        *,
+        canonicalise: Canonicalise,
+        scope: Scope,
+        limits: BudgetAndCaps,
+        robots: Robots,
+        dedupe: Dedupe,
+        enqueue: Enqueue,
+        record_complete: RecordComplete | None = None,
+    ) -> None:
+        self.scope = scope
+        self.limits = limits
+        self.robots = robots
+        self.record_complete = record_complete
+        steps: list[Step] = [canonicalise, scope, limits.known_spent]
+        if record_complete is not None:
+            steps.append(record_complete)
+        steps += [robots.load, dedupe, robots.check, limits.take, enqueue]
+        self.chain = Chain(steps)
+
+    def prepare(self, messages: Iterable[FrontierMessage]) -> None:
+        """Before a batch: read, in one go, which records its messages resolve are complete."""
+        if self.record_complete is not None:
+            self.record_complete.prepare(messages)
+
+    def dispatch(self, msg: FrontierMessage | Link, outbox: Outbox, message_id: str = "") -> Decision:
+        """What becomes of one message (or a Link made of it, whose canonical URL may be known already)."""
+        link = Link.of(msg, message_id)
+        if message_id:
+            link.message_id = message_id
+        return self.chain(link, outbox)

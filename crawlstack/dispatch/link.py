@@ -1,0 +1,83 @@
+"""A frontier message on its way through dispatch, and what became of it.
+
+``Link`` works out its canonical URL, fingerprint and host once, when first
+asked (the handler's log correlation id, or ``Canonicalise``), and carries
+them, with what the chain learns on the way (the crawl's config, the
+origin's robots.txt), to the last component.
+
+Only ``Link`` canonicalises in dispatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from crawlstack.config import CrawlConfig
+from crawlstack.messages import FrontierMessage
+from crawlstack.robots import RobotsPolicy
+from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of
+
+
+@dataclass
+class Decision:
+    """What became of one message, for logs and metrics."""
+
+    url: str
+    action: str  # queued | parked | dropped | skipped | deduped | retry | held
+    reason: str = ""
+    # Why a URL was dropped or skipped, as a class for metrics:
+    # invalid | scope | port | trap | host-cap | budget | robots | record-complete.
+    kind: str = ""
+
+
+@dataclass(eq=False)
+class Link:
+    msg: FrontierMessage
+    message_id: str = ""
+    # Set by Scope: the crawl's config as scope last read it.
+    config: CrawlConfig | None = None
+    # Set by Robots.load: the origin's robots.txt.
+    policy: RobotsPolicy | None = None
+
+    @classmethod
+    def of(cls, msg: FrontierMessage | Link, message_id: str = "") -> Link:
+        return msg if isinstance(msg, Link) else cls(msg, message_id)
+
+    @cached_property
+    def _canonical(self) -> tuple[str, InvalidURL | None]:
+        url = self.msg.url
+        try:
+            return canonicalize(url), None
+        except InvalidURL as exc:
+            return url, exc
+
+    @property
+    def url(self) -> str:
+        """The canonical URL; the URL as sent when it has none (``invalid``)."""
+        return self._canonical[0]
+
+    @property
+    def invalid(self) -> InvalidURL | None:
+        """Why the URL cannot be crawled, or None."""
+        return self._canonical[1]
+
+    @cached_property
+    def fp(self) -> str:
+        """The urls table's key: the fingerprint of ``url``."""
+        return fingerprint(self.url)
+
+    @cached_property
+    def host(self) -> str:
+        return host_of(self.url)
+
+    @property
+    def correlation_id(self) -> str | None:
+        """The fingerprint that ties the URL's log lines together across functions; None for an invalid URL."""
+        return None if self.invalid is not None else self.fp
+
+    @property
+    def crawl(self) -> CrawlConfig:
+        """The crawl's config, once Scope has read it."""
+        assert self.config is not None, "Scope runs before the components that read the crawl's config"
+        return self.config
