@@ -407,6 +407,7 @@ class Extractor:
                 record_id=meta.get("record_id"),
                 want=tuple(meta.get("want") or ()),
                 via=via,
+                canonical=True,  # resolve_link canonicalised it: dispatch need not again
             )
         # Malformed hrefs go on too, once per container: dispatch drops each
         # with its reason, so the crawl log says what became of it.

@@ -5,12 +5,18 @@ Frontier message (what a user sends to seed a crawl)::
     {"url": "...", "depth": 0, "crawl_id"?: "...", "referrer"?: "...",
      "record_id"?: "...", "want"?: ["field", ...]}
 
+``"canonical": true`` says the URL is canonical already (extract's links,
+``crawlstack.urls.resolve_link``): dispatch does not canonicalise it again
+(``crawlstack.dispatch``).  Left out, the URL is canonicalised, as a seed's
+is; a message sent without it reads as it always did.
+
 Link bundle: the links extract found on one page travel together, one queue
 message for up to ``settings.LINKS_PER_FRONTIER_MESSAGE`` of them, with the
 fields they share said once::
 
     {"urls": ["...", ...], "depth": 2, "crawl_id": "...", "referrer"?: "...",
-     "record_id"?: "...", "want"?: [...], "hops"?: 0, "via"?: "..."}
+     "record_id"?: "...", "want"?: [...], "hops"?: 0, "via"?: "...",
+     "canonical"?: true}
 
 (``pack_links``, ``frontier_messages``).  A bundle costs one send, receive and
 delete where a message per link cost one each (a tenth of a batched call).
@@ -71,6 +77,8 @@ class FrontierMessage:
     # The mapping whose url_parsers chose this link: such links are followed
     # off-site too (depth, deny patterns and robots.txt still apply).
     via: str | None = None
+    # The URL is canonical (crawlstack.urls.canonicalize) already: dispatch need not canonicalise it.
+    canonical: bool = False
 
     @classmethod
     def from_json(cls, body: str, default_crawl_id: str = settings.DEFAULT_CRAWL_ID) -> FrontierMessage:
@@ -87,6 +95,9 @@ class FrontierMessage:
         hops = data.get("hops", 0)
         if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
             raise InvalidMessage("'hops' must be a non-negative integer")
+        canonical = data.get("canonical", False)
+        if not isinstance(canonical, bool):
+            raise InvalidMessage("'canonical' must be true or false")
         want = data.get("want") or []
         if not isinstance(want, list) or not all(isinstance(w, str) for w in want):
             raise InvalidMessage("'want' must be a list of field names")
@@ -99,6 +110,7 @@ class FrontierMessage:
             want=tuple(want),
             hops=hops,
             via=_optional_str(data, "via"),
+            canonical=canonical,
         )
 
     def to_json(self) -> str:
@@ -116,6 +128,8 @@ class FrontierMessage:
             data["hops"] = self.hops
         if self.via:
             data["via"] = self.via
+        if self.canonical:
+            data["canonical"] = True
         return data
 
 

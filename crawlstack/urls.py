@@ -130,6 +130,26 @@ def canonicalize(url: str) -> str:
     return canonical
 
 
+def looks_canonical(url: str) -> bool:
+    """Whether ``url`` has the shape ``canonicalize`` gives, checked cheaply (no parsing, no w3lib).
+
+    For a URL its sender says is canonical: an http(s) URL of printable
+    ASCII, within the length cap, with a lowercase host (and port) followed
+    by a path, no fragment and no bad percent-escape.  Passing it does not
+    make a URL canonical; failing it sends the URL to ``canonicalize``.
+    """
+    if len(url) > settings.MAX_URL_LENGTH or not (url.isascii() and url.isprintable()) or " " in url or "#" in url:
+        return False
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ALLOWED_SCHEMES:
+        return False
+    netloc, slash, _ = rest.partition("/")
+    hostport = netloc.rpartition("@")[2]
+    if not slash or not hostport or hostport != hostport.lower() or "?" in netloc:
+        return False
+    return _BAD_ESCAPE.search(url) is None
+
+
 def fingerprint(canonical_url: str) -> str:
     """A short stable hash of a canonical URL (dedupe keys, S3-safe names)."""
     return hashlib.sha256(canonical_url.encode("utf-8")).hexdigest()[:32]

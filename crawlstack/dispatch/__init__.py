@@ -25,9 +25,15 @@ order:
 ``Dispatcher`` composes them (``crawlstack.wiring`` builds each with its
 stores); ``dispatch_in_turns`` takes a batch through it.
 
-Each link is canonicalised once (``Link``): its canonical URL, fingerprint
-and host are worked out when first asked (the handler's log correlation id,
-or ``Canonicalise``) and travel onward.
+Each link is canonicalised at most once (``Link``): its canonical URL,
+fingerprint and host are worked out when first asked and travel onward.  A
+link extract found was canonicalised there (``crawlstack.urls.resolve_link``)
+and its message says so (``FrontierMessage.canonical``); it is trusted once
+its URL passes a cheap check of its shape (``urls.looks_canonical``), and is
+not canonicalised again.  No fingerprint travels: it is a hash of the URL,
+recomputed, so none can disagree with its URL.  Every other message (a
+user's seed, a redirect target, a link sent before the flag existed) is
+canonicalised once.
 """
 
 from crawlstack.dispatch.budget import BudgetAndCaps

@@ -5,7 +5,13 @@ asked (the handler's log correlation id, or ``Canonicalise``), and carries
 them, with what the chain learns on the way (the crawl's config, the
 origin's robots.txt), to the last component.
 
-Only ``Link`` canonicalises in dispatch.
+A message that says its URL is canonical (``FrontierMessage.canonical``:
+extract's links, made by ``crawlstack.urls.resolve_link``) is not
+canonicalised again once its URL passes ``urls.looks_canonical``, a cheap
+check of its shape; one that fails it, or says nothing (a user's seed, a
+redirect target), is canonicalised here.  No fingerprint travels in a
+message: it is the hash of the URL, recomputed here, so a message cannot
+carry one that disagrees with its URL.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from functools import cached_property
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FrontierMessage
 from crawlstack.robots import RobotsPolicy
-from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of
+from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, looks_canonical
 
 
 @dataclass
@@ -47,6 +53,8 @@ class Link:
     @cached_property
     def _canonical(self) -> tuple[str, InvalidURL | None]:
         url = self.msg.url
+        if self.msg.canonical and looks_canonical(url):
+            return url, None
         try:
             return canonicalize(url), None
         except InvalidURL as exc:

@@ -143,3 +143,17 @@ def test_bundles_hold_at_most_the_configured_number_of_links() -> None:
 def test_a_bad_bundle_is_an_invalid_message(body: str) -> None:
     with pytest.raises(InvalidMessage):
         frontier_messages(body)
+
+
+def test_a_canonical_link_says_so_once_per_bundle_and_older_messages_read_as_before() -> None:
+    links = [FrontierMessage(url=f"http://h.example/{i}", depth=1, crawl_id="c", canonical=True) for i in range(2)]
+    [body] = pack_links(links)
+    assert body.count('"canonical":true') == 1
+    assert frontier_messages(body) == links
+    seed = FrontierMessage(url="http://h.example/", crawl_id="c")
+    assert "canonical" not in seed.to_json() and frontier_messages(seed.to_json()) == [seed]
+    # A bundle sent before the flag existed: its links are canonicalised in dispatch, as they were.
+    old = '{"urls":["http://h.example/0","http://h.example/1"],"depth":1,"crawl_id":"c"}'
+    assert [m.canonical for m in frontier_messages(old)] == [False, False]
+    with pytest.raises(InvalidMessage, match="'canonical' must be true or false"):
+        frontier_messages('{"url":"http://h.example/","canonical":"yes"}')
