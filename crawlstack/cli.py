@@ -147,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--concurrency", type=integer_flag(limits.CONCURRENCY), default=8, metavar="N", help="concurrent fetch batches"
     )
+    crawl.add_argument(
+        "--extract-concurrency",
+        type=integer_flag(limits.CONCURRENCY),
+        default=1,
+        metavar="N",
+        help="concurrent extract invocations (default 1); deployed, extract scales out, and more "
+        "instances send more duplicate links to dispatch",
+    )
     crawl.add_argument("--no-progress", action="store_true", help="no progress display even on a terminal")
 
     rules = sub.add_parser("rules", help="work with mapping rules")
@@ -434,6 +442,7 @@ def _crawl(args: argparse.Namespace) -> int:
         deny=tuple(args.deny),
         endpoint_url=args.endpoint_url,
         fetch_concurrency=args.concurrency,
+        extract_concurrency=args.extract_concurrency,
         progress=False if args.no_progress else None,
     )
     try:

@@ -102,6 +102,9 @@ class LocalOptions:
     allow_ports: tuple[int, ...] = ()
     endpoint_url: str | None = None
     fetch_concurrency: int = 8
+    # Extract invocations at once; deployed, extract scales out, so more
+    # instances send dispatch the duplicate links it sees there.
+    extract_concurrency: int = 1
     host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
     progress: bool | None = None
     crawl_id: str | None = None
@@ -189,7 +192,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 )
                 for s in seeds
             )
-            pump = _pump(names, options.fetch_concurrency)
+            pump = _pump(names, options.fetch_concurrency, options.extract_concurrency)
             out.mkdir(parents=True, exist_ok=True)
             interrupted = False
             # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
@@ -258,7 +261,7 @@ def _create_resources(external: bool) -> dict[str, str]:
     return resources.create_all(visibility_timeout=min(LOCAL_VISIBILITY_TIMEOUT.values()), exist_ok=external)
 
 
-def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
+def _pump(names: dict[str, str], fetch_concurrency: int, extract_concurrency: int = 1) -> EventPump:
     from functions.dispatch import handler as dispatch
     from functions.extract import handler as extract
     from functions.fetch import handler as fetch
@@ -284,7 +287,13 @@ def _pump(names: dict[str, str], fetch_concurrency: int) -> EventPump:
     return EventPump(
         [
             source("frontier", dispatch.handler, 2),
-            source("extract", extract.handler, 1, backpressure_from="frontier", high_water=FRONTIER_HIGH_WATER),
+            source(
+                "extract",
+                extract.handler,
+                max(1, extract_concurrency),
+                backpressure_from="frontier",
+                high_water=FRONTIER_HIGH_WATER,
+            ),
             source(
                 "fetch",
                 fetch.handler,
@@ -460,6 +469,7 @@ def _write_outputs(
             "delay": options.delay,
             "user_agent": options.user_agent,
             "fetch_concurrency": options.fetch_concurrency,
+            "extract_concurrency": options.extract_concurrency,
         },
     }
 
