@@ -25,20 +25,27 @@ turns each call into billable units, the way each service meters them:
   is free.
 * Table, queue and bucket management is free and counted apart.
 
-Prices (``PRICES``) are us-east-1 list prices.  Lambda is priced separately
-from measured handler time (``lambda_usd``).
+Prices (``PRICES``) are us-east-1 list prices.  Lambda is priced separately,
+from measured handler time (``lambda_usd``) and invocations
+(``lambda_requests_usd``), and so are the CloudWatch Logs the functions
+write (``logs_usd``), from the bytes :class:`LogMeter` counts where the
+handlers emit them.
 
 Settings: ``settings.PAGES_PREFIX``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from crawlstack import settings
 
@@ -50,6 +57,12 @@ PRICES = {
     "s3_put": 0.005 / 1_000,
     "s3_get": 0.0004 / 1_000,
     "lambda_gb_s": 0.0000133334,  # arm64
+    # Every invocation, whatever it does: an event source mapping's batch is one.
+    "lambda_requests": 0.20 / 1_000_000,
+    # CloudWatch Logs ingestion (standard class), per GB taken as 10^9 bytes
+    # (the larger of the two readings of "GB"); storage is left out, a few
+    # cents a GB-month at the log groups' retention.
+    "logs_ingested_gb": 0.50,
 }
 SQS_CHUNK = 64 * 1024
 
@@ -201,6 +214,102 @@ def _write_units_by_table(operation: str, request: bytes, units: dict[str, float
 
 def lambda_usd(gb_seconds: float) -> float:
     return gb_seconds * PRICES["lambda_gb_s"]
+
+
+def lambda_requests_usd(invocations: float) -> float:
+    return invocations * PRICES["lambda_requests"]
+
+
+def logs_usd(ingested_bytes: float) -> float:
+    return ingested_bytes / 1e9 * PRICES["logs_ingested_gb"]
+
+
+class _CountingStream:
+    """A log handler's stream that counts the bytes written through it."""
+
+    def __init__(self, inner: IO[str], count: Callable[[int], None]) -> None:
+        self.inner = inner
+        self._count = count
+
+    def write(self, text: str) -> int:
+        self._count(len(text.encode("utf-8", "surrogatepass")))
+        return self.inner.write(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+
+class LogMeter:
+    """The bytes each function logs, as CloudWatch Logs would ingest them.
+
+    Two kinds of lines reach a function's log group in Lambda, both counted
+    where local mode emits them:
+
+    * its Powertools ``Logger``'s JSON lines, at the level the process runs
+      (deployed: INFO, infra.functions' application log level; local mode's
+      default is WARNING, so set ``POWERTOOLS_LOG_LEVEL=INFO`` to count what a
+      deployed crawl logs).  ``counting()`` wraps the stream of each handler of
+      the logger named after the function (Powertools names it after its
+      service) and counts every byte written through it, line feeds included;
+    * its metrics' EMF lines, which Lambda ingests as log events too: local
+      mode writes them to ``OUT/metrics.jsonl``, and ``by_function()`` counts
+      that file's lines by their ``service`` key.
+
+    Not counted: Lambda's own START/END/REPORT lines (the system log level is
+    WARN, infra.functions, so they are not sent) and the records of other
+    loggers (``crawlstack.*``: warnings only, none in a clean crawl).
+    """
+
+    def __init__(self) -> None:
+        self.logger_bytes: Counter[str] = Counter()
+        self.functions: set[str] = set()
+        self.wrapped: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _counter(self, function: str) -> Callable[[int], None]:
+        def count(n: int) -> None:
+            with self._lock:
+                self.logger_bytes[function] += n
+
+        return count
+
+    @contextlib.contextmanager
+    def counting(self, functions: Iterable[str]) -> Iterator[LogMeter]:
+        """Count what the functions' loggers (already set up: the handlers imported) write meanwhile."""
+        swapped: list[tuple[logging.StreamHandler[Any], IO[str]]] = []
+        for function in functions:
+            self.functions.add(function)
+            for handler in logging.getLogger(function).handlers:
+                if isinstance(handler, logging.StreamHandler):
+                    inner = handler.stream
+                    handler.setStream(_CountingStream(inner, self._counter(function)))
+                    swapped.append((handler, inner))
+                    self.wrapped.add(function)
+        try:
+            yield self
+        finally:
+            for handler, inner in swapped:
+                handler.setStream(inner)
+
+    def by_function(self, metrics_file: Path | None = None) -> dict[str, dict[str, int | None]]:
+        """``{function: {"logger": bytes, or None when no logger was found, "emf": bytes}}``.
+
+        Every function ``counting()`` was given is there; EMF lines of no
+        function's are under ``"(other)"``.
+        """
+        emf: Counter[str] = Counter()
+        if metrics_file is not None and metrics_file.exists():
+            with metrics_file.open("rb") as fh:
+                for line in fh:
+                    if not line.strip():
+                        continue
+                    try:
+                        service = json.loads(line).get("service")
+                    except (ValueError, AttributeError):
+                        service = None
+                    emf[service if isinstance(service, str) else "(other)"] += len(line)
+        functions = sorted(self.functions | set(emf))
+        return {f: {"logger": self.logger_bytes[f] if f in self.wrapped else None, "emf": emf[f]} for f in functions}
 
 
 @dataclass

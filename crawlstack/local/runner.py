@@ -50,6 +50,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.local import resources
+from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.pump import EventPump, Source
@@ -193,6 +194,8 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 for s in seeds
             )
             pump = _pump(names, options.fetch_concurrency, options.extract_concurrency)
+            # What the handlers log, as CloudWatch Logs would ingest it.
+            log_meter = LogMeter()
             out.mkdir(parents=True, exist_ok=True)
             interrupted = False
             # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
@@ -202,6 +205,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 (out / "metrics.jsonl").open("w") as emf,
                 contextlib.redirect_stdout(emf),
                 serialised_metrics(),
+                log_meter.counting(settings.FUNCTIONS),
                 warnings.catch_warnings(),
             ):
                 # The three handlers share Powertools' metric set in one
@@ -226,6 +230,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     summary["rules"] = len(rules)
     summary["interrupted"] = interrupted
     summary["emulator"] = emulated
+    summary["log_bytes"] = log_meter.by_function(out / "metrics.jsonl")
     with _replacing(out / "summary.json") as fh:
         fh.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     if interrupted:

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crawlstack import settings
-from crawlstack.local.billing import PRICES, Bill, dynamodb_units, item_size, s3_units, sqs_units
+from crawlstack.local.billing import (
+    PRICES,
+    Bill,
+    LogMeter,
+    dynamodb_units,
+    item_size,
+    lambda_requests_usd,
+    lambda_usd,
+    logs_usd,
+    s3_units,
+    sqs_units,
+)
 from crawlstack.local.faulty import Call
 
 
@@ -105,3 +119,40 @@ def test_the_design_floor_is_its_contracts_writes_and_puts_at_list_prices() -> N
     # Smaller batches cost more per page; the writes per page stay.
     smaller = design_floor(5)
     assert smaller["dynamodb"] == 1.25 and smaller["s3"] == pytest.approx(3.08) and smaller["sqs"] == 0.72
+
+
+def test_lambda_requests_and_log_ingestion_at_list_prices() -> None:
+    # $0.20 a million requests; $0.50 a GB of logs ingested (10^9 bytes); the rest as committed.
+    assert lambda_requests_usd(1_000_000) == pytest.approx(0.20)
+    assert lambda_requests_usd(0) == 0
+    assert logs_usd(10**9) == pytest.approx(0.50)
+    assert logs_usd(2_000) == pytest.approx(1e-6)
+    assert lambda_usd(1.0) == pytest.approx(0.0000133334)
+    assert PRICES["sqs_requests"] == pytest.approx(0.40 / 1_000_000)
+
+
+def test_the_log_meter_counts_each_function_s_logger_and_emf_lines(tmp_path: Path) -> None:
+    sink = io.StringIO()
+    logger = logging.getLogger("billing-test-fn")
+    handler = logging.StreamHandler(sink)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        meter = LogMeter()
+        with meter.counting(["billing-test-fn", "billing-test-silent"]):
+            logger.warning("héllo")  # 6 bytes in UTF-8, plus the line feed
+        logger.warning("after: not counted")
+    finally:
+        logger.removeHandler(handler)
+    assert handler.stream is sink  # the handler's own stream is back
+    assert sink.getvalue() == "héllo\nafter: not counted\n"  # the lines still reach it
+    metrics = tmp_path / "metrics.jsonl"
+    emf = '{"_aws": {}, "service": "billing-test-fn", "N": [1.0]}\n'
+    metrics.write_text(emf * 2 + "not json\n", encoding="utf-8")
+    assert meter.by_function(metrics) == {
+        "billing-test-fn": {"logger": 7, "emf": 2 * len(emf)},
+        # A function whose logger was not found is reported as not counted, not as zero.
+        "billing-test-silent": {"logger": None, "emf": 0},
+        "(other)": {"logger": None, "emf": len("not json\n")},
+    }
+    assert meter.by_function()["billing-test-fn"] == {"logger": 7, "emf": 0}
