@@ -389,7 +389,9 @@ class Extractor:
         sent = 0
         for link in page_links(page, mapping, skipped, invalid):
             budget.check()
-            reason = out_of_scope(link, depth, config, self.rules, chosen_by_rule=via is not None)
+            reason = out_of_scope(
+                link, depth, config, self.rules, chosen_by_rule=via is not None, wants=meta.get("want") or ()
+            )
             if reason:
                 skipped.add(_scope_kind(reason), link, reason)
                 continue

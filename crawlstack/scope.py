@@ -2,9 +2,12 @@
 
 A URL is in scope when no ``deny`` pattern matches it and its host is a seed
 host, or a mapping's ``url_patterns`` match it, or an ``allow`` pattern
-matches it, or a mapping's ``url_parsers`` chose it; and its depth is at most
-``max_depth``.  Only the mappings the crawl's ``rules`` name count
-(``rules_for``; all of them when it names none).  The page budget
+matches it, or a mapping's ``url_parsers`` chose it for a seed's record that
+still wants a field some mapping gives; and its depth is at most
+``max_depth``.  A url_parser's choice alone is not enough off the seed hosts:
+a page no mapping will use is not worth a request to a stranger's host.
+Only the mappings the crawl's ``rules`` name count (``rules_for``; all of
+them when it names none).  The page budget
 (``max_pages``) and the per-host cap (``max_pages_per_host``) are checked by
 dispatch, against counters.
 
@@ -28,6 +31,7 @@ the crawl log; a refused URL is never fetched, so it brings no more links.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -65,24 +69,36 @@ def rules_for(rules: RuleSet, config: CrawlConfig) -> RuleSet:
     return subset
 
 
-def out_of_scope(url: str, depth: int, config: CrawlConfig, rules: RuleSet, chosen_by_rule: bool = False) -> str | None:
+def out_of_scope(
+    url: str,
+    depth: int,
+    config: CrawlConfig,
+    rules: RuleSet,
+    chosen_by_rule: bool = False,
+    wants: Iterable[str] = (),
+) -> str | None:
     """None when ``url`` is in scope, else the reason it is not.
 
-    ``chosen_by_rule``: a mapping's url_parsers picked the link, which makes it
-    in scope wherever it points; depth and deny patterns still apply.
+    ``chosen_by_rule``: a mapping's url_parsers picked the link; off the seed
+    hosts that takes it only for a record still wanting (``wants``) a field
+    one of the crawl's mappings gives.  Depth and deny patterns apply to all.
     """
     if depth > config.max_depth:
         return f"deeper than max depth {config.max_depth}"
     if any(_compiled(p).search(url) for p in config.deny):
         return "matches a deny pattern"
-    if chosen_by_rule:
-        return None
     if host_of(url) in config.seed_hosts:
         return None
-    if rules_for(rules, config).match(url) is not None:
+    used = rules_for(rules, config)
+    if used.match(url) is not None:
         return None
     if any(_compiled(p).search(url) for p in config.allow):
         return None
+    if chosen_by_rule:
+        wanted = set(wants)
+        if wanted and any(wanted.intersection(field.name for field in mapping.fields) for mapping in used):
+            return None
+        return "off-site: chosen by a url_parser, but no mapping, allow pattern or record wants it"
     return "off-site: not a seed host, a mapping or an allow pattern"
 
 

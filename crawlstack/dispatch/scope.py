@@ -66,7 +66,7 @@ class Scope:
     def _check(self, link: Link, config: CrawlConfig) -> tuple[str | None, str | None]:
         """Why the link is out of scope, else why its port or shape is refused (or None, None)."""
         msg = link.msg
-        reason = out_of_scope(link.url, msg.depth, config, self.rules, chosen_by_rule=bool(msg.via))
+        reason = out_of_scope(link.url, msg.depth, config, self.rules, chosen_by_rule=bool(msg.via), wants=msg.want)
         return reason, None if reason else refusal(link.url, config)
 
     def _register_seed(self, link: Link, config: CrawlConfig) -> CrawlConfig:

@@ -101,13 +101,20 @@ def test_off_site_and_too_deep_are_dropped_before_dedupe(env: Env) -> None:
     assert len(env.urls.items) == 1
 
 
-def test_a_mapping_pattern_or_a_rule_choice_brings_a_link_in(env: Env) -> None:
-    rules = RuleSet((compile_mapping("m.json", {"name": "m", "url_patterns": [{"type": "regex", "pattern": "/b/"}]}),))
-    env.dispatcher.scope.rules = rules
+def test_a_mapping_pattern_or_a_rule_choice_for_a_record_brings_a_link_in(env: Env) -> None:
+    title = [{"name": "title", "processors": [{"type": "xpath", "parameters": {"expression": "//h1"}}]}]
+    mapping = {"name": "m", "url_patterns": [{"type": "regex", "pattern": "/b/"}], "fields": title}
+    env.dispatcher.scope.rules = RuleSet((compile_mapping("m.json", mapping),))
     env.robots("http://books.example")
     env.robots("http://chosen.example")
     assert env.send("http://books.example/b/1", depth=1)[0] == "queued"
-    assert env.send("http://chosen.example/x", depth=1, via="m")[0] == "queued"
+    # A url_parser's choice alone takes no link to a stranger's host...
+    assert env.send("http://chosen.example/x", depth=1, via="m")[:2] == (
+        "dropped",
+        "off-site: chosen by a url_parser, but no mapping, allow pattern or record wants it",
+    )
+    # ...but a record still wanting a field a mapping gives does.
+    assert env.send("http://chosen.example/y", depth=1, via="m", record_id="r1", want=("title",))[0] == "queued"
 
 
 def test_duplicates_are_deduped_but_a_redelivery_is_sent_again(env: Env) -> None:

@@ -129,11 +129,16 @@ def test_outlinks_are_in_scope_one_level_deeper(env: Env) -> None:
     )
 
 
-def test_url_parsers_choose_outlinks_even_off_site(env: Env) -> None:
+def test_url_parsers_choose_outlinks_off_site_only_for_a_record_that_wants_them(env: Env) -> None:
+    """A page no mapping will use is not worth a request to a stranger's host; a record's search is."""
     body = b'<h1>Jane</h1><a class="book" href="http://other.example/books/emma">e</a><a href="/ignored">not chosen</a>'
     out = env.run(exchange("http://shop.example/authors/jane", body))
-    assert [(m.url, m.via) for m in out.outlinks] == [("http://other.example/books/emma", "author")]
+    assert out.outlinks == []
+    assert out.skipped.counts["off-site"] == 1
     assert out.records[0]["fields"] == {"name": "Jane"}
+    # The same page fetched for a record still wanting a title, a field the book mapping gives.
+    out = env.run(exchange("http://shop.example/authors/jane", body, record_id="r1", want=["title"]))
+    assert [(m.url, m.via, m.record_id) for m in out.outlinks] == [("http://other.example/books/emma", "author", "r1")]
 
 
 def test_no_outlinks_beyond_max_depth(env: Env) -> None:

@@ -72,13 +72,10 @@ EXAMPLES: dict[str, Example] = {
             ],
             "websites": [f"{GHOST}/", "http://sm6xyz.example.se/logbook/"],
         },
-        links=[
-            "https://twitter.com/adalindqvist",
-            "https://github.com/adalindqvist",
-            "https://www.flickr.com/photos/adalindqvist/",
-            f"{GHOST}/",
-            "http://sm6xyz.example.se/logbook/",
-        ],
+        # Its url_parsers choose the profile's accounts and sites, all off-site, and no mapping
+        # uses those pages: a plain crawl follows none of them.  A seed's record that still
+        # wants a field the rules give follows them (tests/unit/test_scope.py).
+        links=[],
     ),
     "quotes": Example(
         url=f"{QUOTES}/page/2/",
@@ -115,10 +112,8 @@ EXAMPLES: dict[str, Example] = {
         links=[
             # The next page, its query in canonical (sorted) order.
             f"{TUMBLR_API}?api_key=EXAMPLE_CONSUMER_KEY&limit=5&offset=5&page_number=2&reblog_info=true",
-            # Sources on other tumblrs, each once; the example.org source is not followed.
-            "https://lowwatermark.tumblr.com/post/743115826791874560/neap-tides-explained",
-            "https://lighthousediaries.tumblr.com/post/742980115336544256/you-dont-fight-the-tide",
-            "https://lowwatermark.tumblr.com/post/742871530214064128/spring-tide-at-the-breakwater",
+            # The sources on other tumblrs are chosen too, but no mapping uses those pages:
+            # a plain crawl does not follow them (tests/unit/test_scope.py).
         ],
     ),
 }

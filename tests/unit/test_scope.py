@@ -18,7 +18,11 @@ RULES = RuleSet(
     (
         compile_mapping(
             "book.json",
-            {"name": "book", "url_patterns": [{"type": "regex", "pattern": r"^https?://books\.example/b/"}]},
+            {
+                "name": "book",
+                "url_patterns": [{"type": "regex", "pattern": r"^https?://books\.example/b/"}],
+                "fields": [{"name": "title", "processors": [{"type": "xpath", "parameters": {"expression": "//h1"}}]}],
+            },
         ),
     )
 )
@@ -70,9 +74,26 @@ def test_depth_limit_applies_to_everything() -> None:
     assert out_of_scope("http://any.example/a", 3, CONFIG, RULES, chosen_by_rule=True) == "deeper than max depth 2"
 
 
-def test_a_link_chosen_by_a_rule_is_followed_off_site() -> None:
+def test_a_rules_choice_alone_does_not_take_a_link_off_site() -> None:
+    """A page no mapping will use is not worth a request to a stranger's host."""
     assert out_of_scope("http://elsewhere.example/x", 1, CONFIG, RULES) is not None
-    assert out_of_scope("http://elsewhere.example/x", 1, CONFIG, RULES, chosen_by_rule=True) is None
+    assert out_of_scope("http://elsewhere.example/x", 1, CONFIG, RULES, chosen_by_rule=True) == (
+        "off-site: chosen by a url_parser, but no mapping, allow pattern or record wants it"
+    )
+
+
+def test_a_rules_choice_off_site_is_followed_for_a_record_wanting_a_field_a_mapping_gives() -> None:
+    field = RULES.mappings[0].fields[0].name
+    assert out_of_scope("http://elsewhere.example/x", 1, CONFIG, RULES, chosen_by_rule=True, wants=(field,)) is None
+    # A field no mapping gives: no mapping could use the page either.
+    assert out_of_scope("http://elsewhere.example/x", 1, CONFIG, RULES, chosen_by_rule=True, wants=("nope",))
+    # Without the rule's choice, a record's wish takes no link off-site.
+    assert out_of_scope("http://elsewhere.example/x", 1, CONFIG, RULES, wants=(field,))
+
+
+def test_a_rules_choice_off_site_that_a_mapping_or_allow_pattern_claims_is_followed() -> None:
+    assert out_of_scope("http://books.example/b/1", 1, CONFIG, RULES, chosen_by_rule=True) is None
+    assert out_of_scope("https://allowed.example/x", 1, CONFIG, RULES, chosen_by_rule=True) is None
 
 
 def test_empty_config_has_nothing_in_scope() -> None:
