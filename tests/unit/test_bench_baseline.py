@@ -5,23 +5,17 @@ Made-up child results; nothing is run or timed (a bad ref only asks git).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import benches
 import pytest
-
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.fixture(scope="module")
 def baseline() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_baseline", BENCH_DIR / "baseline.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benches.load("baseline")
 
 
 def child(cpu_s: float, maxrss_mb: float, digest: str = "d") -> dict[str, Any]:

@@ -5,13 +5,12 @@ Pure rendering logic on made-up results; nothing is run or timed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import benches
 import pytest
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
@@ -19,16 +18,7 @@ BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 
 @pytest.fixture(scope="module")
 def run() -> ModuleType:
-    # bench/run.py imports bench/common.py as ``common``, as it does when run as a script.
-    sys.path.insert(0, str(BENCH_DIR))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_run", BENCH_DIR / "run.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH_DIR))
+    return benches.load("run")
 
 
 def fig(label: str, value: Any, unit: str = "", target: str | None = None, meets: bool | None = None) -> dict:

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import benches
 import pytest
 
 from crawlstack import settings
@@ -112,7 +113,7 @@ def test_the_bill_prices_each_service_at_list_prices() -> None:
 
 
 def test_the_design_floor_is_its_contracts_writes_and_puts_at_list_prices() -> None:
-    from bench.cost import design_floor
+    design_floor = benches.load("cost").design_floor
 
     # Per page: dedupe and record; per batch of 10: 3 PUTs and a GET, 3 requests on each of 3 queues.
     assert design_floor(10) == {"dynamodb": 1.25, "s3": 1.54, "sqs": 0.36}

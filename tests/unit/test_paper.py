@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 
+import benches
 import pytest
 
 from crawlstack import settings
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load_paper() -> ModuleType:
-    # bench/ is a folder of scripts, not a package: loaded by path, as test_bench_run loads run.py.
-    spec = importlib.util.spec_from_file_location("bench_paper", BENCH / "paper.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-paper = _load_paper()
+paper = benches.load("paper")
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "cost_sample.json"
 
