@@ -34,6 +34,13 @@ DELAYED_HOST_WINDOW = 4
 # Robots.txt Crawl-delay above this is clamped; it keeps at least two slots
 # inside SQS's 15-minute delay limit.
 MAX_CRAWL_DELAY_SECONDS = 300.0
+# Most bytes of one backlog bundle's tasks (crawlstack.aws.backlog): a host's
+# waiting URLs share an item, since DynamoDB bills a write unit per KB and
+# an item of 16 KB holds ~70-260 compressed tasks (one item per URL costs a
+# unit each).  Bounded because deleting an item costs its size again and
+# replacing a partly served bundle rewrites its rest; rounding up to whole KB
+# wastes under 1 KB of 16; a consistent read of it is 4 read units.
+BACKLOG_BUNDLE_BYTES = 16 * 1024
 
 # Outlinks each extract container remembers having sent to the frontier, so
 # the 30 links a page repeats from its neighbours are not sent again.  The

@@ -133,7 +133,11 @@ class Backlog(Protocol):
         ...
 
     def replace(self, host: str, key: str, tasks: Sequence[FetchTask]) -> None:
-        """What is left of a bundle partly served; no tasks deletes it."""
+        """What is left of a bundle partly served, under its key; no tasks deletes it.
+
+        A bundle no longer there stays gone: a later holder served it, and
+        writing it back would fetch its URLs again.
+        """
         ...
 
     def delete(self, host: str, key: str) -> None:

@@ -18,11 +18,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.jobs import UnknownCrawl
+from crawlstack.messages import FetchTask
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
+from crawlstack.runs.ports import Bundle
 from crawlstack.storable import fit_merge, fit_record, item_size
 
 
@@ -526,3 +529,72 @@ class FakeScopeStore:
             self.urls.items[(crawl_id, fp)] = item
             self.urls.journal.append(("note_drop", crawl_id, fp))
             return True
+
+
+class FakeBacklog:
+    """Each host's waiting fetch tasks in bundles (``crawlstack.runs.ports.Backlog``), as ``BacklogStore`` keeps them.
+
+    ``items``: host -> {key: tasks}, served in key order: ``<depth:04d>#<seq>``,
+    so shallowest first and, within a depth, in the order added.  A bundle
+    holds tasks whose ``to_json()`` sizes (plus one each) total at most
+    ``budget`` bytes: more than the adapter's compressed form takes, so the
+    fake cuts no fewer bundles than DynamoDB would.
+    """
+
+    def __init__(self, budget: int = settings.BACKLOG_BUNDLE_BYTES) -> None:
+        self.budget = budget
+        self.items: dict[str, dict[str, tuple[FetchTask, ...]]] = {}
+        self.calls: list[tuple[str, ...]] = []
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def task_bytes(task: FetchTask) -> int:
+        return len(task.to_json().encode("utf-8")) + 1
+
+    def add(self, host: str, depth: int, tasks: Sequence[FetchTask]) -> list[str]:
+        if not 0 <= depth <= 9999:
+            raise ValueError(f"depth {depth} does not fit the backlog's order key")
+        bundles: list[list[FetchTask]] = []
+        size = 0
+        for task in tasks:
+            if not bundles or size + self.task_bytes(task) > self.budget:
+                bundles.append([])
+                size = 0
+            bundles[-1].append(task)
+            size += self.task_bytes(task)
+        with self._lock:
+            self.calls.append(("add", host, str(depth), str(len(tasks))))
+            keys = []
+            for bundle in bundles:
+                self._seq += 1
+                keys.append(f"{depth:04d}#{self._seq:016d}")
+                self.items.setdefault(host, {})[keys[-1]] = tuple(bundle)
+            return keys
+
+    def peek(self, host: str, limit: int) -> list[Bundle]:
+        with self._lock:
+            self.calls.append(("peek", host))
+            rows = sorted(self.items.get(host, {}).items())[: max(limit, 0)]
+            return [Bundle(host, key, tasks) for key, tasks in rows]
+
+    def replace(self, host: str, key: str, tasks: Sequence[FetchTask]) -> None:
+        with self._lock:
+            self.calls.append(("replace", host, key, str(len(tasks))))
+            bundles = self.items.get(host, {})
+            if key not in bundles:
+                return  # served by a later holder: stays gone
+            if tasks:
+                bundles[key] = tuple(tasks)
+            else:
+                del bundles[key]
+
+    def delete(self, host: str, key: str) -> None:
+        with self._lock:
+            self.calls.append(("delete", host, key))
+            self.items.get(host, {}).pop(key, None)
+
+    def sizes(self, host: str) -> list[int]:
+        """Each of the host's bundles' bytes, as the budget counts them."""
+        with self._lock:
+            return [sum(map(self.task_bytes, t)) for _, t in sorted(self.items.get(host, {}).items())]
