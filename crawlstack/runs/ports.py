@@ -81,6 +81,8 @@ class Runs(Protocol):
 
         The winner sends the run's message; a loser does nothing, since the
         host's current run will find what was added to its backlog.
+        ``run_id`` is new for each call, so a call retried with it (after a
+        lost reply) that finds the host's run is ``run_id`` is True.
         """
         ...
 
@@ -89,7 +91,9 @@ class Runs(Protocol):
 
         Refused when the host's run is not ``run_id`` (a stale or duplicate
         message) or another holder's lease runs past ``now``.  Taken again
-        by the same ``holder`` (a retry after a lost reply) it succeeds.
+        by the same ``holder`` (a retry after a lost reply) it succeeds, and
+        the item before then shows that holder's own lease: what the first
+        attempt found is gone, but a lease it took over had ended by ``now``.
         The item before tells the new holder when it may send its first
         request (``crawlstack.runs.schedule.first_start``).
         """
@@ -112,7 +116,9 @@ class Runs(Protocol):
 
         ``keep_run``: the run goes on (a message to wake it was or will be
         sent); otherwise the run ends, and the next ``schedule`` starts one.
-        Only while ``holder`` holds the lease; False if it did not.
+        Only while ``holder`` holds the lease; False if it did not.  Repeated
+        by the same ``holder`` (a retry after a lost reply) with no lease
+        taken since, it is True; once another holder took the lease, False.
         """
         ...
 

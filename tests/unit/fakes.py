@@ -25,7 +25,7 @@ from crawlstack.messages import FetchTask
 from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
-from crawlstack.runs.ports import Bundle
+from crawlstack.runs.ports import Bundle, HostRun
 from crawlstack.storable import fit_merge, fit_record, item_size
 
 
@@ -598,3 +598,93 @@ class FakeBacklog:
         """Each of the host's bundles' bytes, as the budget counts them."""
         with self._lock:
             return [sum(map(self.task_bytes, t)) for _, t in sorted(self.items.get(host, {}).items())]
+
+
+class FakeRuns:
+    """The hosts table's run items (``crawlstack.runs.ports.Runs``), as ``crawlstack.aws.runs.RunStore`` keeps them.
+
+    ``items``: host -> the run item's attributes (an attribute absent is a
+    key absent).  No reply is ever lost here, so a call repeated with the
+    same arguments stands for a retry after a lost reply, and answers as the
+    DynamoDB adapter's retry does.
+    """
+
+    # crawlstack.aws.runs.RUN_GRACE_SECONDS, not imported (that module imports botocore);
+    # tests/integration/test_runs_port.py checks the two agree.
+    GRACE = 60.0
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, ...]] = []
+        self._lock = threading.Lock()
+
+    def schedule(self, host: str, run_id: str, now: float, expires: float) -> bool:
+        with self._lock:
+            self.calls.append(("schedule", host, run_id))
+            item = self.items.setdefault(host, {})
+            if "run_id" in item and item["run_expires"] >= now:
+                return bool(item["run_id"] == run_id)  # our own run: a retried call
+            item.update(run_id=run_id, run_expires=expires)
+            return True
+
+    def lease(self, host: str, run_id: str, holder: str, now: float, until: float) -> HostRun | None:
+        with self._lock:
+            self.calls.append(("lease", host, run_id, holder))
+            item = self.items.get(host, {})
+            if item.get("run_id") != run_id:
+                return None
+            if item.get("holder") not in (None, holder) and item["lease_until"] > now:
+                return None
+            before = self._run(host)
+            item.update(holder=holder, lease_until=until, run_expires=until + self.GRACE)
+            item.pop("released_by", None)
+            return before
+
+    def renew(self, host: str, holder: str, until: float, last_start: float) -> bool:
+        with self._lock:
+            self.calls.append(("renew", host, holder))
+            item = self.items.get(host, {})
+            if item.get("holder") != holder:
+                return False
+            item.update(lease_until=until, last_start=last_start, run_expires=until + self.GRACE)
+            return True
+
+    def release(
+        self,
+        host: str,
+        holder: str,
+        last_start: float,
+        pause_until: float,
+        adaptive_delay: float | None,
+        keep_run: bool,
+    ) -> bool:
+        with self._lock:
+            self.calls.append(("release", host, holder))
+            item = self.items.get(host, {})
+            if item.get("holder") != holder:
+                return "holder" not in item and item.get("released_by") == holder  # a retried release
+            item.update(last_start=last_start, pause_until=pause_until, released_by=holder)
+            if adaptive_delay is None:
+                item.pop("adaptive_delay", None)
+            else:
+                item["adaptive_delay"] = adaptive_delay
+            for name in ("holder", "lease_until") if keep_run else ("holder", "lease_until", "run_id", "run_expires"):
+                item.pop(name, None)
+            return True
+
+    def get(self, host: str) -> HostRun:
+        with self._lock:
+            return self._run(host)
+
+    def _run(self, host: str) -> HostRun:
+        item = self.items.get(host, {})
+        return HostRun(
+            host=host,
+            run_id=item.get("run_id"),
+            run_expires=item.get("run_expires", 0.0),
+            holder=item.get("holder"),
+            lease_until=item.get("lease_until", 0.0),
+            last_start=item.get("last_start", 0.0),
+            pause_until=item.get("pause_until", 0.0),
+            adaptive_delay=item.get("adaptive_delay"),
+        )
