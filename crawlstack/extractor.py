@@ -6,7 +6,9 @@ rest of the WARC's records of its crawl, into one gzipped JSON-lines object
 under ``records/crawl_id=<id>/dt=<day>/`` (for Athena).  Outlinks go to the frontier at depth + 1: from a
 mapped page whose mapping has ``url_parsers``, the links those return; from
 any other page, every link on it that is in scope, unless this container
-sent it already (``SentLinks``; dispatch's dedupe stays the final word).  Pages with
+sent it already at that depth or less (``SentLinks``; dispatch's dedupe
+stays the final word).  A page's depth is the smallest it was found at
+before it was extracted: the urls table's, read once per WARC.  Pages with
 ``<meta name="robots" content="nofollow">`` give no links.
 
 Hrefs not followed are counted per WARC by class (``SkippedLinks``: the
@@ -80,6 +82,7 @@ class PageOutcomes(Protocol):
 
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
     def add_note(self, crawl_id: str, fp: str, note: str) -> None: ...
+    def depths(self, crawl_id: str, fps: Iterable[str]) -> dict[str, int]: ...
 
 
 
@@ -215,28 +218,36 @@ def page_metadata(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 class SentLinks:
-    """A bounded, least-recently-used memory of outlinks already sent."""
+    """A bounded, least-recently-used memory of outlinks already sent, with the smallest depth each went at.
+
+    A link found again at a smaller depth is sent again, so dispatch can give
+    its URL that depth (``crawlstack.dispatch.dedupe``); deeper copies are not.
+    """
 
     def __init__(self, size: int = settings.OUTLINK_CACHE_SIZE) -> None:
         self.size = size
-        self._keys: OrderedDict[tuple[str, str | None, str], None] = OrderedDict()
+        self._depths: OrderedDict[tuple[str, str | None, str], int] = OrderedDict()
         self._lock = threading.Lock()
 
-    def known(self, crawl_id: str, record_id: str | None, url: str) -> bool:
+    def known(self, crawl_id: str, record_id: str | None, url: str, depth: int | None = None) -> bool:
+        """Whether the link went out already, at ``depth`` or less (any depth when None)."""
         key = (crawl_id, record_id, url)
         with self._lock:
-            if key in self._keys:
-                self._keys.move_to_end(key)
-                return True
-            return False
+            sent = self._depths.get(key)
+            if sent is None or (depth is not None and depth < sent):
+                return False
+            self._depths.move_to_end(key)
+            return True
 
     def remember(self, links: Iterable[FrontierMessage]) -> None:
         """Call once the links are in the frontier queue, not before: a failed send must be retried in full."""
         with self._lock:
             for link in links:
-                self._keys[(link.crawl_id, link.record_id, link.url)] = None
-            while len(self._keys) > self.size:
-                self._keys.popitem(last=False)
+                key = (link.crawl_id, link.record_id, link.url)
+                self._depths[key] = min(link.depth, self._depths.get(key, link.depth))
+                self._depths.move_to_end(key)
+            while len(self._depths) > self.size:
+                self._depths.popitem(last=False)
 
 
 class Extractor:
@@ -263,8 +274,10 @@ class Extractor:
 
     def extract_object(self, bucket: str, key: str) -> Extracted:
         out = Extracted()
-        for archived in read_warc(self.blobs.get(key, bucket=bucket)):
-            self._extract_page(archived, out)
+        pages = list(read_warc(self.blobs.get(key, bucket=bucket)))
+        depths = self._stored_depths(pages)
+        for archived in pages:
+            self._extract_page(archived, out, depths)
         unique: dict[tuple[str, str | None, str], FrontierMessage] = {}
         for link in out.outlinks:
             if link.record_id and (link.crawl_id, link.record_id) in self._completed:
@@ -299,10 +312,29 @@ class Extractor:
         for crawl_id, fp, note in out.notes:
             self.outcomes.add_note(crawl_id, fp, note)
 
-    def _extract_page(self, archived: WarcPage, out: Extracted) -> None:
+    def _stored_depths(self, pages: list[WarcPage]) -> dict[tuple[str, str], int]:
+        """The urls table's depth of each page (one batched read per crawl): smaller when found again nearer a seed."""
+        if self.outcomes is None:
+            return {}
+        by_crawl: dict[str, list[str]] = {}
+        for archived in pages:
+            meta = page_metadata(archived.metadata)
+            if meta.get("fp") and 200 <= archived.status < 300:
+                by_crawl.setdefault(str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID), []).append(meta["fp"])
+        return {
+            (crawl_id, fp): depth
+            for crawl_id, fps in by_crawl.items()
+            for fp, depth in self.outcomes.depths(crawl_id, fps).items()
+        }
+
+    def _extract_page(self, archived: WarcPage, out: Extracted, depths: dict[tuple[str, str], int]) -> None:
         if not 200 <= archived.status < 300:
             return
         meta = page_metadata(archived.metadata)
+        crawl = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
+        stored = depths.get((crawl, str(meta.get("fp"))))
+        if stored is not None and stored < int(meta.get("depth") or 0):
+            meta["depth"] = stored
         crawl_id = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
         config = self.crawls.get(crawl_id)  # a store: its failure fails the message, to be retried
         try:
@@ -399,7 +431,7 @@ class Extractor:
                 skipped.add("over-page-cap", link, f"more than {settings.MAX_OUTLINKS_PER_PAGE} links on the page")
                 continue
             sent += 1
-            if self.sent.known(config.crawl_id, meta.get("record_id"), link):
+            if self.sent.known(config.crawl_id, meta.get("record_id"), link, depth):
                 continue
             yield FrontierMessage(
                 url=link,

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from decimal import Decimal
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from crawlstack.aws import clients
+from crawlstack.dispatch.ports import Claim
 
 
 def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str) -> bool:
@@ -34,6 +38,10 @@ def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: st
     )
 
 
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float | Decimal) and not isinstance(value, bool) else None
+
+
 class UrlStore:
     """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
 
@@ -46,8 +54,8 @@ class UrlStore:
 
     def claim(
         self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
-    ) -> bool:
-        """Record a URL as seen; False if this crawl has seen it already.
+    ) -> Claim:
+        """Record a URL as seen; a lost claim (falsy) if this crawl has seen it already, with that item's depth.
 
         ``claimer`` (the SQS message id) lets a redelivered message claim its
         own URL again, so a dispatcher that died after the claim loses nothing.
@@ -77,15 +85,68 @@ class UrlStore:
             condition += " OR (claimed_by = :me AND #s = :queued)"
             values |= {":me": {"S": claimer}, ":queued": {"S": "queued"}}
             kwargs = {"ExpressionAttributeNames": {"#s": "state"}}
+        try:
+            clients.client("dynamodb").put_item(
+                TableName=self.name,
+                Item=item,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **kwargs,
+            )
+        except ClientError as exc:
+            if not clients.is_conditional_failure(exc):
+                raise
+            found = clients.failed_item(exc)
+            if clients.holds_token(found, token):
+                return Claim(True)  # an earlier attempt of this call claimed it; its reply was lost
+            seen = clients.unmarshal(found)
+            return Claim(False, _int(seen.get("depth")), seen.get("state"))
+        return Claim(True)
+
+    def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool:
+        """Give a URL not yet fetched the smaller ``depth`` it was found at again; False if it is fetched or shallower.
+
+        Extract reads the stored depth (``depths``), so the page's links are
+        followed from its shortest path however it was first found.
+        """
         return clients.conditional_write(
-            "put_item",
-            token=token,
+            "update_item",
             TableName=self.name,
-            Item=item,
-            ConditionExpression=condition,
-            ExpressionAttributeValues=values,
-            **kwargs,
+            Key=self.key(crawl_id, fp),
+            UpdateExpression="SET #d = :d",
+            ConditionExpression="#d > :d AND #s IN (:queued, :retrying, :fetching)",
+            ExpressionAttributeNames={"#s": "state", "#d": "depth"},
+            ExpressionAttributeValues={
+                ":d": {"N": str(depth)},
+                ":queued": {"S": "queued"},
+                ":retrying": {"S": "retrying"},
+                ":fetching": {"S": "fetching"},
+            },
         )
+
+    def depths(self, crawl_id: str, fps: Iterable[str]) -> dict[str, int]:
+        """The stored depth of each URL (by fingerprint) the crawl has an item for: one batched read per 100."""
+        keys = list(dict.fromkeys(fps))
+        found: dict[str, int] = {}
+        prefix = f"{crawl_id}#"
+        for start in range(0, len(keys), 100):
+            request = {
+                self.name: {
+                    "Keys": [self.key(crawl_id, fp) for fp in keys[start : start + 100]],
+                    "ProjectionExpression": "pk, #d",
+                    "ExpressionAttributeNames": {"#d": "depth"},
+                }
+            }
+            while request:
+                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
+                for raw in resp.get("Responses", {}).get(self.name, []):
+                    item = clients.unmarshal(raw)
+                    depth = _int(item.get("depth"))
+                    if depth is not None and str(item["pk"]).startswith(prefix):
+                        found[str(item["pk"])[len(prefix) :]] = depth
+                request = resp.get("UnprocessedKeys") or {}
+        return found
 
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None:
         present = {"state": outcome, "finished_at": time.time(), **{k: v for k, v in fields.items() if v is not None}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from crawlstack.config import CrawlConfig
@@ -15,10 +16,23 @@ class Crawls(Protocol):
     def take_pages(self, crawl_id: str, max_pages: int, pages: int) -> int | None: ...
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A dedupe claim: truthy when won; when lost, the depth and state of the item already there."""
+
+    won: bool
+    depth: int | None = None
+    state: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.won
+
+
 class Urls(Protocol):
     def claim(
         self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
-    ) -> bool: ...
+    ) -> Claim: ...
+    def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool: ...
     def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
 

@@ -8,6 +8,8 @@ handler's skip, end to end.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,9 @@ from crawlstack.politeness import Politeness, window_size
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
 from functions.fetch import handler as fetch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from fakes import FakeUrls
 
 CRAWL = "itest"
 URL = "http://shop.invalid/p/new.html"
@@ -135,3 +140,24 @@ def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
     )["Attributes"]
     assert int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesDelayed"]) == 1
+
+
+@pytest.mark.parametrize("kind", ["fake", "aws"])
+def test_a_lost_claim_says_the_depth_found_and_only_an_unfetched_url_takes_a_smaller_one(
+    kind: str, urls: aws.UrlStore
+) -> None:
+    """One contract, both implementations: what dispatch's dedupe and extract rely on for depth."""
+    store: Any = FakeUrls() if kind == "fake" else urls
+    other = fingerprint("http://shop.invalid/other")
+    assert store.claim(CRAWL, FP, URL, 3)
+    lost = store.claim(CRAWL, FP, URL, 1)
+    assert not lost and (lost.depth, lost.state) == (3, "queued")
+    assert not store.lower_depth(CRAWL, FP, 4)  # deeper: no change
+    assert store.lower_depth(CRAWL, FP, 1)
+    assert not store.lower_depth(CRAWL, FP, 1)
+    assert store.depths(CRAWL, [FP, other]) == {FP: 1}
+    store.set_outcome(CRAWL, FP, "fetched", status=200)
+    assert not store.lower_depth(CRAWL, FP, 0)  # extracted already: its links went out at depth 2
+    assert store.depths(CRAWL, [FP]) == {FP: 1}
+    assert not store.lower_depth(CRAWL, other, 0)  # no item: never made one
+    assert store.depths(CRAWL, [other]) == {}

@@ -20,6 +20,7 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
+from crawlstack.dispatch.ports import Claim
 from crawlstack.jobs import UnknownCrawl
 from crawlstack.messages import FetchTask
 from crawlstack.politeness import Blocked, HostSlot
@@ -320,7 +321,7 @@ class FakeUrls:
 
     def claim(
         self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
-    ) -> bool:
+    ) -> Claim:
         with self._lock:
             old = self.items.get((crawl_id, fp))
             if (
@@ -328,7 +329,7 @@ class FakeUrls:
                 and old.get("claimable") is not True
                 and not (claimer and old.get("claimed_by") == claimer and old["state"] == "queued")
             ):
-                return False
+                return Claim(False, old.get("depth"), old.get("state"))
             # put_item: the whole item is replaced.
             item: dict[str, Any] = {"url": url, "depth": depth, "state": "queued"}
             if claimer:
@@ -337,7 +338,22 @@ class FakeUrls:
                 item["record_id"] = record_id
             self.items[(crawl_id, fp)] = item
             self.journal.append(("claim", crawl_id, fp))
+            return Claim(True)
+
+    def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool:
+        with self._lock:
+            item = self.items.get((crawl_id, fp))
+            unfetched = item is not None and item.get("state") in ("queued", "retrying", "fetching")
+            if item is None or not unfetched or item.get("depth", 0) <= depth:
+                return False
+            item["depth"] = depth
+            self.journal.append(("lower_depth", crawl_id, fp))
             return True
+
+    def depths(self, crawl_id: str, fps: Iterable[str]) -> dict[str, int]:
+        with self._lock:
+            items = {fp: self.items.get((crawl_id, fp), {}) for fp in fps}
+            return {fp: item["depth"] for fp, item in items.items() if "depth" in item}
 
     def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         with self._lock:

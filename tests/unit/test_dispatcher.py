@@ -128,6 +128,21 @@ def test_duplicates_are_deduped_but_a_redelivery_is_sent_again(env: Env) -> None
     assert env.hosts.read_slot("example.com").window == {f"c#{fingerprint(SEED)}"}
 
 
+def test_a_url_found_again_nearer_a_seed_before_its_fetch_takes_the_smaller_depth(env: Env) -> None:
+    """Depth is the shortest path from a seed, not the order links were found in."""
+    url = "http://example.com/deep"
+    env.send(SEED)  # registers the seed host
+    assert env.send(url, depth=2, message_id="m1")[0] == "queued"
+    assert env.send(url, depth=1, message_id="m2")[0] == "deduped"
+    assert env.urls.items[("c", fingerprint(url))]["depth"] == 1
+    # A longer path changes nothing, and neither does a shorter one once the page is fetched.
+    env.send(url, depth=2, message_id="m3")
+    env.urls.set_outcome("c", fingerprint(url), "fetched")
+    env.send(url, depth=0, message_id="m4")
+    assert env.urls.items[("c", fingerprint(url))]["depth"] == 1
+    assert [e for e in env.urls.journal if e[0] == "lower_depth"] == [("lower_depth", "c", fingerprint(url))]
+
+
 def test_robots_disallow_is_skipped_with_an_outcome(env: Env) -> None:
     env.robots("http://example.com", 200, b"User-agent: crawlstack\nDisallow: /private\n")
     env.send(SEED)

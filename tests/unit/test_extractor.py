@@ -211,6 +211,17 @@ def test_outlinks_already_sent_are_not_sent_again_but_unsent_ones_are(env: Env) 
     assert [m.url for m in later.outlinks] == ["http://shop.example/c"]
 
 
+def test_a_link_sent_already_goes_again_only_when_found_nearer_a_seed(env: Env) -> None:
+    """Dispatch gives the URL the smaller depth; a deeper copy would tell it nothing."""
+    deep = env.run(exchange("http://shop.example/deep", html("Deep", "/a"), depth=1))
+    env.extractor.sent.remember(deep.outlinks)  # /a went out at depth 2
+    assert env.run(exchange("http://shop.example/deeper", html("Deeper", "/a"), depth=1)).outlinks == []
+    nearer = env.run(exchange("http://shop.example/", html("Home", "/a"), depth=0)).outlinks
+    assert [(m.url, m.depth) for m in nearer] == [("http://shop.example/a", 1)]
+    env.extractor.sent.remember(nearer)
+    assert env.run(exchange("http://shop.example/deep", html("Deep", "/a"), depth=1)).outlinks == []
+
+
 def test_hrefs_not_followed_are_counted_by_class_with_a_bounded_sample(env: Env) -> None:
     hostile = [
         "javascript:void(0)",

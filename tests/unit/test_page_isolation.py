@@ -207,6 +207,23 @@ def test_a_stray_control_byte_in_an_href_does_not_lose_the_page() -> None:
     assert "http://shop.example/fine" in {link.url for link in out.outlinks}
 
 
+def test_a_page_takes_the_smaller_depth_it_was_found_at_again_and_its_links_follow() -> None:
+    env = Env()
+    env.urls.claim("c", fingerprint(HOSTILE), HOSTILE, 3)
+    env.urls.lower_depth("c", fingerprint(HOSTILE), 1)
+    body = b'<html><body><h1>t</h1><a href="/next">n</a></body></html>'
+    hostile = page(HOSTILE, body)
+    hostile.metadata["depth"] = 3  # as fetch wrote it; the urls table has 1 since
+    out = env.extractor.extract_object(env.blobs.bucket, _warc(env, hostile))
+    assert next(r for r in out.records if r["url"] == HOSTILE)["depth"] == 1
+    assert {(m.url, m.depth) for m in out.outlinks} >= {("http://shop.example/next", 2)}
+
+
+def _warc(env: Env, *pages: Exchange) -> str:
+    env.blobs.put(KEY, write_warc(list(pages)), "application/warc")
+    return KEY
+
+
 def test_deeply_nested_html_gives_its_text() -> None:
     depth = 2000  # libxml2 keeps about 2,040 levels; what it drops below is not ours to give
     body = ("<html><body><h1>" + "<span>x" * depth + "</span>" * depth + "</h1></body></html>").encode()
