@@ -7,7 +7,9 @@ Pure arithmetic on the ``Runs`` port's state (``crawlstack.runs.ports``).
   (a server's Retry-After).  If the item still shows another holder's lease
   (that holder died without releasing, or lost its lease), the new holder
   also waits until that lease's end plus the delay: the dead holder may
-  have sent a request just before it died, and recorded nothing.
+  have sent a request just before it died, and recorded nothing.  A holder
+  that reads back its own lease (a retry after a lost reply) cannot see
+  what it took over, and waits a delay from now.
 * **Sleep or reschedule.**  A fetch invocation works several hosts at once,
   so a sleep's Lambda seconds are shared by them.  Sleeping costs the
   invocation's GB-seconds for the wait, divided among the hosts it works;
@@ -48,6 +50,11 @@ def first_start(before: HostRun, holder: str, delay: float, now: float) -> float
         # A lease taken over, not given back: its holder may have started a
         # request at any moment up to its end, and recorded none of it.
         start = max(start, before.lease_until + gap)
+    elif before.holder == holder:
+        # Our own lease, read back by a retry after a lost reply: what the
+        # first attempt found is gone.  Whoever held it before had ended by
+        # then, so a delay from now is safe.
+        start = max(start, now + gap)
     return start
 
 
