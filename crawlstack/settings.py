@@ -196,6 +196,16 @@ QUEUES = {
     ),
 }
 
+# A new host run (crawlstack.runs.admission) may be replaced by the next
+# admission to its host once past ``now + MAX_SQS_DELAY_SECONDS +`` this:
+# its run message may wait out SQS's longest delay, then for a fetch
+# invocation to receive it (one busy with other hosts for up to its timeout)
+# and take the first lease, which moves the expiry on with the lease.  Too
+# short costs only a spare run message (a run replaced is never leased: the
+# lease checks ``run_id``); too long keeps a host whose run message was lost
+# waiting that much longer for the next admission to start it again.
+RUN_SCHEDULE_GRACE_SECONDS = FUNCTIONS["fetch"].timeout_seconds
+
 
 @dataclass(frozen=True)
 class TableSpec:

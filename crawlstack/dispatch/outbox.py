@@ -1,4 +1,8 @@
-"""What a batch sends when it is done: fetch tasks and frontier re-sends (dispatch's and fetch's)."""
+"""What a batch sends when it is done: fetch tasks and frontier re-sends (dispatch's and fetch's).
+
+``runs``: the tasks admitted to host runs (``crawlstack.dispatch.run_enqueue``),
+written to their hosts' backlogs when the batch is sent (``flush_runs``).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,17 @@ from dataclasses import dataclass, field
 
 from crawlstack.messages import FetchTask
 from crawlstack.politeness import sqs_delay
+from crawlstack.runs.admission import RunAdmissions
 
 
 @dataclass
 class Outbox:
-    """What a batch sends when it is done: fetch tasks and frontier re-sends."""
+    """What a batch sends when it is done: fetch tasks, frontier re-sends, and tasks for host runs."""
 
     fetch: list[tuple[str, int]] = field(default_factory=list)
     frontier: list[tuple[str, int]] = field(default_factory=list)
     unparked: dict[str, list[str | None]] = field(default_factory=dict)
+    runs: RunAdmissions = field(default_factory=RunAdmissions)
 
     def add_fetch(self, task: FetchTask, now: float, parked_order: str | None = None, *, admitted: bool = True) -> None:
         """Queue ``task`` to wait in SQS for its slot.
@@ -31,3 +37,4 @@ class Outbox:
         self.fetch.clear()
         self.frontier.clear()
         self.unparked.clear()
+        self.runs.clear()

@@ -1,0 +1,77 @@
+"""RunEnqueue: the fetch task, gathered for its host's run (issue 14); the run-based counterpart of ``Enqueue``.
+
+The task carries the link's canonical URL, fingerprint and host, and the
+host's delay (the crawl's, or a longer robots.txt ``Crawl-delay``), as
+``Enqueue``'s does; it has no slot (``not_before`` 0, ``window`` 1): the
+host's run spaces its requests.  It goes to the batch's ``outbox.runs``,
+and ``flush_runs``, when the batch is sent, writes each host's tasks to its
+backlog, a bundle per depth, and schedules its run
+(``crawlstack.runs.admission``), sending the run messages of the runs it
+started.  A stopped crawl's messages are held before this (``Scope``); a
+crawl stopped once its tasks wait is the run's to skip.
+
+Not in ``Dispatcher``'s chain yet: the live chain ends in ``Enqueue``.
+
+Settings: the crawl's ``delay`` and ``user_agent`` (for the robots.txt
+delay); admission's own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from crawlstack.dispatch.link import Decision, Link
+from crawlstack.dispatch.outbox import Outbox
+from crawlstack.messages import FetchTask
+from crawlstack.runs.admission import AdmissionFailed, RunMessage, admit, new_run_id
+from crawlstack.runs.ports import Backlog, Runs
+
+
+class RunEnqueue:
+    def __call__(self, link: Link, outbox: Outbox) -> Decision:
+        msg, config, policy = link.msg, link.crawl, link.policy
+        assert policy is not None, "Robots.load runs before RunEnqueue"
+        task = FetchTask(
+            url=link.url,
+            fp=link.fp,
+            host=link.host,
+            depth=msg.depth,
+            crawl_id=msg.crawl_id,
+            not_before=0.0,
+            delay=config.host_delay(policy.crawl_delay(config.user_agent)),
+            hops=msg.hops,
+            referrer=msg.referrer,
+            record_id=msg.record_id,
+            want=msg.want,
+        )
+        outbox.runs.add(task)
+        return Decision(link.url, "queued")
+
+
+def flush_runs(
+    outbox: Outbox,
+    backlog: Backlog,
+    runs: Runs,
+    send: Callable[[list[RunMessage]], None],
+    clock: Callable[[], float] = time.time,
+    new_run_id: Callable[[], str] = new_run_id,
+) -> list[RunMessage]:
+    """Admit the batch's gathered tasks and send the run messages of the runs started; those messages.
+
+    On a failure the runs already won are sent before ``AdmissionFailed``
+    propagates (their runs exist, and nothing else would start them); the
+    batch then fails and is redelivered (``crawlstack.runs.admission``).
+    ``outbox.runs`` is left as it was: ``Outbox.clear`` forgets it.
+    """
+    if not outbox.runs:
+        return []
+    try:
+        messages = admit(outbox.runs, backlog, runs, clock(), new_run_id)
+    except AdmissionFailed as exc:
+        if exc.messages:
+            send(exc.messages)
+        raise
+    if messages:
+        send(messages)
+    return messages

@@ -1,0 +1,146 @@
+"""Run admission: a dispatch batch's fetch tasks into their hosts' backlogs, and a run for each host that has none.
+
+Dispatch gathers what it admits during a batch (``RunAdmissions``, by host
+and depth: a page's links are mostly of its own host, so one bundle write
+admits many URLs), then ``admit`` writes them once the batch is done:
+
+1. for each host, its tasks of each depth go to the backlog
+   (``Backlog.add``: one bundle, or a few if they outgrow
+   ``settings.BACKLOG_BUNDLE_BYTES``);
+2. then, once per host, ``Runs.schedule`` with a new run id.  The winner's
+   ``RunMessage`` is returned for the caller to send; a loser sends
+   nothing, since the host's current run will find the new bundles.
+
+**Schedule after every add.**  The lost wake-up (``crawlstack.runs.ports``):
+the holder ends its run *before* its last look at the backlog, and
+admission adds *before* it schedules, so whichever comes second sees the
+other's write.  That holds only if every add is followed by a ``schedule``:
+a container that remembered "this host has a live run" and skipped it would
+be wrong as soon as the holder released the run, and the bundle would wait
+with no run to serve it.  So there is no such memory: one conditional write
+per host per batch (a failed condition costs a write unit, like a success)
+is the price of never stranding a URL.
+
+**Failures.**  Hosts are admitted one after another; the first failure
+stops the rest and raises ``AdmissionFailed`` (the store's error as its
+``__cause__``), carrying the run messages already won, which the caller
+must still send (``flush_runs`` in ``crawlstack.dispatch.run_enqueue``
+does), since their runs exist now and nothing else would start them.
+
+* The backlog write fails: nothing is scheduled for that host (its tasks
+  may be partly written: ``BacklogStore.add`` writes in batches).
+* ``schedule`` fails after the host's bundles were written: they stay in
+  the backlog and wait for the host's next run, which some later admission
+  to the host starts (its ``schedule`` finds no run, or an expired one).
+  A host that sees no later admission would wait for ever, so the failure
+  propagates out of the batch's send and fails the batch: its messages are
+  redelivered, their URLs claimed again under the same message ids
+  (``crawlstack.dispatch.dedupe``), added again (a second copy of each
+  task, under new keys: fetch's ``start_fetch`` serves a URL once) and
+  scheduled again.  Only a batch that fails until its messages reach the
+  DLQ strands its bundles; a sweep of hosts with a backlog and no run
+  would recover those (not built).
+
+Settings: ``settings.MAX_SQS_DELAY_SECONDS`` and
+``settings.RUN_SCHEDULE_GRACE_SECONDS`` (``run_expires``);
+``settings.BACKLOG_BUNDLE_BYTES`` through the backlog.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from crawlstack import settings
+from crawlstack.messages import FetchTask
+from crawlstack.runs.ports import Backlog, Runs
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """A host's run to start: the message a schedule's winner sends to fetch.
+
+    Local stand-in: ``crawlstack.messages.RunMessage`` is being added with
+    the run's wire format; this module switches to it once it lands.
+    """
+
+    host: str
+    run_id: str
+
+
+class AdmissionFailed(Exception):
+    """A backlog write or a schedule failed (``__cause__``); ``messages``: runs won before it, still to be sent."""
+
+    def __init__(self, host: str, messages: list[RunMessage]) -> None:
+        super().__init__(f"admission to host {host!r} failed")
+        self.host = host
+        self.messages = messages
+
+
+def new_run_id() -> str:
+    """A run id never used before: the token a retried ``schedule`` recognises as its own."""
+    return uuid.uuid4().hex
+
+
+def run_expires(now: float) -> float:
+    """Until when a new run may not be replaced: its message's longest SQS delay, and time to take its first lease."""
+    return now + settings.MAX_SQS_DELAY_SECONDS + settings.RUN_SCHEDULE_GRACE_SECONDS
+
+
+@dataclass
+class RunAdmissions:
+    """A batch's admitted fetch tasks by host, then depth, in the order admitted.
+
+    A URL is gathered once per batch (by crawl and fingerprint): a message
+    that names it twice passes dedupe twice under its own id.
+    """
+
+    hosts: dict[str, dict[int, list[FetchTask]]] = field(default_factory=dict)
+    _seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
+
+    def add(self, task: FetchTask) -> None:
+        key = (task.crawl_id, task.fp)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.hosts.setdefault(task.host, {}).setdefault(task.depth, []).append(task)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def __iter__(self) -> Iterator[tuple[str, list[tuple[int, list[FetchTask]]]]]:
+        """Each host (in the order first admitted) with its tasks by depth, shallowest first."""
+        for host, depths in self.hosts.items():
+            yield host, sorted(depths.items())
+
+    def clear(self) -> None:
+        self.hosts.clear()
+        self._seen.clear()
+
+
+def admit(
+    admissions: RunAdmissions,
+    backlog: Backlog,
+    runs: Runs,
+    now: float,
+    new_run_id: Callable[[], str] = new_run_id,
+) -> list[RunMessage]:
+    """Add each host's tasks to its backlog, then schedule its run; the run messages of the schedules won.
+
+    Raises ``AdmissionFailed`` at the first failure (the module docstring
+    says what is left behind); hosts after it are not admitted.
+    """
+    won: list[RunMessage] = []
+    expires = run_expires(now)
+    for host, depths in admissions:
+        try:
+            for depth, tasks in depths:
+                backlog.add(host, depth, tasks)
+            # After every add, whatever this container saw of the host's run before: the lost wake-up.
+            run_id = new_run_id()
+            if runs.schedule(host, run_id, now, expires):
+                won.append(RunMessage(host, run_id))
+        except Exception as exc:
+            raise AdmissionFailed(host, won) from exc
+    return won
