@@ -132,15 +132,15 @@ class BacklogStore:
             "TableName": self.name,
             "KeyConditionExpression": "#h = :h",
             "ExpressionAttributeNames": {"#h": "host"},
-            "ExpressionAttributeValues": {":h": {"S": host}},
+            "ExpressionAttributeValues": clients.values(h=host),
             "ConsistentRead": True,
             "ScanIndexForward": True,
         }
         while len(bundles) < limit:  # more than one page only past the 1 MB a Query returns
             resp = clients.client("dynamodb").query(**request, Limit=limit - len(bundles))
             # Rows of the old parking (no ``tasks``) are not bundles.
-            items = [i for i in resp.get("Items", []) if "tasks" in i]
-            bundles += [Bundle(host, i["order"]["S"], decode(i["tasks"]["B"])) for i in items]
+            items = [clients.unmarshal(i) for i in resp.get("Items", []) if "tasks" in i]
+            bundles += [Bundle(host, i["order"], decode(bytes(i["tasks"]))) for i in items]
             if "LastEvaluatedKey" not in resp:
                 break
             request["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
@@ -163,11 +163,11 @@ class BacklogStore:
                 raise
 
     def delete(self, host: str, key: str) -> None:
-        clients.client("dynamodb").delete_item(TableName=self.name, Key={"host": {"S": host}, "order": {"S": key}})
+        clients.client("dynamodb").delete_item(TableName=self.name, Key=clients.key(host=host, order=key))
 
     @staticmethod
     def _item(host: str, key: str, tasks: Sequence[FetchTask], blob: bytes) -> dict[str, Any]:
-        return {"host": {"S": host}, "order": {"S": key}, "tasks": {"B": blob}, "n": {"N": str(len(tasks))}}
+        return clients.marshal({"host": host, "order": key, "tasks": blob, "n": len(tasks)})
 
     def _write_batch(self, requests: list[dict[str, Any]]) -> None:
         pending: dict[str, Any] = {self.name: requests}

@@ -93,11 +93,7 @@ def take_from_counter(table: str, key: dict[str, Any], pages: int, cap: int) -> 
             ConditionExpression="(attribute_not_exists(pages_admitted) OR pages_admitted <= :room) "
             "AND (attribute_not_exists(#t) OR #t <> :tok)",
             ExpressionAttributeNames={"#t": WRITE_TOKEN},
-            ExpressionAttributeValues={
-                ":n": {"N": str(pages)},
-                ":room": {"N": str(cap - pages)},
-                ":tok": {"S": token},
-            },
+            ExpressionAttributeValues=values(n=pages, room=cap - pages, tok=token),
             ReturnValues="UPDATED_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -108,12 +104,12 @@ def take_from_counter(table: str, key: dict[str, Any], pages: int, cap: int) -> 
         item = failed_item(exc)
         if not holds_token(item, token):
             return None
-    admitted = (item or {}).get("pages_admitted", {}).get("N")
+    admitted = attribute(item, "pages_admitted")
     return int(admitted) if admitted is not None else pages
 
 
 def holds_token(item: dict[str, Any] | None, token: str) -> bool:
-    return item is not None and item.get(WRITE_TOKEN, {}).get("S") == token
+    return item is not None and attribute(item, WRITE_TOKEN) == token
 
 
 def is_conditional_failure(exc: ClientError) -> bool:
@@ -139,27 +135,44 @@ def num(value: float) -> Decimal:
 
 
 # --- marshalling ----------------------------------------------------------------
-_serializer = None
-_deserializer = None
+# boto3's TypeSerializer and TypeDeserializer, made on first use: importing
+# boto3.dynamodb.types is left out of a handler's cold start.
+_serializer: Any = None
+_deserializer: Any = None
+
+
+def _serialize(value: Any) -> dict[str, Any]:
+    global _serializer
+    if _serializer is None:
+        from boto3.dynamodb.types import TypeSerializer
+
+        _serializer = TypeSerializer()
+    result: dict[str, Any] = _serializer.serialize(value)
+    return result
+
+
+def serialize(value: Any) -> dict[str, Any]:
+    """One attribute value in DynamoDB's form: a float as ``num`` rounds it, an int as is, a set of str as SS."""
+    return _serialize(_to_dynamo(value))
+
+
+def key(**parts: Any) -> dict[str, Any]:
+    """An item's key, by attribute name: ``key(host=host, kind="slot")``."""
+    return {name: serialize(value) for name, value in parts.items()}
+
+
+def values(**named: Any) -> dict[str, Any]:
+    """``ExpressionAttributeValues``: ``values(now=t)`` is ``{":now": serialize(t)}``."""
+    return {f":{name}": serialize(value) for name, value in named.items()}
 
 
 def marshal(item: dict[str, Any]) -> dict[str, Any]:
-    from boto3.dynamodb.types import TypeSerializer
-
-    global _serializer
-    if _serializer is None:
-        _serializer = TypeSerializer()
-    return {k: _serializer.serialize(_to_dynamo(v)) for k, v in item.items() if v is not None}
+    return {k: serialize(v) for k, v in item.items() if v is not None}
 
 
 def marshal_exact(item: dict[str, Any]) -> dict[str, Any]:
     """``marshal`` for record values: fitted by ``crawlstack.storable`` and stored exactly, not rounded."""
-    from boto3.dynamodb.types import TypeSerializer
-
-    global _serializer
-    if _serializer is None:
-        _serializer = TypeSerializer()
-    return {k: _serializer.serialize(_exact(v)) for k, v in item.items() if v is not None}
+    return {k: _serialize(_exact(v)) for k, v in item.items() if v is not None}
 
 
 def _exact(value: Any) -> Any:
@@ -175,12 +188,19 @@ def _exact(value: Any) -> Any:
 
 
 def unmarshal(item: dict[str, Any] | None) -> dict[str, Any]:
-    from boto3.dynamodb.types import TypeDeserializer
-
     global _deserializer
     if _deserializer is None:
+        from boto3.dynamodb.types import TypeDeserializer
+
         _deserializer = TypeDeserializer()
     return {k: _from_dynamo(_deserializer.deserialize(v)) for k, v in (item or {}).items()}
+
+
+def attribute(item: dict[str, Any] | None, name: str) -> Any:
+    """One attribute of a DynamoDB item, unmarshalled (None if absent), without unmarshalling the rest."""
+    if not item or name not in item:
+        return None
+    return unmarshal({name: item[name]})[name]
 
 
 def _to_dynamo(value: Any) -> Any:

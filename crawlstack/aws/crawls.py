@@ -31,7 +31,7 @@ class CrawlStore:
             return cached[1]
         item = (
             clients.client("dynamodb")
-            .get_item(TableName=self.name, Key={"crawl_id": {"S": crawl_id}}, ConsistentRead=True)
+            .get_item(TableName=self.name, Key=clients.key(crawl_id=crawl_id), ConsistentRead=True)
             .get("Item")
         )
         defaults = CrawlConfig.defaults_from_env(crawl_id)
@@ -46,9 +46,9 @@ class CrawlStore:
     def add_seed_host(self, crawl_id: str, host: str) -> None:
         clients.client("dynamodb").update_item(
             TableName=self.name,
-            Key={"crawl_id": {"S": crawl_id}},
+            Key=clients.key(crawl_id=crawl_id),
             UpdateExpression="ADD seed_hosts :h",
-            ExpressionAttributeValues={":h": {"SS": [host]}},
+            ExpressionAttributeValues=clients.values(h={host}),
         )
         with self._lock:
             self._cache.pop(crawl_id, None)
@@ -60,11 +60,11 @@ class CrawlStore:
         try:
             clients.client("dynamodb").update_item(
                 TableName=self.name,
-                Key={"crawl_id": {"S": crawl_id}},
+                Key=clients.key(crawl_id=crawl_id),
                 UpdateExpression="SET #s = :s",
                 ConditionExpression="attribute_exists(crawl_id)",
                 ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={":s": {"S": state}},
+                ExpressionAttributeValues=clients.values(s=state),
             )
         except ClientError as exc:
             if clients.is_conditional_failure(exc):
@@ -88,4 +88,4 @@ class CrawlStore:
         admission lands between the attempt and its retry do the pages count
         twice (the budget then admits that many fewer).
         """
-        return clients.take_from_counter(self.name, {"crawl_id": {"S": crawl_id}}, pages, max_pages)
+        return clients.take_from_counter(self.name, clients.key(crawl_id=crawl_id), pages, max_pages)

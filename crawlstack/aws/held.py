@@ -32,20 +32,16 @@ class HeldStore:
                     {
                         "ConditionCheck": {
                             "TableName": self.crawls_table,
-                            "Key": {"crawl_id": {"S": crawl_id}},
+                            "Key": clients.key(crawl_id=crawl_id),
                             "ConditionExpression": "#s = :stopped",
                             "ExpressionAttributeNames": {"#s": "state"},
-                            "ExpressionAttributeValues": {":stopped": {"S": jobs.STOPPED}},
+                            "ExpressionAttributeValues": clients.values(stopped=jobs.STOPPED),
                         }
                     },
                     {
                         "Put": {
                             "TableName": self.name,
-                            "Item": {
-                                "host": {"S": jobs.held_host(crawl_id)},
-                                "order": {"S": key},
-                                "body": {"S": body},
-                            },
+                            "Item": clients.marshal({"host": jobs.held_host(crawl_id), "order": key, "body": body}),
                         }
                     },
                 ]
@@ -64,13 +60,14 @@ class HeldStore:
             TableName=self.name,
             KeyConditionExpression="#h = :h",
             ExpressionAttributeNames={"#h": "host"},
-            ExpressionAttributeValues={":h": {"S": jobs.held_host(crawl_id)}},
+            ExpressionAttributeValues=clients.values(h=jobs.held_host(crawl_id)),
             ConsistentRead=True,
             Limit=limit,
         )
-        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", [])]
+        rows = [clients.unmarshal(i) for i in resp.get("Items", [])]
+        return [(row["order"], row["body"]) for row in rows]
 
     def release(self, crawl_id: str, key: str) -> None:
         clients.client("dynamodb").delete_item(
-            TableName=self.name, Key={"host": {"S": jobs.held_host(crawl_id)}, "order": {"S": key}}
+            TableName=self.name, Key=clients.key(host=jobs.held_host(crawl_id), order=key)
         )

@@ -20,7 +20,7 @@ class HostStore:
 
     @staticmethod
     def _key(host: str, kind: str) -> dict[str, Any]:
-        return {"host": {"S": host}, "kind": {"S": kind}}
+        return clients.key(host=host, kind=kind)
 
     # -- politeness ------------------------------------------------------------
     def read_slot(self, host: str) -> HostSlot:
@@ -40,33 +40,33 @@ class HostStore:
         admissions to a host crawled without a delay do not conflict.
         Returns None on success, else the host's current state (the caller retries).
         """
-        values: dict[str, Any] = {":fp": {"SS": [fp]}, ":cap": {"N": str(window)}}
+        values: dict[str, Any] = {"fp": {fp}, "cap": window}
         conds = []
         if new_next is not None:
-            values[":new"] = {"N": str(clients.num(new_next))}
+            values["new"] = new_next
             if expected.exists:
                 conds.append("next_slot = :old")
-                values[":old"] = {"N": str(clients.num(expected.next_slot))}
+                values["old"] = expected.next_slot
             else:
                 conds.append("attribute_not_exists(next_slot)")
         if expected.adaptive_delay:
             conds.append("adaptive_delay = :ad")
-            values[":ad"] = {"N": str(clients.num(expected.adaptive_delay))}
+            values["ad"] = expected.adaptive_delay
         else:
             conds.append("attribute_not_exists(adaptive_delay)")
         conds.append("(attribute_not_exists(#w) OR (size(#w) < :cap AND NOT contains(#w, :fpv)))")
         cond = " AND ".join(conds)
-        values[":fpv"] = {"S": fp}
+        values["fpv"] = fp
         done, item = self._update_slot(
             host,
             UpdateExpression="ADD #w :fp" if new_next is None else "SET next_slot = :new ADD #w :fp",
             ConditionExpression=cond,
             ExpressionAttributeNames={"#w": "window"},
-            ExpressionAttributeValues=values,
+            ExpressionAttributeValues=clients.values(**values),
         )
         if done:
             return None
-        if item is not None and _reserved(item, fp, values[":new"]["N"] if new_next is not None else None):
+        if item is not None and _reserved(item, fp, new_next):
             return None  # our own reservation, its reply lost and the call retried
         return _slot_from(host, item) if item is not None else self.read_slot(host)
 
@@ -100,7 +100,7 @@ class HostStore:
             # raises on size() of a missing attribute (an empty window).
             ConditionExpression="attribute_exists(#w) AND size(#w) >= :cap",
             ExpressionAttributeNames={"#w": "window"},
-            ExpressionAttributeValues={":stamp": {"N": str(clients.num(stamp))}, ":cap": {"N": str(window)}},
+            ExpressionAttributeValues=clients.values(stamp=stamp, cap=window),
         )
 
     def clear_parked(self, host: str, stamp: float) -> None:
@@ -111,7 +111,7 @@ class HostStore:
                 Key=self._key(host, "slot"),
                 UpdateExpression="REMOVE parked_at",
                 ConditionExpression="parked_at = :stamp",
-                ExpressionAttributeValues={":stamp": {"N": str(clients.num(stamp))}},
+                ExpressionAttributeValues=clients.values(stamp=stamp),
             )
         except ClientError as exc:
             if not clients.is_conditional_failure(exc):
@@ -132,12 +132,7 @@ class HostStore:
                 UpdateExpression="SET free_at = :lease, busy = :one, #t = :tok",
                 ConditionExpression="attribute_not_exists(free_at) OR free_at <= :now",
                 ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
-                ExpressionAttributeValues={
-                    ":lease": {"N": str(clients.num(lease_until))},
-                    ":now": {"N": str(clients.num(now))},
-                    ":one": {"N": "1"},
-                    ":tok": {"S": token},
-                },
+                ExpressionAttributeValues=clients.values(lease=lease_until, now=now, one=1, tok=token),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
@@ -152,18 +147,17 @@ class HostStore:
 
     def release(self, host: str, fp: str, free_at: float | None) -> HostSlot:
         """Leave the window (and the host, from ``free_at``); returns the new state."""
-        values: dict[str, Any] = {":fp": {"SS": [fp]}}
+        values: dict[str, Any] = {"fp": {fp}}
         update = "DELETE #w :fp"
         if free_at is not None:
             update = "SET free_at = :free, busy = :zero " + update
-            values[":free"] = {"N": str(clients.num(free_at))}
-            values[":zero"] = {"N": "0"}
+            values |= {"free": free_at, "zero": 0}
         resp = clients.client("dynamodb").update_item(
             TableName=self.name,
             Key=self._key(host, "slot"),
             UpdateExpression=update,
             ExpressionAttributeNames={"#w": "window"},
-            ExpressionAttributeValues=values,
+            ExpressionAttributeValues=clients.values(**values),
             ReturnValues="ALL_NEW",
         )
         return _slot_from(host, resp.get("Attributes"))
@@ -176,19 +170,19 @@ class HostStore:
         values: dict[str, Any] = {}
         if expected:
             cond = "adaptive_delay = :old"
-            values[":old"] = {"N": str(clients.num(expected))}
+            values["old"] = expected
         else:
             cond = "attribute_not_exists(adaptive_delay)"
         if adaptive is None:
             update = "REMOVE adaptive_delay"
         else:
             update = "SET adaptive_delay = :new"
-            values[":new"] = {"N": str(clients.num(adaptive))}
+            values["new"] = adaptive
         done, item = self._update_slot(
             host,
             UpdateExpression=update,
             ConditionExpression=cond,
-            **({"ExpressionAttributeValues": values} if values else {}),
+            **({"ExpressionAttributeValues": clients.values(**values)} if values else {}),
         )
         if done:
             return None
@@ -204,7 +198,7 @@ class HostStore:
             TableName=self.name,
             Key=self._key(host, "slot"),
             UpdateExpression="SET free_at = :f, busy = :zero",
-            ExpressionAttributeValues={":f": {"N": str(clients.num(free_at))}, ":zero": {"N": "0"}},
+            ExpressionAttributeValues=clients.values(f=free_at, zero=0),
         )
         try:
             clients.client("dynamodb").update_item(
@@ -212,7 +206,7 @@ class HostStore:
                 Key=self._key(host, "slot"),
                 UpdateExpression="SET next_slot = :f",
                 ConditionExpression="attribute_not_exists(next_slot) OR next_slot < :f",
-                ExpressionAttributeValues={":f": {"N": str(clients.num(free_at))}},
+                ExpressionAttributeValues=clients.values(f=free_at),
             )
         except ClientError as exc:
             if not clients.is_conditional_failure(exc):
@@ -253,11 +247,7 @@ class HostStore:
             UpdateExpression="SET robots_lock = :until, expires_at = if_not_exists(expires_at, :until), #t = :tok",
             ConditionExpression="attribute_not_exists(robots_lock) OR robots_lock < :now",
             ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
-            ExpressionAttributeValues={
-                ":until": {"N": str(clients.num(until))},
-                ":now": {"N": str(clients.num(now))},
-                ":tok": {"S": token},
-            },
+            ExpressionAttributeValues=clients.values(until=until, now=now, tok=token),
         )
 
     def unlock_robots(self, origin: str) -> None:
@@ -281,27 +271,34 @@ class HostStore:
         clients.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(item))
 
 
-def _reserved(item: dict[str, Any], fp: str, next_slot: str | None) -> bool:
+def _reserved(item: dict[str, Any], fp: str, next_slot: float | None) -> bool:
     """The host item holds the reservation ``reserve`` writes: ``fp`` in the window, ``next_slot`` its value.
 
     Only that reservation puts ``fp`` there (a window entry is one crawl's
-    URL, admitted once), so finding both is finding our own write.
+    URL, admitted once), so finding both is finding our own write.  The
+    value is compared as written: rounded by ``clients.num``.
     """
-    if fp not in item.get("window", {}).get("SS", []):
+    data = clients.unmarshal(item)
+    if fp not in data.get("window", ()):
         return False
-    return next_slot is None or item.get("next_slot", {}).get("N") == next_slot
+    return next_slot is None or data.get("next_slot") == float(clients.num(next_slot))
 
 
 def _slot_from(host: str, item: dict[str, Any] | None) -> HostSlot:
     if not item:
         return HostSlot(host=host)
+    data = clients.unmarshal(item)
+
+    def number(name: str) -> float | None:
+        return float(data[name]) if name in data else None
+
     return HostSlot(
         host=host,
-        exists="next_slot" in item,
-        next_slot=float(item["next_slot"]["N"]) if "next_slot" in item else 0.0,
-        free_at=float(item["free_at"]["N"]) if "free_at" in item else 0.0,
-        busy=item.get("busy", {}).get("N") == "1",
-        window=frozenset(item.get("window", {}).get("SS", [])),
-        parked_at=float(item["parked_at"]["N"]) if "parked_at" in item else None,
-        adaptive_delay=float(item["adaptive_delay"]["N"]) if "adaptive_delay" in item else 0.0,
+        exists="next_slot" in data,
+        next_slot=number("next_slot") or 0.0,
+        free_at=number("free_at") or 0.0,
+        busy=data.get("busy") == 1,
+        window=frozenset(data.get("window", ())),
+        parked_at=number("parked_at"),
+        adaptive_delay=number("adaptive_delay") or 0.0,
     )

@@ -18,7 +18,7 @@ class ParkStore:
 
     def put(self, host: str, order: str, body: str) -> None:
         clients.client("dynamodb").put_item(
-            TableName=self.name, Item={"host": {"S": host}, "order": {"S": order}, "body": {"S": body}}
+            TableName=self.name, Item=clients.marshal({"host": host, "order": order, "body": body})
         )
 
     def peek(self, host: str, limit: int, untaken_since: float | None = None) -> list[tuple[str, str]]:
@@ -32,16 +32,17 @@ class ParkStore:
             "TableName": self.name,
             "KeyConditionExpression": "#h = :h",
             "ExpressionAttributeNames": {"#h": "host"},
-            "ExpressionAttributeValues": {":h": {"S": host}},
+            "ExpressionAttributeValues": clients.values(h=host),
             "ConsistentRead": True,
             "Limit": limit,
         }
         if untaken_since is not None:
             request["Limit"] = limit + 2 * settings.DEFAULT_HOST_CONCURRENCY
             request["FilterExpression"] = "attribute_not_exists(taken_at) OR taken_at < :since"
-            request["ExpressionAttributeValues"][":since"] = {"N": str(clients.num(untaken_since))}
+            request["ExpressionAttributeValues"] |= clients.values(since=untaken_since)
         resp = clients.client("dynamodb").query(**request)
-        return [(i["order"]["S"], i["body"]["S"]) for i in resp.get("Items", []) if "body" in i][:limit]
+        rows = [clients.unmarshal(i) for i in resp.get("Items", []) if "body" in i]
+        return [(row["order"], row["body"]) for row in rows][:limit]
 
     def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
         """Become the one unparker of a row (unless another took it after ``stale_before``).
@@ -54,15 +55,11 @@ class ParkStore:
             "update_item",
             token=token,
             TableName=self.name,
-            Key={"host": {"S": host}, "order": {"S": order}},
+            Key=clients.key(host=host, order=order),
             UpdateExpression="SET taken_at = :stamp, #t = :tok",
             ConditionExpression="attribute_exists(body) AND (attribute_not_exists(taken_at) OR taken_at < :stale)",
             ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
-            ExpressionAttributeValues={
-                ":stamp": {"N": str(clients.num(stamp))},
-                ":stale": {"N": str(clients.num(stale_before))},
-                ":tok": {"S": token},
-            },
+            ExpressionAttributeValues=clients.values(stamp=stamp, stale=stale_before, tok=token),
         )
 
     def exists(self, host: str, order: str) -> bool:
@@ -71,7 +68,7 @@ class ParkStore:
             clients.client("dynamodb")
             .get_item(
                 TableName=self.name,
-                Key={"host": {"S": host}, "order": {"S": order}},
+                Key=clients.key(host=host, order=order),
                 ConsistentRead=True,
                 ProjectionExpression="#h",
                 ExpressionAttributeNames={"#h": "host"},
@@ -84,17 +81,17 @@ class ParkStore:
         try:
             clients.client("dynamodb").update_item(
                 TableName=self.name,
-                Key={"host": {"S": host}, "order": {"S": order}},
+                Key=clients.key(host=host, order=order),
                 UpdateExpression="REMOVE taken_at",
                 ConditionExpression="taken_at = :stamp",
-                ExpressionAttributeValues={":stamp": {"N": str(clients.num(stamp))}},
+                ExpressionAttributeValues=clients.values(stamp=stamp),
             )
         except ClientError as exc:
             if not clients.is_conditional_failure(exc):
                 raise
 
     def delete(self, host: str, order: str) -> None:
-        clients.client("dynamodb").delete_item(TableName=self.name, Key={"host": {"S": host}, "order": {"S": order}})
+        clients.client("dynamodb").delete_item(TableName=self.name, Key=clients.key(host=host, order=order))
 
     def count(self) -> int:
         total = 0

@@ -42,7 +42,7 @@ class ResolvedStore:
 
     @staticmethod
     def key(crawl_id: str, record_id: str) -> dict[str, Any]:
-        return {"pk": {"S": f"{crawl_id}#{record_id}"}}
+        return clients.key(pk=f"{crawl_id}#{record_id}")
 
     def merge(
         self, crawl_id: str, record_id: str, want: Sequence[str], fields: Mapping[str, Any], source_url: str
@@ -64,7 +64,7 @@ class ResolvedStore:
                 TableName=self.name,
                 Key=self.key(crawl_id, record_id),
                 UpdateExpression="SET complete = :t",
-                ExpressionAttributeValues={":t": {"BOOL": True}},
+                ExpressionAttributeValues=clients.values(t=True),
             )
         return record
 
@@ -135,7 +135,7 @@ class ResolvedStore:
             for attempt in range(8):
                 resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
                 for item in resp.get("Responses", {}).get(self.name, []):
-                    record = self._record(crawl_id, item["record_id"]["S"], item)
+                    record = self._record(crawl_id, clients.attribute(item, "record_id"), item)
                     out[record.record_id] = record
                 request = resp.get("UnprocessedKeys") or {}
                 if not request:
@@ -152,11 +152,11 @@ class ResolvedStore:
         for page in paginator.paginate(
             TableName=self.name,
             FilterExpression="crawl_id = :c",
-            ExpressionAttributeValues={":c": {"S": crawl_id}},
+            ExpressionAttributeValues=clients.values(c=crawl_id),
             ConsistentRead=True,
         ):
             for item in page.get("Items", []):
-                yield self._record(crawl_id, item["record_id"]["S"], item)
+                yield self._record(crawl_id, clients.attribute(item, "record_id"), item)
 
     @classmethod
     def _record(cls, crawl_id: str, record_id: str, item: dict[str, Any]) -> ResolvedRecord:

@@ -34,10 +34,6 @@ KIND = "run"
 RUN_GRACE_SECONDS = 60.0
 
 
-def _n(value: float) -> dict[str, str]:
-    return {"N": str(clients.num(value))}
-
-
 class RunStore:
     """One run item per host on the hosts table (key ``{"host": host, "kind": "run"}``)."""
 
@@ -46,7 +42,7 @@ class RunStore:
 
     @staticmethod
     def _key(host: str) -> dict[str, Any]:
-        return {"host": {"S": host}, "kind": {"S": KIND}}
+        return clients.key(host=host, kind=KIND)
 
     def _update(self, host: str, **request: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """One conditional UpdateItem: (its returned attributes, None), or (None, the item it failed on)."""
@@ -68,9 +64,9 @@ class RunStore:
             host,
             UpdateExpression="SET run_id = :rid, run_expires = :exp",
             ConditionExpression="attribute_not_exists(run_id) OR run_expires < :now",
-            ExpressionAttributeValues={":rid": {"S": run_id}, ":exp": _n(expires), ":now": _n(now)},
+            ExpressionAttributeValues=clients.values(rid=run_id, exp=expires, now=now),
         )
-        return failed is None or failed.get("run_id", {}).get("S") == run_id
+        return failed is None or clients.attribute(failed, "run_id") == run_id
 
     def lease(self, host: str, run_id: str, holder: str, now: float, until: float) -> HostRun | None:
         before, _ = self._update(
@@ -78,13 +74,9 @@ class RunStore:
             UpdateExpression="SET holder = :me, lease_until = :until, run_expires = :exp REMOVE released_by",
             ConditionExpression="run_id = :rid AND "
             "(attribute_not_exists(holder) OR holder = :me OR lease_until <= :now)",
-            ExpressionAttributeValues={
-                ":rid": {"S": run_id},
-                ":me": {"S": holder},
-                ":until": _n(until),
-                ":exp": _n(until + RUN_GRACE_SECONDS),
-                ":now": _n(now),
-            },
+            ExpressionAttributeValues=clients.values(
+                rid=run_id, me=holder, until=until, exp=until + RUN_GRACE_SECONDS, now=now
+            ),
             ReturnValues="ALL_OLD",
         )
         return None if before is None else _run_from(host, before)
@@ -94,12 +86,9 @@ class RunStore:
             host,
             UpdateExpression="SET lease_until = :until, last_start = :ls, run_expires = :exp",
             ConditionExpression="holder = :me",
-            ExpressionAttributeValues={
-                ":me": {"S": holder},
-                ":until": _n(until),
-                ":ls": _n(last_start),
-                ":exp": _n(until + RUN_GRACE_SECONDS),
-            },
+            ExpressionAttributeValues=clients.values(
+                me=holder, until=until, ls=last_start, exp=until + RUN_GRACE_SECONDS
+            ),
         )
         return done is not None
 
@@ -112,24 +101,24 @@ class RunStore:
         adaptive_delay: float | None,
         keep_run: bool,
     ) -> bool:
-        values: dict[str, Any] = {":me": {"S": holder}, ":ls": _n(last_start), ":p": _n(pause_until)}
+        values: dict[str, Any] = {"me": holder, "ls": last_start, "p": pause_until}
         sets = ["last_start = :ls", "pause_until = :p", "released_by = :me"]
         removes = ["holder", "lease_until"]
         if adaptive_delay is None:
             removes.append("adaptive_delay")
         else:
             sets.append("adaptive_delay = :ad")
-            values[":ad"] = _n(adaptive_delay)
+            values["ad"] = adaptive_delay
         if not keep_run:
             removes += ["run_id", "run_expires"]
         done, failed = self._update(
             host,
             UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
             ConditionExpression="holder = :me",
-            ExpressionAttributeValues=values,
+            ExpressionAttributeValues=clients.values(**values),
         )
         return done is not None or (
-            failed is not None and "holder" not in failed and failed.get("released_by", {}).get("S") == holder
+            failed is not None and "holder" not in failed and clients.attribute(failed, "released_by") == holder
         )
 
     def get(self, host: str) -> HostRun:
@@ -142,14 +131,16 @@ class RunStore:
 
 
 def _run_from(host: str, item: dict[str, Any]) -> HostRun:
+    data = clients.unmarshal(item)
+
     def number(name: str) -> float | None:
-        return float(item[name]["N"]) if name in item else None
+        return float(data[name]) if name in data else None
 
     return HostRun(
         host=host,
-        run_id=item["run_id"]["S"] if "run_id" in item else None,
+        run_id=data.get("run_id"),
         run_expires=number("run_expires") or 0.0,
-        holder=item["holder"]["S"] if "holder" in item else None,
+        holder=data.get("holder"),
         lease_until=number("lease_until") or 0.0,
         last_start=number("last_start") or 0.0,
         pause_until=number("pause_until") or 0.0,

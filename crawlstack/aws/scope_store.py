@@ -26,7 +26,7 @@ class ScopeStore:
         Guarded against a retried call as ``CrawlStore.count_page`` is: the
         token refuses a second add by the same call.
         """
-        key = {"host": {"S": host}, "kind": {"S": f"pages#{crawl_id}"}}
+        key = clients.key(host=host, kind=f"pages#{crawl_id}")
         return clients.take_from_counter(self.hosts_table, key, pages, cap) is not None
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:

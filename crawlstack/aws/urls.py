@@ -19,22 +19,26 @@ def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: st
     The note is ``claimable``: a later ``claim`` takes it over.  False when
     an item was there already (a retried call finding its own note is True).
     """
-    now = str(clients.num(time.time()))
+    now = time.time()
     token = clients.new_token()
     item = {
-        "pk": {"S": f"{crawl_id}#{fp}"},
-        "crawl_id": {"S": crawl_id},
-        "url": {"S": url},
-        "depth": {"N": str(depth)},
-        "state": {"S": state},
-        "reason": {"S": reason},
-        "claimable": {"BOOL": True},
-        "seen_at": {"N": now},
-        "finished_at": {"N": now},
-        clients.WRITE_TOKEN: {"S": token},
+        "pk": f"{crawl_id}#{fp}",
+        "crawl_id": crawl_id,
+        "url": url,
+        "depth": depth,
+        "state": state,
+        "reason": reason,
+        "claimable": True,
+        "seen_at": now,
+        "finished_at": now,
+        clients.WRITE_TOKEN: token,
     }
     return clients.conditional_write(
-        "put_item", token=token, TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+        "put_item",
+        token=token,
+        TableName=table,
+        Item=clients.marshal(item),
+        ConditionExpression="attribute_not_exists(pk)",
     )
 
 
@@ -50,7 +54,7 @@ class UrlStore:
 
     @staticmethod
     def key(crawl_id: str, fp: str) -> dict[str, Any]:
-        return {"pk": {"S": f"{crawl_id}#{fp}"}}
+        return clients.key(pk=f"{crawl_id}#{fp}")
 
     def claim(
         self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
@@ -64,33 +68,33 @@ class UrlStore:
         kept so that only that record may ``unclaim`` the URL.
         """
         token = clients.new_token()
-        item = {
-            "pk": {"S": f"{crawl_id}#{fp}"},
-            "crawl_id": {"S": crawl_id},
-            "url": {"S": url},
-            "depth": {"N": str(depth)},
-            "state": {"S": "queued"},
-            "seen_at": {"N": str(clients.num(time.time()))},
-            clients.WRITE_TOKEN: {"S": token},
+        item: dict[str, Any] = {
+            "pk": f"{crawl_id}#{fp}",
+            "crawl_id": crawl_id,
+            "url": url,
+            "depth": depth,
+            "state": "queued",
+            "seen_at": time.time(),
+            clients.WRITE_TOKEN: token,
         }
         if record_id:
-            item["record_id"] = {"S": record_id}
+            item["record_id"] = record_id
         condition = "attribute_not_exists(pk) OR claimable = :yes"
-        values: dict[str, Any] = {":yes": {"BOOL": True}}
+        values: dict[str, Any] = {"yes": True}
         kwargs: dict[str, Any] = {}
         if claimer:
             # Only while nothing has happened to the URL yet: a redelivery must
             # not wipe an outcome, or fetch the page a second time.
-            item["claimed_by"] = {"S": claimer}
+            item["claimed_by"] = claimer
             condition += " OR (claimed_by = :me AND #s = :queued)"
-            values |= {":me": {"S": claimer}, ":queued": {"S": "queued"}}
+            values |= {"me": claimer, "queued": "queued"}
             kwargs = {"ExpressionAttributeNames": {"#s": "state"}}
         try:
             clients.client("dynamodb").put_item(
                 TableName=self.name,
-                Item=item,
+                Item=clients.marshal(item),
                 ConditionExpression=condition,
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues=clients.values(**values),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **kwargs,
             )
@@ -117,12 +121,9 @@ class UrlStore:
             UpdateExpression="SET #d = :d",
             ConditionExpression="#d > :d AND #s IN (:queued, :retrying, :fetching)",
             ExpressionAttributeNames={"#s": "state", "#d": "depth"},
-            ExpressionAttributeValues={
-                ":d": {"N": str(depth)},
-                ":queued": {"S": "queued"},
-                ":retrying": {"S": "retrying"},
-                ":fetching": {"S": "fetching"},
-            },
+            ExpressionAttributeValues=clients.values(
+                d=depth, queued="queued", retrying="retrying", fetching="fetching"
+            ),
         )
 
     def depths(self, crawl_id: str, fps: Iterable[str]) -> dict[str, int]:
@@ -170,7 +171,7 @@ class UrlStore:
             Key=self.key(crawl_id, fp),
             UpdateExpression="SET note = :n",
             ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":n": {"S": note[: clients.NOTE_MAX_CHARS]}},
+            ExpressionAttributeValues=clients.values(n=note[: clients.NOTE_MAX_CHARS]),
         )
 
     def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
@@ -184,25 +185,19 @@ class UrlStore:
         True: else the page would never be fetched.
         """
         token = clients.new_token()
-        values: dict[str, Any] = {
-            ":fetching": {"S": "fetching"},
-            ":now": {"N": str(clients.num(now))},
-            ":stale": {"N": str(clients.num(stale_before))},
-            ":n": {"N": str(attempt)},
-            ":tok": {"S": token},
-        }
+        values: dict[str, Any] = {"fetching": "fetching", "now": now, "stale": stale_before, "n": attempt, "tok": token}
         if attempt <= 1:
             # Items from before retries carry no attempt.
             condition = (
                 "#s = :queued OR (#s = :fetching AND started_at < :stale"
                 " AND (attribute_not_exists(attempt) OR attempt = :n))"
             )
-            values[":queued"] = {"S": "queued"}
+            values["queued"] = "queued"
         else:
             condition = (
                 "(#s = :retrying AND attempt = :prev) OR (#s = :fetching AND started_at < :stale AND attempt = :n)"
             )
-            values |= {":retrying": {"S": "retrying"}, ":prev": {"N": str(attempt - 1)}}
+            values |= {"retrying": "retrying", "prev": attempt - 1}
         return clients.conditional_write(
             "update_item",
             token=token,
@@ -211,7 +206,7 @@ class UrlStore:
             UpdateExpression="SET #s = :fetching, started_at = :now, attempt = :n, #t = :tok",
             ConditionExpression=condition,
             ExpressionAttributeNames={"#s": "state", "#t": clients.WRITE_TOKEN},
-            ExpressionAttributeValues=values,
+            ExpressionAttributeValues=clients.values(**values),
         )
 
     def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None:
@@ -252,18 +247,18 @@ class UrlStore:
                 "record_id = :rid AND (#s IN (:queued, :retrying) OR (#s = :fetching AND started_at < :stale))"
             ),
             ExpressionAttributeNames={"#s": "state", "#r": "reason", "#t": clients.WRITE_TOKEN},
-            ExpressionAttributeValues={
-                ":tok": {"S": token},
-                ":skipped": {"S": "skipped"},
-                ":reason": {"S": reason},
-                ":now": {"N": str(clients.num(time.time()))},
-                ":yes": {"BOOL": True},
-                ":rid": {"S": record_id},
-                ":queued": {"S": "queued"},
-                ":retrying": {"S": "retrying"},
-                ":fetching": {"S": "fetching"},
-                ":stale": {"N": str(clients.num(stale_before))},
-            },
+            ExpressionAttributeValues=clients.values(
+                tok=token,
+                skipped="skipped",
+                reason=reason,
+                now=time.time(),
+                yes=True,
+                rid=record_id,
+                queued="queued",
+                retrying="retrying",
+                fetching="fetching",
+                stale=stale_before,
+            ),
         )
 
     def state(self, crawl_id: str, fp: str) -> str | None:
@@ -278,14 +273,15 @@ class UrlStore:
             )
             .get("Item")
         )
-        return item["state"]["S"] if item and "state" in item else None
+        state: str | None = clients.attribute(item, "state")
+        return state
 
     def scan_crawl(self, crawl_id: str) -> Iterator[dict[str, Any]]:
         paginator = clients.client("dynamodb").get_paginator("scan")
         for page in paginator.paginate(
             TableName=self.name,
             FilterExpression="crawl_id = :c",
-            ExpressionAttributeValues={":c": {"S": crawl_id}},
+            ExpressionAttributeValues=clients.values(c=crawl_id),
         ):
             for item in page.get("Items", []):
                 yield clients.unmarshal(item)
