@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -179,3 +180,36 @@ def test_the_cli_validates_allow_and_deny_with_the_crawl_engine() -> None:
     # A variable-width lookbehind: re refuses it, the crawl's engine runs it.
     assert _regex(r"(?<=/(?:b|books)/)\d+$") == r"(?<=/(?:b|books)/)\d+$"
     assert patterns.compile(r"(?<=/(?:b|books)/)\d+$").search("https://x.example/books/12") is not None
+
+
+def test_a_call_that_timed_out_waiting_for_the_cpu_gets_a_second_go(short_timeout: None) -> None:
+    """The timeout is wall-clock time: on a busy machine an ordinary match can run out of it off the CPU."""
+    from crawlstack.patterns import _bounded
+
+    calls: list[float] = []
+
+    def descheduled_then_fine(timeout: float) -> str:
+        calls.append(timeout)
+        if len(calls) == 1:
+            raise TimeoutError  # no CPU spent: it was waiting, not backtracking
+        return "matched"
+
+    assert _bounded(descheduled_then_fine) == "matched"
+    assert len(calls) == 2
+
+
+def test_a_call_that_spent_its_time_backtracking_is_not_tried_again(short_timeout: None) -> None:
+    from crawlstack.patterns import _bounded
+
+    calls: list[float] = []
+
+    def backtracking(timeout: float) -> str:
+        calls.append(timeout)
+        spent = time.thread_time()
+        while time.thread_time() - spent < timeout:  # CPU, as a backtracking match burns it
+            pass
+        raise TimeoutError
+
+    with pytest.raises(TimeoutError):
+        _bounded(backtracking)
+    assert len(calls) == 1
