@@ -29,6 +29,13 @@ HTTP error is the same task with ``attempt`` + 1, ``crawlstack.fetcher``)
 and ``adaptive_delay`` (the host's slowed-down delay when the slot was
 reserved, ``crawlstack.politeness``; 0 when not slowed).
 
+Run message: a host's run to work (issue 14, ``crawlstack.runs``)::
+
+    {"host": "example.com", "run_id": "..."}
+
+(``RunMessage``); the fetch invocation that receives it takes the host's
+lease for that run, or drops it if the run is no longer the host's.
+
 Settings: ``settings.DEFAULT_CRAWL_ID``, ``settings.LINKS_PER_FRONTIER_MESSAGE``.
 """
 
@@ -229,3 +236,27 @@ class FetchTask:
             "record_id": self.record_id,
             "want": list(self.want),
         }
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """A host's run to work: the fetch invocation that receives it takes the lease for ``run_id``."""
+
+    host: str
+    run_id: str
+
+    def to_json(self) -> str:
+        return json.dumps({"host": self.host, "run_id": self.run_id}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, body: str) -> RunMessage:
+        data = _json_object(body)
+        extra = set(data) - {"host", "run_id"}
+        if extra:
+            raise InvalidMessage(f"bad run message: unknown keys {sorted(extra)}")
+        host, run_id = data.get("host"), data.get("run_id")
+        if not isinstance(host, str) or not host:
+            raise InvalidMessage("bad run message: 'host' must be a non-empty string")
+        if not isinstance(run_id, str) or not run_id:
+            raise InvalidMessage("bad run message: 'run_id' must be a non-empty string")
+        return cls(host, run_id)

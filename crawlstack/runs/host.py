@@ -1,0 +1,262 @@
+"""One host's run in one fetch invocation: sequential requests, spaced, until its backlog ends or it must stop.
+
+``HostLoop.run`` works through the bundles of the host's backlog
+(``Backlog.peek``), each task in turn:
+
+* a task of a stopped crawl is held (``crawlstack.jobs.hold_task``), no request;
+* a task of a complete record is given up, "record complete", no request
+  (``crawlstack.resolution``; one read per peek of bundles);
+* the origin's robots.txt, if the cache has none (or an expired one), is
+  fetched as the host's next request (spaced like any other) and cached; a
+  task it disallows is skipped with its reason ("robots: disallowed by
+  robots.txt");
+* otherwise the task waits for its start: ``first_start`` over the host's
+  state (last start, pause, adaptive delay; a dead holder's lease) with the
+  task's delay, max(crawl delay, robots.txt Crawl-delay), and its own
+  ``not_before`` (a retry's backoff).  The wait is slept
+  (``should_sleep``, priced against the hosts working in the invocation) or
+  the host is rescheduled; then ``start_fetch``, the request, its outcome
+  (``crawlstack.fetch_outcomes``).  A 429 or 503 doubles the adaptive delay
+  (once per burst: only if the request went at the current pace), a success
+  lets it decay; a Retry-After sets the host's pause.
+
+It ends in one of: ``done`` (backlog empty), ``rescheduled`` (a wait cheaper
+to be woken from), ``deadline`` (the invocation's end is near), ``lost``
+(the lease could not be renewed).  What each writes is the runner's
+(``crawlstack.runs.runner``); flushing is the ledger's (``crawlstack.runs.flush``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from crawlstack import http, settings
+from crawlstack.config import CrawlConfig
+from crawlstack.errors import failure
+from crawlstack.fetch_outcomes import Fetched, classify, guarded_fetch, pause_after
+from crawlstack.headers import parse_retry_after
+from crawlstack.jobs import hold_task
+from crawlstack.messages import FetchTask
+from crawlstack.resolution import RECORD_COMPLETE, read_complete
+from crawlstack.robots import RobotsPolicy, RobotsRecord
+from crawlstack.runs.flush import Ledger
+from crawlstack.runs.ports import Bundle, HostRun
+from crawlstack.runs.schedule import first_start, should_sleep
+from crawlstack.urls import origin_of
+
+if TYPE_CHECKING:
+    from crawlstack.runs.runner import HostRunner
+
+DONE, RESCHEDULED, DEADLINE, LOST = "done", "rescheduled", "deadline", "lost"
+
+
+class _Stop(Exception):
+    """The loop stops: ``end`` says why; ``start`` is when the host's next request may go."""
+
+    def __init__(self, end: str, start: float) -> None:
+        super().__init__(end)
+        self.end = end
+        self.start = start
+
+
+@dataclass
+class HostEnd:
+    end: str  # DONE | RESCHEDULED | DEADLINE | LOST
+    next_start: float  # when the host's next request may start (RESCHEDULED, DEADLINE)
+
+
+def slowed(delay: float, adaptive: float | None) -> float:
+    """The adaptive delay after a 429 or 503: the effective delay times the factor, within floor and cap."""
+    grown = max(delay, adaptive or 0.0) * settings.ADAPTIVE_DELAY_FACTOR
+    return min(settings.MAX_CRAWL_DELAY_SECONDS, max(settings.ADAPTIVE_DELAY_FLOOR_SECONDS, grown))
+
+
+def recovered(delay: float, adaptive: float | None) -> float | None:
+    """The adaptive delay after a success; None once back at the crawl's delay (or below the minimum)."""
+    if adaptive is None:
+        return None
+    shrunk = adaptive * settings.ADAPTIVE_DELAY_RECOVERY
+    if shrunk <= delay or shrunk < settings.ADAPTIVE_DELAY_MIN_SECONDS:
+        return None
+    return shrunk
+
+
+class HostLoop:
+    def __init__(self, runner: HostRunner, host: str, run_id: str, before: HostRun, leased_at: float) -> None:
+        self.r = runner
+        self.host = host
+        self.run_id = run_id
+        self.before = before  # the item as the lease found it: its holder counts until our first request
+        self.leased_at = leased_at
+        self.lease_until = leased_at + runner.lease_seconds
+        self.last_start = before.last_start
+        self.pause_until = before.pause_until
+        self.adaptive = before.adaptive_delay
+        self.gap = 0.0  # the delay used for the last request
+        self.ledger = Ledger(host, runner.backlog, runner.urls, runner.blobs.put, runner.send_frontier)
+
+    # -- the loop ----------------------------------------------------------
+    def run(self) -> HostEnd:
+        try:
+            while True:
+                self.flush()
+                bundles = self.r.backlog.peek(self.host, self.r.peek_bundles)
+                if not bundles:
+                    return HostEnd(DONE, self._state_start(self.gap))
+                self.ledger.take(bundles)
+                complete = self._complete(bundles)
+                while (picked := self._pick()) is not None:
+                    self._serve(*picked, complete)
+                    if self._flush_due(self.r.clock()):
+                        self.flush()
+        except _Stop as stop:
+            return HostEnd(stop.end, stop.start)
+
+    def flush(self, write_back: bool = True) -> None:
+        if self.ledger.dirty():
+            self.r.flushed(self.ledger.flush(self.r.clock(), write_back))
+
+    def _pick(self) -> tuple[str, int, FetchTask] | None:
+        """The first task in order that is due by the host's next start; else the one due soonest."""
+        left = self.ledger.unserved()
+        if not left:
+            return None
+        soon = self._state_start(0.0)
+        for entry in left:
+            if entry[2].not_before <= soon:
+                return entry
+        return min(left, key=lambda e: e[2].not_before)
+
+    def _serve(self, key: str, index: int, task: FetchTask, complete: set[tuple[str, str]]) -> None:
+        config = self.r.crawls.get(task.crawl_id)
+        now = self.r.clock()
+        if self.r.held is not None and config.stopped and hold_task(self.r.held, task):
+            self.ledger.served(key, index, now)
+            return
+        if task.record_id and task.want and (task.crawl_id, task.record_id) in complete:
+            # Conditional: a copy that fetched or skipped it, or another record's claim since, is left alone.
+            given_back = self.r.urls.unclaim(task.crawl_id, task.fp, task.record_id, RECORD_COMPLETE, self.leased_at)
+            done = Fetched(task, "skipped", reason=RECORD_COMPLETE, recorded=True) if given_back else None
+            self.ledger.served(key, index, now, done)
+            return
+        policy = self._robots(task, config)
+        if not policy.allows(task.url, config.user_agent):
+            self.ledger.served(key, index, now, Fetched(task, "skipped", reason=policy.disallow_reason()))
+            return
+        delay = config.host_delay(policy.crawl_delay(config.user_agent))
+        start = self._wait(max(self._state_start(delay), task.not_before))
+        now = self.r.clock()
+        # A refetch after a crash is allowed; a URL whose try is over, or fetched, is not fetched again.
+        if not self.r.urls.start_fetch(task.crawl_id, task.fp, now, self.leased_at, task.attempt):
+            waiting = self.r.urls.retrying(task.crawl_id, task.fp)
+            again = None
+            if waiting is not None and waiting[0] == task.attempt:
+                # Its holder wrote "retrying" and died before adding the next try.
+                again = replace(task, attempt=task.attempt + 1, not_before=waiting[1])
+            self.ledger.served(key, index, now, retry=again)
+            return
+        pace = self.adaptive
+        self._started(start, delay)
+        result = guarded_fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
+        self._responded(result, delay, pace)
+        frontier: list[tuple[str, int]] = []
+        try:
+            done = classify(task, result, frontier, self.r.clock, self.r.jitter)
+        except Exception as exc:  # a response nothing expected costs its own task, not the run
+            done = Fetched(task, "failed", result.status, f"response could not be processed: {failure(exc)}")
+        self.ledger.served(key, index, self.r.clock(), done, frontier)
+
+    # -- spacing -----------------------------------------------------------
+    def _state(self) -> HostRun:
+        return HostRun(
+            self.host,
+            holder=self.before.holder,
+            lease_until=self.before.lease_until,
+            last_start=self.last_start,
+            pause_until=self.pause_until,
+            adaptive_delay=self.adaptive,
+        )
+
+    def _state_start(self, delay: float) -> float:
+        return first_start(self._state(), self.r.holder, delay, self.r.clock())
+
+    def _wait(self, start: float) -> float:
+        """Sleep until ``start`` (renewing the lease first if it would run short), or stop the loop."""
+        now = self.r.clock()
+        if start + self.r.stop_margin > self.r.deadline:
+            raise _Stop(DEADLINE, start)
+        wait = start - now
+        if not should_sleep(wait, self.r.active(), self.r.deadline - self.r.stop_margin - now):
+            raise _Stop(RESCHEDULED, start)
+        if self.lease_until < max(start, now) + self.r.renew_before:
+            self.renew(max(start, now))
+        if wait > 0:
+            if self.ledger.dirty() and self._flush_due(start):
+                self.flush()
+            self.r.sleep(max(0.0, start - self.r.clock()))
+        return max(start, self.r.clock())
+
+    def renew(self, at: float) -> None:
+        until = at + self.r.lease_seconds
+        if not self.r.runs.renew(self.host, self.r.holder, until, self.last_start):
+            raise _Stop(LOST, at)
+        self.lease_until = until
+
+    def _flush_due(self, at: float) -> bool:
+        since = self.ledger.since
+        return self.ledger.bytes >= self.r.flush_bytes or (since is not None and at - since >= self.r.flush_seconds)
+
+    def _started(self, start: float, delay: float) -> None:
+        self.last_start = start
+        self.gap = delay
+        # Our own request follows any the item's earlier holder may have sent.
+        self.before = replace(self.before, holder=self.r.holder)
+
+    def _responded(self, result: http.FetchResult, delay: float, pace: float | None) -> None:
+        status = result.status
+        if status in settings.SLOWDOWN_STATUSES:
+            if self.adaptive == pace:  # sent at the current pace: it says something new
+                self.adaptive = slowed(delay, self.adaptive)
+        elif status is not None and 200 <= status < 400:
+            self.adaptive = recovered(delay, self.adaptive)
+        pause = pause_after(result, result.finished_at or self.r.clock())
+        if pause is not None:
+            self.pause_until = max(self.pause_until, pause)
+
+    # -- per peek ----------------------------------------------------------
+    def _complete(self, bundles: list[Bundle]) -> set[tuple[str, str]]:
+        keys = {(t.crawl_id, t.record_id) for b in bundles for t in b.tasks if t.record_id and t.want}
+        if self.r.resolved is None or not keys:
+            return set()
+        try:
+            return read_complete(self.r.resolved, self.r.completed, keys)
+        except Exception:  # the check only saves requests: fetch as if none were complete
+            return {key for key in keys if key in self.r.completed}
+
+    def _robots(self, task: FetchTask, config: CrawlConfig) -> RobotsPolicy:
+        """The origin's policy: remembered, cached, or fetched now as the host's next request."""
+        origin = origin_of(task.url)
+        now = self.r.clock()
+        policy = self.r.policies.get(origin)
+        if policy is not None and not policy.record.expired(now):
+            return policy
+        record = self.r.robots.get_robots(origin)
+        if record is None:
+            record = self._fetch_robots(origin, config)
+        policy = RobotsPolicy(record)
+        self.r.policies[origin] = policy
+        return policy
+
+    def _fetch_robots(self, origin: str, config: CrawlConfig) -> RobotsRecord:
+        start = self._wait(self._state_start(config.delay))
+        # The lock keeps a dispatcher that still fetches robots.txt from doing so now;
+        # the lease already makes this holder the host's only requester among runs.
+        self.r.robots.lock_robots(origin, start + self.r.robots_lock_seconds)
+        self._started(start, config.delay)
+        result = self.r.fetch_robots(origin, config.user_agent, http.AddressGuard(config.allow_private))
+        finished = result.finished_at or self.r.clock()
+        retry_after = parse_retry_after(result.header("retry-after"), finished)
+        record = RobotsRecord.from_fetch(origin, result.status, result.body, result.error, retry_after)
+        self.r.robots.put_robots(record)
+        return record

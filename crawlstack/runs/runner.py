@@ -1,0 +1,263 @@
+"""Fetch as host runs (issue 14): one invocation leases many hosts and works each through its backlog.
+
+Not wired yet: the fetch handler still runs ``crawlstack.fetcher``; wiring
+comes with the removal of ``politeness.py``.
+
+``HostRunner.run(messages, deadline)`` is one fetch invocation:
+
+1. A holder token of its own; each ``RunMessage``'s host is leased with one
+   conditional write (``Runs.lease``).  A refused lease (a stale or
+   duplicate message, or another holder's live lease) is dropped, not an
+   error; a host named twice in the batch is leased once.
+2. Every leased host is worked at once, a thread each, each sequential
+   (``crawlstack.runs.host``): requests spaced by max(delay, Crawl-delay,
+   adaptive delay), the first one at ``first_start`` (exact across
+   holders), so the sleeping is shared by all the hosts of the invocation.
+3. Every ``RUN_FLUSH_SECONDS`` or ``RUN_FLUSH_BYTES``, and whenever a host
+   stops: a WARC, the crawl log, redirects, outcomes, retries, then the
+   backlog (``crawlstack.runs.flush``), so extraction and outlinks never
+   wait for the invocation to end.  Each host flushes its own WARC: its
+   bundles, lease and failures are its own, so one host's trouble never
+   holds back another's writes.
+4. Each host's end:
+
+   * backlog empty: ``release(keep_run=False)``, then one more look at the
+     backlog; a bundle added meanwhile gets a new run (``schedule``) and,
+     if won, its message: the lost wake-up rule of ``crawlstack.runs.ports``;
+   * a wait cheaper to be woken from (``should_sleep``), or the
+     invocation's deadline near: the partly served bundle written back,
+     ``release(keep_run=True)``, and a ``RunMessage`` delayed to the host's
+     next start (at most ``settings.MAX_SQS_DELAY_SECONDS``);
+   * the lease lost (a renew refused): what was fetched is flushed, the
+     bundle in hand is not written back, nothing is released;
+   * an exception: that host only fails (``RunResult.errors``); its lease is
+     left to expire (the next holder waits ``lease_until`` plus the delay)
+     and its bundles stay, so no URL is lost; pages fetched but not flushed
+     are fetched again.
+
+The lease is taken for ``LEASE_SECONDS`` and renewed before a request that
+would start with less than ``LEASE_RENEW_BEFORE_SECONDS`` of it left (a
+request's ``settings.TOTAL_DEADLINE_SECONDS`` and a flush fit in it).  A
+host stops ``STOP_MARGIN_SECONDS`` before the deadline.  The invocation's
+messages and redirects are returned (``RunResult``) for the caller to send;
+``send_frontier`` sends redirects at each flush instead.
+
+Settings (here until ``crawlstack.settings`` takes them): ``LEASE_SECONDS``,
+``LEASE_RENEW_BEFORE_SECONDS``, ``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``,
+``STOP_MARGIN_SECONDS``, ``PEEK_BUNDLES``, ``ROBOTS_LOCK_SECONDS``; and
+``settings.MAX_SQS_DELAY_SECONDS``, ``settings.ADAPTIVE_DELAY_*``,
+``settings.RETRY_*``, the fetch function's memory (``should_sleep``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from crawlstack import http, settings
+from crawlstack.config import CrawlConfig
+from crawlstack.errors import failure
+from crawlstack.fetch_outcomes import Fetched
+from crawlstack.jobs import Held
+from crawlstack.messages import RunMessage
+from crawlstack.resolution import CompletedRecords, ResolvedRecords
+from crawlstack.robots import RobotsPolicy, RobotsRecord
+from crawlstack.runs.admission import new_run_id, run_expires
+from crawlstack.runs.flush import Flushed
+from crawlstack.runs.host import DEADLINE, DONE, LOST, RESCHEDULED, HostEnd, HostLoop
+from crawlstack.runs.ports import Backlog, Runs
+
+LEASE_SECONDS = 120.0
+LEASE_RENEW_BEFORE_SECONDS = 90.0
+RUN_FLUSH_SECONDS = 5.0
+RUN_FLUSH_BYTES = 4 * 1024 * 1024
+# A request may take TOTAL_DEADLINE_SECONDS; then its flush and the release.
+STOP_MARGIN_SECONDS = settings.TOTAL_DEADLINE_SECONDS + 10.0
+PEEK_BUNDLES = 4
+ROBOTS_LOCK_SECONDS = 30.0
+REFUSED, FAILED = "refused", "failed"
+
+log = logging.getLogger(__name__)
+
+
+class Urls(Protocol):
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool: ...
+    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None: ...
+    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
+
+
+class Crawls(Protocol):
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
+
+
+class Blobs(Protocol):
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+
+class RobotsStore(Protocol):
+    def get_robots(self, origin: str) -> RobotsRecord | None: ...
+    def lock_robots(self, origin: str, until: float) -> bool: ...
+    def put_robots(self, record: RobotsRecord) -> None: ...
+
+
+def sqs_delay(start: float, now: float) -> int:
+    """Whole seconds a run message waits in SQS to wake its host no sooner than ``start``."""
+    return max(0, min(settings.MAX_SQS_DELAY_SECONDS, math.ceil(start - now)))
+
+
+@dataclass
+class RunResult:
+    """What one invocation did: each host's end, what it flushed, and the messages to send."""
+
+    # host -> done | rescheduled | deadline | lost | refused | failed
+    ends: dict[str, str] = field(default_factory=dict)
+    fetched: list[Fetched] = field(default_factory=list)
+    warc_keys: list[str] = field(default_factory=list)
+    runs: list[tuple[str, int]] = field(default_factory=list)  # RunMessage bodies, SQS delay
+    frontier: list[tuple[str, int]] = field(default_factory=list)  # redirects, unless sent at each flush
+    errors: dict[str, Exception] = field(default_factory=dict)  # host -> why its run failed
+
+
+class HostRunner:
+    def __init__(
+        self,
+        runs: Runs,
+        backlog: Backlog,
+        urls: Urls,
+        crawls: Crawls,
+        blobs: Blobs,
+        robots: RobotsStore,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        resolved: ResolvedRecords | None = None,
+        completed: CompletedRecords | None = None,
+        held: Held | None = None,
+        jitter: Callable[[], float] = random.random,
+        send_frontier: Callable[[list[tuple[str, int]]], None] | None = None,
+        fetch_robots: Callable[[str, str, http.AddressGuard], http.FetchResult] | None = None,
+    ) -> None:
+        self.runs = runs
+        self.backlog = backlog
+        self.urls = urls
+        self.crawls = crawls
+        self.blobs = blobs
+        self.robots = robots
+        self.clock = clock
+        self.sleep = sleep
+        self.resolved = resolved
+        self.completed = completed if completed is not None else CompletedRecords()
+        self.held = held
+        self.jitter = jitter
+        self.send_frontier = send_frontier
+        self._fetch_robots = fetch_robots
+        self.policies: dict[str, RobotsPolicy] = {}  # origin -> policy, for the container's life
+        self.lease_seconds = LEASE_SECONDS
+        self.renew_before = LEASE_RENEW_BEFORE_SECONDS
+        self.flush_seconds = RUN_FLUSH_SECONDS
+        self.flush_bytes = RUN_FLUSH_BYTES
+        self.stop_margin = STOP_MARGIN_SECONDS
+        self.peek_bundles = PEEK_BUNDLES
+        self.robots_lock_seconds = ROBOTS_LOCK_SECONDS
+        # Per invocation (set by run).
+        self.holder = ""
+        self.deadline = 0.0
+        self._active = 0
+        self._lock = threading.Lock()
+        self._result = RunResult()
+
+    def fetch_robots(self, origin: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
+        fetch = self._fetch_robots or http.fetch_robots
+        return fetch(origin, user_agent, guard)
+
+    def active(self) -> int:
+        """Hosts still working in this invocation: they share its sleep."""
+        with self._lock:
+            return self._active
+
+    def flushed(self, flushed: Flushed) -> None:
+        with self._lock:
+            self._result.fetched.extend(flushed.fetched)
+            if flushed.warc_key is not None:
+                self._result.warc_keys.append(flushed.warc_key)
+            self._result.frontier.extend(flushed.frontier)
+
+    def run(self, messages: Iterable[RunMessage], deadline: float) -> RunResult:
+        """One invocation's run messages, worked until their backlogs end or ``deadline`` (a clock time) nears."""
+        self.holder = uuid.uuid4().hex
+        self.deadline = deadline
+        self._result = result = RunResult()
+        loops: list[HostLoop] = []
+        for msg in messages:
+            if msg.host in result.ends:
+                continue  # leased once per invocation; a second lease by this holder would succeed
+            now = self.clock()
+            try:
+                before = self.runs.lease(msg.host, msg.run_id, self.holder, now, now + self.lease_seconds)
+            except Exception as exc:
+                result.ends[msg.host], result.errors[msg.host] = FAILED, exc
+                continue
+            if before is None:
+                result.ends[msg.host] = REFUSED
+                continue
+            result.ends[msg.host] = "leased"
+            loops.append(HostLoop(self, msg.host, msg.run_id, before, now))
+        self._active = len(loops)
+        threads = [threading.Thread(target=self._work, args=(loop,), name=f"run-{loop.host}") for loop in loops]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return result
+
+    def _work(self, loop: HostLoop) -> None:
+        try:
+            end = loop.run()
+            self._end(loop, end)
+            ended = end.end
+        except Exception as exc:  # this host only: its lease expires, its bundles stay
+            log.warning("host %s: run failed: %s", loop.host, failure(exc))
+            ended = FAILED
+            with self._lock:
+                self._result.errors[loop.host] = exc
+        finally:
+            with self._lock:
+                self._active -= 1
+        with self._lock:
+            self._result.ends[loop.host] = ended
+
+    def _end(self, loop: HostLoop, end: HostEnd) -> None:
+        if end.end == LOST:
+            loop.flush(write_back=False)
+            return
+        loop.flush()
+        keep_run = end.end in (RESCHEDULED, DEADLINE)
+        released = self.runs.release(
+            loop.host, self.holder, loop.last_start, loop.pause_until, loop.adaptive, keep_run=keep_run
+        )
+        if not released:
+            end.end = LOST
+            return
+        now = self.clock()
+        if keep_run:
+            self._emit(RunMessage(loop.host, loop.run_id), sqs_delay(end.next_start, now))
+            return
+        # Ended, then one more look: a bundle added while the run ended must not wait for a wake-up nobody sends.
+        if self.backlog.peek(loop.host, 1):
+            run_id = new_run_id()
+            if self.runs.schedule(loop.host, run_id, now, run_expires(now)):
+                self._emit(RunMessage(loop.host, run_id), sqs_delay(end.next_start, now))
+
+    def _emit(self, msg: RunMessage, delay: int) -> None:
+        with self._lock:
+            self._result.runs.append((msg.to_json(), delay))
+
+
+__all__ = ["DEADLINE", "DONE", "FAILED", "LOST", "REFUSED", "RESCHEDULED", "HostRunner", "RunResult"]

@@ -1,0 +1,466 @@
+"""Host runs on the fakes: one invocation leases hosts and works each through its backlog (issue 14)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from fakes import FakeBacklog, FakeBlobs, FakeClock, FakeCrawls, FakeHeld, FakeHosts, FakeResolved, FakeRuns, FakeUrls
+from test_fetcher import UA, Web
+
+from crawlstack import http, settings
+from crawlstack.config import CrawlConfig
+from crawlstack.messages import FetchTask, FrontierMessage, InvalidMessage, RunMessage
+from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.robots import ALLOW_ALL, RobotsRecord
+from crawlstack.runs.runner import STOP_MARGIN_SECONDS, HostRunner, RunResult
+from crawlstack.runs.schedule import break_even_wait
+from crawlstack.urls import fingerprint
+from crawlstack.warc import read_warc
+
+HOST = "example.com"
+
+
+class SharedClock(FakeClock):
+    """Virtual time for threads: a sleep blocks until every worker sleeps, then time jumps to the earliest wake.
+
+    Workers are the runner's host threads (named ``run-<host>``); one that
+    finished no longer counts.
+    """
+
+    def __init__(self, workers: int) -> None:
+        super().__init__()
+        self.workers = workers
+        self.cond = threading.Condition()
+        self.known: set[threading.Thread] = set()
+        self.asleep: dict[threading.Thread, float] = {}
+
+    def __call__(self) -> float:
+        self._know()
+        return self.now
+
+    def _know(self) -> None:
+        me = threading.current_thread()
+        if me.name.startswith("run-"):  # HostRunner's host threads
+            with self.cond:
+                self.known.add(me)
+
+    def sleep(self, seconds: float) -> None:
+        self._know()
+        me = threading.current_thread()
+        with self.cond:
+            self.sleeps.append(seconds)
+            wake = self.now + seconds
+            self.asleep[me] = wake
+            while self.now < wake:
+                live = {t for t in self.known if t.is_alive()}
+                earliest = min((self.asleep[t] for t in live), default=wake)
+                if len(self.known) >= self.workers and live <= set(self.asleep) and earliest > self.now:
+                    self.now = earliest
+                    self.cond.notify_all()
+                    continue
+                self.cond.wait(0.005)
+            del self.asleep[me]
+
+
+class Env:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, delay: float = 0.25, clock: FakeClock | None = None) -> None:
+        self.clock = clock or FakeClock()
+        self.journal: list[tuple[str, ...]] = []
+        self.urls = FakeUrls(self.journal)
+        self.blobs = FakeBlobs(journal=self.journal)
+        self.crawls = FakeCrawls(CrawlConfig(crawl_id="c", delay=delay, user_agent=UA))
+        self.hosts = FakeHosts(self.clock)
+        self.runs = FakeRuns()
+        self.backlog = FakeBacklog()
+        self.held = FakeHeld(self.crawls)
+        self.resolved = FakeResolved()
+        self.web = Web(self.clock)
+        self.robots: dict[str, Callable[[], http.FetchResult]] = {}
+        monkeypatch.setattr(http, "fetch", self.web.fetch)
+        self.runner = self.make_runner()
+        self._seq = 0
+        real_delete = self.backlog.delete
+
+        def delete(host: str, key: str) -> None:
+            self.journal.append(("delete", host, key))
+            real_delete(host, key)
+
+        monkeypatch.setattr(self.backlog, "delete", delete)
+
+    def make_runner(self) -> HostRunner:
+        return HostRunner(
+            self.runs,
+            self.backlog,
+            self.urls,
+            self.crawls,
+            self.blobs,
+            self.hosts,
+            clock=self.clock,
+            sleep=self.clock.sleep,
+            resolved=self.resolved,
+            held=self.held,
+            jitter=lambda: 0.5,
+            fetch_robots=self.fetch_robots,
+        )
+
+    def fetch_robots(self, origin: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
+        with self.web._lock:
+            self.web.calls.append((origin + "/robots.txt", user_agent, self.clock.now))
+        return self.robots[origin]()
+
+    def cache_robots(self, host: str = HOST) -> None:
+        origin = f"http://{host}"
+        self.hosts.put_robots(RobotsRecord(origin, ALLOW_ALL, "", 404, self.clock.now, self.clock.now + 1e9))
+
+    def task(self, path: str, host: str = HOST, depth: int = 1, page: bool = True, **kw: Any) -> FetchTask:
+        url = f"http://{host}/{path}"
+        self.urls.claim("c", fingerprint(url), url, depth, record_id="r1")
+        if page:
+            self.web.page(url, body=f"<p>{path}</p>".encode())
+        return FetchTask(
+            url=url,
+            fp=fingerprint(url),
+            host=host,
+            depth=depth,
+            crawl_id="c",
+            not_before=0.0,
+            delay=0.0,
+            record_id="r1",
+            want=("title",),
+            **kw,
+        )
+
+    def admit(self, paths: list[str], host: str = HOST, depth: int = 1, robots: bool = True) -> RunMessage | None:
+        """Dispatch's side: the bundle first, then the run; the message if the schedule was won."""
+        if robots:
+            self.cache_robots(host)
+        self.backlog.add(host, depth, [self.task(p, host, depth) for p in paths])
+        self._seq += 1
+        run_id = f"run-{host}-{self._seq}"
+        return (
+            RunMessage(host, run_id)
+            if self.runs.schedule(host, run_id, self.clock.now, self.clock.now + 3600)
+            else None
+        )
+
+    def run(self, *messages: RunMessage | None, seconds: float = 240.0) -> RunResult:
+        return self.runner.run([m for m in messages if m is not None], self.clock.now + seconds)
+
+    def starts(self, host: str = HOST) -> list[float]:
+        return [at for url, _, at in self.web.calls if url.startswith(f"http://{host}/")]
+
+    def state(self, path: str, host: str = HOST) -> str | None:
+        return self.urls.state("c", fingerprint(f"http://{host}/{path}"))
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> Env:
+    return Env(monkeypatch)
+
+
+def gaps(starts: list[float]) -> list[float]:
+    return [round(b - a, 6) for a, b in itertools.pairwise(starts)]
+
+
+# -- the run message ---------------------------------------------------------
+
+
+def test_a_run_message_round_trips_and_garbage_is_refused() -> None:
+    msg = RunMessage("example.com", "abc")
+    assert RunMessage.from_json(msg.to_json()) == msg
+    for body in (
+        "nope",
+        "[]",
+        '{"host": "a"}',
+        '{"host": "", "run_id": "x"}',
+        '{"host": "a", "run_id": 3}',
+        '{"host": "a", "run_id": "x", "extra": 1}',
+    ):
+        with pytest.raises(InvalidMessage):
+            RunMessage.from_json(body)
+
+
+# -- spacing -----------------------------------------------------------------
+
+
+def test_a_run_spaces_its_requests_by_the_delay_and_ends_the_run(env: Env) -> None:
+    t0 = env.clock.now
+    msg = env.admit(["a", "b", "c", "d"])
+    result = env.run(msg)
+    assert result.ends == {HOST: "done"} and result.errors == {}
+    starts = env.starts()
+    assert starts[0] == t0 and all(g >= 0.25 for g in gaps(starts)) and len(starts) == 4
+    assert sorted(f.outcome for f in result.fetched) == ["fetched"] * 4
+    assert all(env.state(p) == "fetched" for p in "abcd")
+    run = env.runs.get(HOST)
+    assert run.run_id is None and run.holder is None and run.last_start == starts[-1]
+    assert env.backlog.peek(HOST, 10) == [] and result.runs == []
+
+
+def test_a_second_holder_waits_for_the_last_recorded_start_plus_the_delay(env: Env) -> None:
+    env.run(env.admit(["a"]))
+    [first] = env.starts()
+    env.clock.advance(0.1)
+    env.run(env.admit(["b"]))
+    assert env.starts()[1] == pytest.approx(first + 0.25)
+
+
+def test_after_a_holder_died_the_next_waits_for_its_lease_end_plus_the_delay(env: Env) -> None:
+    msg = env.admit(["a"])
+    assert msg is not None
+    lease_until = env.clock.now + 120
+    assert env.runs.lease(HOST, msg.run_id, "dead", env.clock.now, lease_until) is not None
+    env.clock.now = lease_until + 0.1  # the dead holder's lease has run out; it recorded no start
+    result = env.run(msg)
+    assert result.ends == {HOST: "done"}
+    assert env.starts() == [lease_until + 0.25]
+
+
+def test_hosts_of_one_invocation_sleep_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts = ["a.test", "b.test", "c.test"]
+    env = Env(monkeypatch, delay=1.0, clock=SharedClock(workers=len(hosts)))
+    env.runner = env.make_runner()
+    assert break_even_wait(len(hosts)) > 1.0
+    t0 = env.clock.now
+    result = env.run(*[env.admit(["1", "2", "3"], host=h) for h in hosts])
+    assert result.ends == dict.fromkeys(hosts, "done")
+    for host in hosts:
+        assert gaps(env.starts(host)) == [1.0, 1.0]
+    # Three hosts of three requests a second apart: two seconds in all, not six.
+    assert env.clock.now - t0 == pytest.approx(2.0)
+
+
+def test_a_lone_host_with_a_long_delay_is_rescheduled_and_many_hosts_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = Env(monkeypatch, delay=1.0)
+    assert break_even_wait(1) < 1.0
+    msg = env.admit(["a", "b"])
+    assert msg is not None
+    result = env.run(msg)
+    assert result.ends == {HOST: "rescheduled"} and len(env.starts()) == 1
+    [(body, delay)] = result.runs
+    assert RunMessage.from_json(body) == msg and delay == 1
+    run = env.runs.get(HOST)
+    assert run.run_id == msg.run_id and run.holder is None and run.last_start == env.starts()[0]
+    assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [1]
+    assert env.state("a") == "fetched" and env.state("b") == "queued"
+    # Woken by that message: the rest is fetched, a delay after the first.
+    env.clock.advance(delay)
+    again = env.run(RunMessage.from_json(body))
+    assert again.ends == {HOST: "done"} and gaps(env.starts()) == [1.0]
+
+    hosts = [f"h{i}.test" for i in range(8)]
+    many = Env(monkeypatch, delay=3.0, clock=SharedClock(workers=len(hosts)))
+    many.runner = many.make_runner()
+    assert break_even_wait(len(hosts)) > 3.0
+    result = many.run(*[many.admit(["1", "2"], host=h) for h in hosts])
+    assert result.ends == dict.fromkeys(hosts, "done") and result.runs == []
+
+
+# -- flushing ----------------------------------------------------------------
+
+
+def test_a_long_run_flushes_warcs_then_outcomes_then_bundles(env: Env) -> None:
+    paths = [f"p{i:02d}" for i in range(30)]
+    env.run(env.admit(paths))
+    warcs = [e[1] for e in env.journal if e[0] == "put" and e[1].startswith(settings.PAGES_PREFIX)]
+    assert len(warcs) >= 2
+    seen: set[str] = set()
+    position = {e: i for i, e in enumerate(env.journal)}
+    for key in warcs:
+        urls = {p.url for p in read_warc(env.blobs.get(key))}
+        assert not urls & seen
+        seen |= urls
+        for url in urls:
+            outcome = ("outcome", "c", fingerprint(url), "fetched")
+            assert position[outcome] > position[("put", key)]
+    assert seen == {f"http://{HOST}/{p}" for p in paths}
+    [delete] = [e for e in env.journal if e[0] == "delete"]
+    assert position[delete] > max(i for e, i in position.items() if e[0] == "outcome")
+    replaced = [c for c in env.backlog.calls if c[0] == "replace"]
+    assert replaced, "the partly served bundle is written back at each flush"
+    logs = env.blobs.keys(settings.CRAWL_LOG_PREFIX)
+    assert len(logs) == len(warcs)
+
+
+def test_a_crash_before_the_bundle_is_deleted_fetches_again_and_loses_nothing(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    msg = env.admit(["a", "b"])
+    assert msg is not None
+    real = env.urls.set_outcome
+
+    def crash(*args: Any, **kw: Any) -> None:
+        raise RuntimeError("the container died")
+
+    monkeypatch.setattr(env.urls, "set_outcome", crash)
+    result = env.run(msg)
+    assert result.ends == {HOST: "failed"} and isinstance(result.errors[HOST], RuntimeError)
+    assert len(env.blobs.keys(settings.PAGES_PREFIX)) == 1  # the WARC was written
+    assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [2]  # the bundle stayed
+    lease_until = env.runs.items[HOST]["lease_until"]  # never released
+    monkeypatch.setattr(env.urls, "set_outcome", real)
+    env.clock.now = lease_until + 1
+    again = env.run(msg)
+    assert again.ends == {HOST: "done"}
+    assert [u for u, _, _ in env.web.calls] == [f"http://{HOST}/{p}" for p in "abab"]
+    assert env.state("a") == env.state("b") == "fetched"
+    assert env.backlog.peek(HOST, 10) == []
+
+
+# -- outcomes ----------------------------------------------------------------
+
+
+def test_a_retry_goes_back_to_the_backlog_and_is_served_after_its_backoff(env: Env) -> None:
+    msg = env.admit(["a"])
+    assert msg is not None
+    tries = iter([503, 200])
+    url = f"http://{HOST}/a"
+    page = env.web.pages[url]
+    env.web.pages[url] = lambda: replace(page(), status=next(tries))
+    result = env.run(msg)
+    [tried] = result.fetched
+    assert tried.outcome == "retry" and tried.retry is not None
+    retry_at = tried.retry.not_before
+    assert retry_at == env.starts()[0] + 0.5 * 4.0  # full jitter of try 1: 0.5 * min(60, 2 * 2**1)
+    assert env.urls.item("c", fingerprint(url))["state"] == "retrying"
+    [bundle] = env.backlog.peek(HOST, 10)
+    assert [t.attempt for t in bundle.tasks] == [2]
+    # Too long to sleep alone: woken when the retry is due.
+    assert result.ends == {HOST: "rescheduled"}
+    [(body, delay)] = result.runs
+    env.clock.advance(delay)
+    again = env.run(RunMessage.from_json(body))
+    assert [f.outcome for f in again.fetched] == ["fetched"]
+    assert env.starts()[1] >= retry_at
+    assert env.urls.item("c", fingerprint(url))["attempt"] == 2
+
+
+def test_a_redirect_goes_to_the_frontier_one_hop_more(env: Env) -> None:
+    msg = env.admit(["old"])
+    env.web.page(f"http://{HOST}/old", status=301, body=b"", headers=[("Location", "/new")])
+    result = env.run(msg)
+    [(body, delay)] = result.frontier
+    nxt = FrontierMessage.from_json(body)
+    assert (nxt.url, nxt.hops, nxt.referrer, delay) == (f"http://{HOST}/new", 1, f"http://{HOST}/old", 0)
+    assert result.fetched[0].reason == f"redirect to http://{HOST}/new"
+
+
+def test_tasks_of_a_stopped_crawl_are_held_and_of_a_complete_record_skipped(env: Env) -> None:
+    msg = env.admit(["a"])
+    env.crawls.set_state("c", "stopped")
+    result = env.run(msg)
+    assert env.web.calls == [] and env.held.count() == 1 and env.state("a") == "queued"
+    assert result.ends == {HOST: "done"} and env.backlog.peek(HOST, 10) == []
+
+    env.crawls.set_state("c", "running")
+    env.resolved.merge("c", "r1", ("title",), {"title": "done"}, "http://example.com/done")
+    result = env.run(env.admit(["b"]))
+    assert env.web.calls == []
+    [skipped] = result.fetched
+    assert (skipped.outcome, skipped.reason) == ("skipped", RECORD_COMPLETE)
+    assert env.state("b") == "skipped"
+
+
+def test_robots_is_fetched_once_as_a_spaced_request_and_disallowed_tasks_skipped(env: Env) -> None:
+    origin = f"http://{HOST}"
+    env.robots[origin] = lambda: http.FetchResult(
+        origin + "/robots.txt", status=200, body=b"User-agent: *\nDisallow: /private\n", finished_at=env.clock.now
+    )
+    t0 = env.clock.now
+    result = env.run(env.admit(["a", "private/b", "c"], robots=False))
+    assert result.ends == {HOST: "done"}
+    assert [u for u, _, _ in env.web.calls] == [origin + "/robots.txt", origin + "/a", origin + "/c"]
+    assert [at for _, _, at in env.web.calls] == [t0, t0 + 0.25, t0 + 0.5]
+    assert env.hosts.get_robots(origin) is not None
+    skipped = [f for f in result.fetched if f.outcome == "skipped"]
+    assert [(f.task.url, f.reason) for f in skipped] == [(origin + "/private/b", "robots: disallowed by robots.txt")]
+    assert env.state("private/b") == "skipped"
+
+
+# -- leases and run ends -----------------------------------------------------
+
+
+def test_a_duplicate_or_stale_run_message_fetches_nothing(env: Env) -> None:
+    msg = env.admit(["a"])
+    assert msg is not None
+    result = env.run(msg, msg, RunMessage(HOST, "stale"))
+    assert result.ends == {HOST: "done"} and len(env.web.calls) == 1
+    assert [c for c in env.runs.calls if c[0] == "lease"] == [("lease", HOST, msg.run_id, env.runner.holder)]
+    # Another invocation while the first holds the lease: refused.
+    msg2 = env.admit(["b"])
+    assert msg2 is not None
+    env.runs.lease(HOST, msg2.run_id, "other", env.clock.now, env.clock.now + 120)
+    result = env.run(msg2)
+    assert result.ends == {HOST: "refused"} and len(env.web.calls) == 1
+
+
+def test_a_bundle_added_while_the_run_ends_gets_a_new_run(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    msg = env.admit(["a"])
+    real = env.runs.release
+    late: list[RunMessage | None] = []
+
+    def release(*args: Any, **kw: Any) -> bool:
+        # Dispatch adds its bundle; its schedule loses to the run still there.
+        late.append(env.admit(["b"]))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(env.runs, "release", release)
+    result = env.run(msg)
+    assert late == [None]
+    [(body, _)] = result.runs
+    new = RunMessage.from_json(body)
+    assert msg is not None and new.host == HOST and new.run_id != msg.run_id
+    assert env.runs.get(HOST).run_id == new.run_id
+    assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [1]
+
+
+def test_at_the_deadline_a_host_flushes_writes_back_releases_and_is_woken(env: Env) -> None:
+    msg = env.admit([f"p{i}" for i in range(10)])
+    assert msg is not None
+    t0 = env.clock.now
+    result = env.run(msg, seconds=STOP_MARGIN_SECONDS + 0.6)
+    assert result.ends == {HOST: "deadline"}
+    assert env.starts() == [t0, t0 + 0.25, t0 + 0.5]
+    assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [7]
+    assert all(env.state(f"p{i}") == "fetched" for i in range(3))
+    run = env.runs.get(HOST)
+    assert run.run_id == msg.run_id and run.holder is None
+    [(body, delay)] = result.runs
+    assert RunMessage.from_json(body) == msg and delay == 1  # 0.25 s to the next start, in whole seconds
+
+
+def test_a_lost_lease_stops_the_host_at_once_without_a_release(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    msg = env.admit([f"p{i}" for i in range(6)])
+    env.runner.lease_seconds, env.runner.renew_before = 1.0, 0.6
+    monkeypatch.setattr(env.runs, "renew", lambda *a, **k: False)
+    result = env.run(msg)
+    assert result.ends == {HOST: "lost"} and result.runs == []
+    fetched = [f.task.url for f in result.fetched]
+    assert fetched and len(fetched) < 6
+    assert all(env.urls.state("c", fingerprint(u)) == "fetched" for u in fetched)
+    assert not [c for c in env.runs.calls if c[0] == "release"]
+    assert not [c for c in env.backlog.calls if c[0] == "replace"]
+    assert sum(len(b.tasks) for b in env.backlog.peek(HOST, 10)) == 6  # the bundle in hand stays whole
+
+
+def test_a_failing_host_fails_alone(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    good, bad = env.admit(["a"], host="good.test"), env.admit(["a"], host="bad.test")
+    real = env.crawls.get
+
+    def get(crawl_id: str, max_age: float | None = None) -> CrawlConfig:
+        if threading.current_thread().name == "run-bad.test":
+            raise RuntimeError("crawls table unavailable")
+        return real(crawl_id, max_age)
+
+    monkeypatch.setattr(env.crawls, "get", get)
+    result = env.run(good, bad)
+    assert result.ends == {"good.test": "done", "bad.test": "failed"}
+    assert set(result.errors) == {"bad.test"}
+    assert env.runs.get("bad.test").holder == env.runner.holder  # left to expire
+    assert env.backlog.peek("bad.test", 10) != []  # its bundles stay
+    assert env.state("a", host="good.test") == "fetched"
