@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.messages import FetchTask
-from crawlstack.runs.admission import AdmissionFailed, RunMessage, admit, new_run_id
+from crawlstack.messages import FetchTask, RunMessage
+from crawlstack.runs.admission import AdmissionFailed, admit, new_run_id
 from crawlstack.runs.ports import Backlog, Runs
 
 

@@ -53,20 +53,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from crawlstack import settings
-from crawlstack.messages import FetchTask
+from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.runs.ports import Backlog, Runs
-
-
-@dataclass(frozen=True)
-class RunMessage:
-    """A host's run to start: the message a schedule's winner sends to fetch.
-
-    Local stand-in: ``crawlstack.messages.RunMessage`` is being added with
-    the run's wire format; this module switches to it once it lands.
-    """
-
-    host: str
-    run_id: str
 
 
 class AdmissionFailed(Exception):

@@ -11,22 +11,18 @@ from __future__ import annotations
 import math
 import random
 import string
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeBacklog
 
 from crawlstack import aws, settings
 from crawlstack.aws import backlog as backlog_module
 from crawlstack.aws.backlog import BacklogStore
 from crawlstack.messages import FetchTask
 from crawlstack.urls import fingerprint
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from fakes import FakeBacklog
 
 HOST = "news.invalid"
 OTHER = "blog.invalid"

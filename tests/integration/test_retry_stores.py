@@ -8,18 +8,14 @@ adaptive delay.  Each test runs against ``crawlstack.aws`` (moto) and
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeHosts, FakeUrls
 
 from crawlstack import aws
 from crawlstack.politeness import HostSlot
 from crawlstack.urls import fingerprint
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from fakes import FakeHosts, FakeUrls
 
 CRAWL = "itest"
 URL = "http://shop.invalid/p/flaky.html"

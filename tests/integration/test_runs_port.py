@@ -11,22 +11,18 @@ where the fake's stand-in for a lost reply is a repeated call.
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from fakes import FakeRuns
 
 from crawlstack import aws
 from crawlstack.aws.runs import RUN_GRACE_SECONDS, RunStore
 from crawlstack.local import resources
 from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
 from crawlstack.runs.ports import HostRun, Runs
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from fakes import FakeRuns
 
 HOST = "a.example"
 T0 = 1000.0  # every time here is a number passed in: no clock is read

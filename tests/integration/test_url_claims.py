@@ -8,11 +8,10 @@ handler's skip, end to end.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeUrls
 from test_handlers import sqs_event
 
 from crawlstack import aws, settings
@@ -23,9 +22,6 @@ from crawlstack.politeness import Politeness, window_size
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
 from functions.fetch import handler as fetch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from fakes import FakeUrls
 
 CRAWL = "itest"
 URL = "http://shop.invalid/p/new.html"

@@ -14,9 +14,9 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.run_enqueue import RunEnqueue, flush_runs
-from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
 from crawlstack.robots import RobotsPolicy, RobotsRecord
-from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, RunMessage, admit, run_expires
+from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, admit, run_expires
 from crawlstack.urls import fingerprint
 
 NOW = 10_000.0
