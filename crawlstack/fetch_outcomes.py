@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from urllib.parse import urljoin
 
 from crawlstack import http, settings
+from crawlstack.config import CrawlConfig
 from crawlstack.errors import failure
 from crawlstack.headers import parse_location, parse_retry_after
 from crawlstack.messages import FetchTask, FrontierMessage
@@ -60,6 +61,22 @@ URL_STATES = {"retry": "retrying"}
 
 class OutcomeUrls(Protocol):
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
+
+
+# The stores fetching uses, today's fetcher and host runs alike.
+class Urls(Protocol):
+    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool: ...
+    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None: ...
+    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
+    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
+
+
+class Crawls(Protocol):
+    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
+
+
+class Blobs(Protocol):
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
 FAILURE_CLASSES = (

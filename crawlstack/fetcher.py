@@ -64,10 +64,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
 
 from crawlstack import http, settings
-from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Outbox
 from crawlstack.errors import failure
 from crawlstack.fetch_outcomes import (
@@ -76,7 +74,10 @@ from crawlstack.fetch_outcomes import (
     REDIRECT_STATUSES,
     UNUSABLE_LOCATION,
     URL_STATES,
+    Blobs,
+    Crawls,
     Fetched,
+    Urls,
     backoff_ceiling,
     classify,
     describe,
@@ -119,21 +120,6 @@ CLAIM_LEAD_SECONDS = 0.1
 
 
 log = logging.getLogger(__name__)
-
-
-class Urls(Protocol):
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool: ...
-    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None: ...
-    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
-    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
-
-
-class Crawls(Protocol):
-    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
-
-
-class Blobs(Protocol):
-    def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
 @dataclass

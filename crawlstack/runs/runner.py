@@ -59,12 +59,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from crawlstack import http, settings
-from crawlstack.config import CrawlConfig
 from crawlstack.errors import failure
-from crawlstack.fetch_outcomes import Fetched
+from crawlstack.fetch_outcomes import Blobs, Crawls, Fetched, Urls
 from crawlstack.jobs import Held
 from crawlstack.messages import RunMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords
@@ -85,21 +84,6 @@ ROBOTS_LOCK_SECONDS = 30.0
 REFUSED, FAILED = "refused", "failed"
 
 log = logging.getLogger(__name__)
-
-
-class Urls(Protocol):
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool: ...
-    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None: ...
-    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
-    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
-
-
-class Crawls(Protocol):
-    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
-
-
-class Blobs(Protocol):
-    def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
 class RobotsStore(Protocol):
