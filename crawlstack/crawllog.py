@@ -3,7 +3,7 @@
 Per fetch batch and crawl, one gzipped JSON-lines object
 ``crawl-log/crawl_id=<id>/dt=<YYYY-MM-DD>/<batch hash>.jsonl.gz`` with one
 line per task outcome (fetched, skipped, failed, and retry: a try that
-failed and is tried again, ``crawlstack.fetcher``).  The key layout is what the
+failed and is tried again, ``crawlstack.fetch_outcomes``).  The key layout is what the
 Glue table's partition projection expects (``infra/analytics.py``); the
 name is a hash of the batch's tasks, never anything from a URL, so a
 redelivered batch overwrites its own object instead of adding lines twice.
@@ -26,7 +26,7 @@ from urllib.parse import quote
 from crawlstack import settings
 
 if TYPE_CHECKING:  # extract writes lines too, and need not import the fetcher for it
-    from crawlstack.fetcher import Fetched
+    from crawlstack.fetch_outcomes import Fetched
 
 CONTENT_TYPE = "application/x-ndjson"
 

@@ -206,6 +206,21 @@ QUEUES = {
 # waiting that much longer for the next admission to start it again.
 RUN_SCHEDULE_GRACE_SECONDS = FUNCTIONS["fetch"].timeout_seconds
 
+# A fetch invocation's host runs (crawlstack.runs.runner).  A lease is taken
+# for RUN_LEASE_SECONDS and renewed before a request that would start with
+# less than RUN_LEASE_RENEW_BEFORE_SECONDS of it left (a request's
+# TOTAL_DEADLINE_SECONDS and a flush fit in it).  Fetched pages are flushed
+# (WARC, crawl log, outcomes, backlog) every RUN_FLUSH_SECONDS or
+# RUN_FLUSH_BYTES, so extraction never waits for the invocation; a host stops
+# RUN_STOP_MARGIN_SECONDS before the invocation's deadline; RUN_PEEK_BUNDLES
+# bundles of its backlog are read at a time.
+RUN_LEASE_SECONDS = 120.0
+RUN_LEASE_RENEW_BEFORE_SECONDS = 90.0
+RUN_FLUSH_SECONDS = 5.0
+RUN_FLUSH_BYTES = 4 * 1024 * 1024
+RUN_STOP_MARGIN_SECONDS = TOTAL_DEADLINE_SECONDS + 10.0
+RUN_PEEK_BUNDLES = 4
+
 
 @dataclass(frozen=True)
 class TableSpec:

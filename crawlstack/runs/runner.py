@@ -13,7 +13,7 @@ comes with the removal of ``politeness.py``.
    (``crawlstack.runs.host``): requests spaced by max(delay, Crawl-delay,
    adaptive delay), the first one at ``first_start`` (exact across
    holders), so the sleeping is shared by all the hosts of the invocation.
-3. Every ``RUN_FLUSH_SECONDS`` or ``RUN_FLUSH_BYTES``, and whenever a host
+3. Every ``settings.RUN_FLUSH_SECONDS`` or ``RUN_FLUSH_BYTES``, and whenever a host
    stops: a WARC, the crawl log, redirects, outcomes, retries, then the
    backlog (``crawlstack.runs.flush``), so extraction and outlinks never
    wait for the invocation to end.  Each host flushes its own WARC: its
@@ -35,16 +35,16 @@ comes with the removal of ``politeness.py``.
      and its bundles stay, so no URL is lost; pages fetched but not flushed
      are fetched again.
 
-The lease is taken for ``LEASE_SECONDS`` and renewed before a request that
+The lease is taken for ``RUN_LEASE_SECONDS`` and renewed before a request that
 would start with less than ``LEASE_RENEW_BEFORE_SECONDS`` of it left (a
 request's ``settings.TOTAL_DEADLINE_SECONDS`` and a flush fit in it).  A
-host stops ``STOP_MARGIN_SECONDS`` before the deadline.  The invocation's
+host stops ``RUN_STOP_MARGIN_SECONDS`` before the deadline.  The invocation's
 messages and redirects are returned (``RunResult``) for the caller to send;
 ``send_frontier`` sends redirects at each flush instead.
 
-Settings (here until ``crawlstack.settings`` takes them): ``LEASE_SECONDS``,
-``LEASE_RENEW_BEFORE_SECONDS``, ``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``,
-``STOP_MARGIN_SECONDS``, ``PEEK_BUNDLES``, ``ROBOTS_LOCK_SECONDS``; and
+Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
+``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_STOP_MARGIN_SECONDS``,
+``RUN_PEEK_BUNDLES``; ``ROBOTS_LOCK_SECONDS`` here; and
 ``settings.MAX_SQS_DELAY_SECONDS``, ``settings.ADAPTIVE_DELAY_*``,
 ``settings.RETRY_*``, the fetch function's memory (``should_sleep``).
 """
@@ -73,13 +73,7 @@ from crawlstack.runs.flush import Flushed
 from crawlstack.runs.host import DEADLINE, DONE, LOST, RESCHEDULED, HostEnd, HostLoop
 from crawlstack.runs.ports import Backlog, Runs
 
-LEASE_SECONDS = 120.0
-LEASE_RENEW_BEFORE_SECONDS = 90.0
-RUN_FLUSH_SECONDS = 5.0
-RUN_FLUSH_BYTES = 4 * 1024 * 1024
-# A request may take TOTAL_DEADLINE_SECONDS; then its flush and the release.
-STOP_MARGIN_SECONDS = settings.TOTAL_DEADLINE_SECONDS + 10.0
-PEEK_BUNDLES = 4
+# How long the runner holds an origin's robots.txt lock while it fetches the file (as dispatch's does).
 ROBOTS_LOCK_SECONDS = 30.0
 REFUSED, FAILED = "refused", "failed"
 
@@ -143,12 +137,12 @@ class HostRunner:
         self.send_frontier = send_frontier
         self._fetch_robots = fetch_robots
         self.policies: dict[str, RobotsPolicy] = {}  # origin -> policy, for the container's life
-        self.lease_seconds = LEASE_SECONDS
-        self.renew_before = LEASE_RENEW_BEFORE_SECONDS
-        self.flush_seconds = RUN_FLUSH_SECONDS
-        self.flush_bytes = RUN_FLUSH_BYTES
-        self.stop_margin = STOP_MARGIN_SECONDS
-        self.peek_bundles = PEEK_BUNDLES
+        self.lease_seconds = settings.RUN_LEASE_SECONDS
+        self.renew_before = settings.RUN_LEASE_RENEW_BEFORE_SECONDS
+        self.flush_seconds = settings.RUN_FLUSH_SECONDS
+        self.flush_bytes = settings.RUN_FLUSH_BYTES
+        self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
+        self.peek_bundles = settings.RUN_PEEK_BUNDLES
         self.robots_lock_seconds = ROBOTS_LOCK_SECONDS
         # Per invocation (set by run).
         self.holder = ""

@@ -17,7 +17,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.messages import FetchTask, FrontierMessage, InvalidMessage, RunMessage
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.robots import ALLOW_ALL, RobotsRecord
-from crawlstack.runs.runner import STOP_MARGIN_SECONDS, HostRunner, RunResult
+from crawlstack.runs.runner import HostRunner, RunResult
 from crawlstack.runs.schedule import break_even_wait
 from crawlstack.urls import fingerprint
 from crawlstack.warc import read_warc
@@ -423,7 +423,7 @@ def test_at_the_deadline_a_host_flushes_writes_back_releases_and_is_woken(env: E
     msg = env.admit([f"p{i}" for i in range(10)])
     assert msg is not None
     t0 = env.clock.now
-    result = env.run(msg, seconds=STOP_MARGIN_SECONDS + 0.6)
+    result = env.run(msg, seconds=settings.RUN_STOP_MARGIN_SECONDS + 0.6)
     assert result.ends == {HOST: "deadline"}
     assert env.starts() == [t0, t0 + 0.25, t0 + 0.5]
     assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [7]
