@@ -43,8 +43,6 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.messages import FetchTask
@@ -151,16 +149,13 @@ class BacklogStore:
         if not tasks:
             self.delete(host, key)
             return
-        try:
-            clients.client("dynamodb").put_item(
-                TableName=self.name,
-                Item=self._item(host, key, tasks, encode(tasks)),
-                ConditionExpression="attribute_exists(#h)",
-                ExpressionAttributeNames={"#h": "host"},
-            )
-        except ClientError as exc:
-            if not clients.is_conditional_failure(exc):
-                raise
+        clients.conditional_write(
+            "put_item",
+            TableName=self.name,
+            Item=self._item(host, key, tasks, encode(tasks)),
+            ConditionExpression="attribute_exists(#h)",
+            ExpressionAttributeNames={"#h": "host"},
+        )
 
     def delete(self, host: str, key: str) -> None:
         clients.client("dynamodb").delete_item(TableName=self.name, Key=clients.key(host=host, order=key))

@@ -105,17 +105,14 @@ class HostStore:
 
     def clear_parked(self, host: str, stamp: float) -> None:
         """Drop the flag, unless somebody parked again since ``stamp`` was read."""
-        try:
-            clients.client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self._key(host, "slot"),
-                UpdateExpression="REMOVE parked_at",
-                ConditionExpression="parked_at = :stamp",
-                ExpressionAttributeValues=clients.values(stamp=stamp),
-            )
-        except ClientError as exc:
-            if not clients.is_conditional_failure(exc):
-                raise
+        clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self._key(host, "slot"),
+            UpdateExpression="REMOVE parked_at",
+            ConditionExpression="parked_at = :stamp",
+            ExpressionAttributeValues=clients.values(stamp=stamp),
+        )
 
     def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
         """Take the host for one request; None on success, else what holds it.
@@ -200,17 +197,14 @@ class HostStore:
             UpdateExpression="SET free_at = :f, busy = :zero",
             ExpressionAttributeValues=clients.values(f=free_at, zero=0),
         )
-        try:
-            clients.client("dynamodb").update_item(
-                TableName=self.name,
-                Key=self._key(host, "slot"),
-                UpdateExpression="SET next_slot = :f",
-                ConditionExpression="attribute_not_exists(next_slot) OR next_slot < :f",
-                ExpressionAttributeValues=clients.values(f=free_at),
-            )
-        except ClientError as exc:
-            if not clients.is_conditional_failure(exc):
-                raise
+        clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=self._key(host, "slot"),
+            UpdateExpression="SET next_slot = :f",
+            ConditionExpression="attribute_not_exists(next_slot) OR next_slot < :f",
+            ExpressionAttributeValues=clients.values(f=free_at),
+        )
 
     # -- robots.txt ------------------------------------------------------------
     def get_robots(self, origin: str) -> RobotsRecord | None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from crawlstack import settings
 from crawlstack.aws import clients
 
@@ -78,17 +76,14 @@ class ParkStore:
         return item is not None
 
     def untake(self, host: str, order: str, stamp: float) -> None:
-        try:
-            clients.client("dynamodb").update_item(
-                TableName=self.name,
-                Key=clients.key(host=host, order=order),
-                UpdateExpression="REMOVE taken_at",
-                ConditionExpression="taken_at = :stamp",
-                ExpressionAttributeValues=clients.values(stamp=stamp),
-            )
-        except ClientError as exc:
-            if not clients.is_conditional_failure(exc):
-                raise
+        clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=clients.key(host=host, order=order),
+            UpdateExpression="REMOVE taken_at",
+            ConditionExpression="taken_at = :stamp",
+            ExpressionAttributeValues=clients.values(stamp=stamp),
+        )
 
     def delete(self, host: str, order: str) -> None:
         clients.client("dynamodb").delete_item(TableName=self.name, Key=clients.key(host=host, order=order))
