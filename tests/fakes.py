@@ -672,7 +672,8 @@ class FakeRuns:
         last_start: float,
         pause_until: float,
         adaptive_delay: float | None,
-        keep_run: bool,
+        next_run: str | None,
+        expires: float = 0.0,
     ) -> bool:
         with self._lock:
             self.calls.append(("release", host, holder))
@@ -684,8 +685,13 @@ class FakeRuns:
                 item.pop("adaptive_delay", None)
             else:
                 item["adaptive_delay"] = adaptive_delay
-            for name in ("holder", "lease_until") if keep_run else ("holder", "lease_until", "run_id", "run_expires"):
-                item.pop(name, None)
+            item.pop("holder", None)
+            item.pop("lease_until", None)
+            if next_run is None:
+                item.pop("run_id", None)
+                item.pop("run_expires", None)
+            else:
+                item.update(run_id=next_run, run_expires=expires)
             return True
 
     def get(self, host: str) -> HostRun:

@@ -99,7 +99,8 @@ class RunStore:
         last_start: float,
         pause_until: float,
         adaptive_delay: float | None,
-        keep_run: bool,
+        next_run: str | None,
+        expires: float = 0.0,
     ) -> bool:
         values: dict[str, Any] = {"me": holder, "ls": last_start, "p": pause_until}
         sets = ["last_start = :ls", "pause_until = :p", "released_by = :me"]
@@ -109,8 +110,11 @@ class RunStore:
         else:
             sets.append("adaptive_delay = :ad")
             values["ad"] = adaptive_delay
-        if not keep_run:
+        if next_run is None:
             removes += ["run_id", "run_expires"]
+        else:
+            sets += ["run_id = :rid", "run_expires = :exp"]
+            values.update(rid=next_run, exp=expires)
         done, failed = self._update(
             host,
             UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",

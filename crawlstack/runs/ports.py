@@ -19,10 +19,12 @@ The races they are built for, and how each is closed:
 
 * **A duplicate or redelivered run message** must not start a second chain:
   a lease is taken only for the host's current ``run_id`` and only while no
-  unexpired lease is held by another holder.
+  unexpired lease is held by another holder; a holder that gives the lease
+  back for a later wake-up gives the run a new ``run_id``, carried by the
+  wake-up message alone.
 * **A lost wake-up**: a URL enqueued while the holder releases an empty
   backlog.  Dispatch adds the bundle *before* it asks for a run
-  (``schedule``); the holder ends the run (``release(keep_run=False)``)
+  (``schedule``); the holder ends the run (``release(next_run=None)``)
   *before* it looks at the backlog one last time.  Whichever comes second
   sees the other's write.
 * **A lost reply on the lease write**: the lease stores the holder's token;
@@ -110,15 +112,19 @@ class Runs(Protocol):
         last_start: float,
         pause_until: float,
         adaptive_delay: float | None,
-        keep_run: bool,
+        next_run: str | None,
+        expires: float = 0.0,
     ) -> bool:
         """Give the lease back, recording the host's last request start, pause and adaptive delay.
 
-        ``keep_run``: the run goes on (a message to wake it was or will be
-        sent); otherwise the run ends, and the next ``schedule`` starts one.
-        Only while ``holder`` holds the lease; False if it did not.  Repeated
-        by the same ``holder`` (a retry after a lost reply) with no lease
-        taken since, it is True; once another holder took the lease, False.
+        ``next_run``: the run goes on as ``next_run`` (the id its wake-up
+        message carries), not to be replaced before ``expires``; a new id
+        makes every earlier message of the run stale, so a redelivered one
+        cannot start a second chain.  None: the run ends, and the next
+        ``schedule`` starts one.  Only while ``holder`` holds the lease;
+        False if it did not.  Repeated by the same ``holder`` (a retry after
+        a lost reply) with no lease taken since, it is True; once another
+        holder took the lease, False.
         """
         ...
 

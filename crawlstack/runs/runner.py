@@ -21,19 +21,20 @@ comes with the removal of ``politeness.py``.
    holds back another's writes.
 4. Each host's end:
 
-   * backlog empty: ``release(keep_run=False)``, then one more look at the
+   * backlog empty: ``release(next_run=None)``, then one more look at the
      backlog; a bundle added meanwhile gets a new run (``schedule``) and,
      if won, its message: the lost wake-up rule of ``crawlstack.runs.ports``;
    * a wait cheaper to be woken from (``should_sleep``), or the
      invocation's deadline near: the partly served bundle written back,
-     ``release(keep_run=True)``, and a ``RunMessage`` delayed to the host's
+     ``release`` with a new run id, and a ``RunMessage`` of it delayed to the host's
      next start (at most ``settings.MAX_SQS_DELAY_SECONDS``);
    * the lease lost (a renew refused): what was fetched is flushed, the
      bundle in hand is not written back, nothing is released;
-   * an exception: that host only fails (``RunResult.errors``); its lease is
-     left to expire (the next holder waits ``lease_until`` plus the delay)
-     and its bundles stay, so no URL is lost; pages fetched but not flushed
-     are fetched again.
+   * an exception: that host only fails (``RunResult.errors``): its lease is
+     given back under the same run id, so the failed message, redelivered,
+     takes it again (or, if that fails too, the lease expires and the next
+     holder waits ``lease_until`` plus the delay); its bundles stay, so no
+     URL is lost; pages fetched but not flushed are fetched again.
 
 The lease is taken for ``RUN_LEASE_SECONDS`` and renewed before a request that
 would start with less than ``LEASE_RENEW_BEFORE_SECONDS`` of it left (a
@@ -202,6 +203,7 @@ class HostRunner:
             ended = end.end
         except Exception as exc:  # this host only: its lease expires, its bundles stay
             log.warning("host %s: run failed: %s", loop.host, failure(exc))
+            self._give_back(loop)
             ended = FAILED
             with self._lock:
                 self._result.errors[loop.host] = exc
@@ -216,22 +218,52 @@ class HostRunner:
             loop.flush(write_back=False)
             return
         loop.flush()
-        keep_run = end.end in (RESCHEDULED, DEADLINE)
+        now = self.clock()
+        goes_on = end.end in (RESCHEDULED, DEADLINE)
+        # The wake-up gets a run id of its own: this run's earlier messages, redelivered, find theirs stale.
+        wake = RunMessage(loop.host, new_run_id()) if goes_on else None
+        delay = sqs_delay(end.next_start, now)
         released = self.runs.release(
-            loop.host, self.holder, loop.last_start, loop.pause_until, loop.adaptive, keep_run=keep_run
+            loop.host,
+            self.holder,
+            loop.last_start,
+            loop.pause_until,
+            loop.adaptive,
+            next_run=wake.run_id if wake else None,
+            expires=run_expires(now + delay),
         )
         if not released:
             end.end = LOST
             return
-        now = self.clock()
-        if keep_run:
-            self._emit(RunMessage(loop.host, loop.run_id), sqs_delay(end.next_start, now))
+        if wake is not None:
+            self._emit(wake, delay)
             return
         # Ended, then one more look: a bundle added while the run ended must not wait for a wake-up nobody sends.
         if self.backlog.peek(loop.host, 1):
             run_id = new_run_id()
             if self.runs.schedule(loop.host, run_id, now, run_expires(now)):
                 self._emit(RunMessage(loop.host, run_id), sqs_delay(end.next_start, now))
+
+    def _give_back(self, loop: HostLoop) -> None:
+        """After a failure: the lease given back under the same run id, if the store lets us.
+
+        The failed message is redelivered and leases again at once, rather
+        than after the lease's expiry; a failure that repeats sends the
+        message to the DLQ.  If this too fails, the lease expires.
+        """
+        try:
+            now = self.clock()
+            self.runs.release(
+                loop.host,
+                self.holder,
+                loop.last_start,
+                loop.pause_until,
+                loop.adaptive,
+                next_run=loop.run_id,
+                expires=run_expires(now),
+            )
+        except Exception as exc:
+            log.warning("host %s: lease not given back: %s", loop.host, failure(exc))
 
     def _emit(self, msg: RunMessage, delay: int) -> None:
         with self._lock:

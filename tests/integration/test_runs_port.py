@@ -133,7 +133,7 @@ def test_an_expired_lease_is_taken_over_and_shows_the_dead_holders_lease(runs: R
     assert (before.holder, before.lease_until, before.last_start) == ("h1", T0 + 40, T0 + 35)
     # The old holder, back to life, has lost it: nothing it writes lands.
     assert not runs.renew(HOST, "h1", T0 + 80, last_start=T0 + 41)
-    assert not runs.release(HOST, "h1", T0 + 41, 0.0, None, keep_run=False)
+    assert not runs.release(HOST, "h1", T0 + 41, 0.0, None, next_run=None)
     got = runs.get(HOST)
     assert (got.holder, got.lease_until, got.last_start, got.run_id) == ("h2", T0 + 70, T0 + 35, "r1")
 
@@ -151,8 +151,8 @@ def test_only_the_holder_renews(runs: Runs) -> None:
 
 def test_a_release_that_ends_the_run_records_the_host_and_lets_the_next_schedule_win(runs: Runs) -> None:
     leased(runs, until=T0 + 30)
-    assert not runs.release(HOST, "h2", T0 + 5, T0 + 9, 4.5, keep_run=False)
-    assert runs.release(HOST, "h1", T0 + 5, T0 + 9, 4.5, keep_run=False)
+    assert not runs.release(HOST, "h2", T0 + 5, T0 + 9, 4.5, next_run=None)
+    assert runs.release(HOST, "h1", T0 + 5, T0 + 9, 4.5, next_run=None)
     assert runs.get(HOST) == HostRun(HOST, last_start=T0 + 5, pause_until=T0 + 9, adaptive_delay=4.5)
     assert runs.lease(HOST, "r1", "h3", T0 + 6, T0 + 36) is None  # the ended run's redelivered message
     assert runs.schedule(HOST, "r2", T0 + 6, T0 + 106)  # well before r1's run_expires
@@ -164,23 +164,32 @@ def test_a_release_that_ends_the_run_records_the_host_and_lets_the_next_schedule
 
 def test_a_release_that_keeps_the_run_lets_its_wake_message_lease_again(runs: Runs) -> None:
     leased(runs, until=T0 + 30)
-    assert runs.release(HOST, "h1", T0 + 5, 0.0, 2.0, keep_run=True)
+    assert runs.release(HOST, "h1", T0 + 5, 0.0, 2.0, next_run="r1", expires=T0 + 100)
     got = runs.get(HOST)
     assert (got.run_id, got.holder, got.adaptive_delay) == ("r1", None, 2.0)
     assert not runs.schedule(HOST, "r2", T0 + 6, T0 + 106)
     before = runs.lease(HOST, "r1", "h2", T0 + 7, T0 + 37)
     assert before is not None and (before.holder, before.last_start, before.adaptive_delay) == (None, T0 + 5, 2.0)
-    assert runs.release(HOST, "h2", T0 + 8, 0.0, None, keep_run=True)  # the host's slowdown is over
+    assert runs.release(HOST, "h2", T0 + 8, 0.0, None, next_run="r1", expires=T0 + 100)  # the host's slowdown is over
     assert runs.get(HOST).adaptive_delay is None
+
+
+def test_a_release_for_a_wake_up_under_a_new_run_id_makes_every_earlier_message_stale(runs: Runs) -> None:
+    leased(runs, until=T0 + 30)
+    assert runs.release(HOST, "h1", T0 + 5, 0.0, None, next_run="r1-b", expires=T0 + 100)
+    assert runs.lease(HOST, "r1", "h2", T0 + 6, T0 + 36) is None  # the first message, redelivered
+    assert not runs.schedule(HOST, "r2", T0 + 99, T0 + 200)  # the wake-up is not replaced before it expires
+    assert runs.lease(HOST, "r1-b", "h2", T0 + 6, T0 + 36) is not None
+    assert runs.get(HOST).run_expires == T0 + 36 + FakeRuns.GRACE
 
 
 def test_a_release_repeated_by_its_holder_is_true_until_another_holder_takes_the_lease(runs: Runs) -> None:
     leased(runs, until=T0 + 30)
-    assert runs.release(HOST, "h1", T0 + 5, 0.0, None, keep_run=True)
-    assert runs.release(HOST, "h1", T0 + 5, 0.0, None, keep_run=True)  # a retry after a lost reply
-    assert not runs.release(HOST, "h2", T0 + 5, 0.0, None, keep_run=True)
+    assert runs.release(HOST, "h1", T0 + 5, 0.0, None, next_run="r1", expires=T0 + 100)
+    assert runs.release(HOST, "h1", T0 + 5, 0.0, None, next_run="r1", expires=T0 + 100)  # a retry after a lost reply
+    assert not runs.release(HOST, "h2", T0 + 5, 0.0, None, next_run="r1", expires=T0 + 100)
     assert runs.lease(HOST, "r1", "h2", T0 + 6, T0 + 36) is not None
-    assert not runs.release(HOST, "h1", T0 + 5, 0.0, None, keep_run=True)
+    assert not runs.release(HOST, "h1", T0 + 5, 0.0, None, next_run="r1", expires=T0 + 100)
     assert runs.get(HOST).holder == "h2"
 
 
@@ -213,7 +222,7 @@ def test_a_url_added_while_the_holder_ends_its_run_is_never_left_without_one(
         elif step == "schedule":
             scheduled = runs.schedule(HOST, "r2", T0 + 10, T0 + 110)
         elif step == "release":
-            assert runs.release(HOST, "h1", T0 + 9, 0.0, None, keep_run=False)
+            assert runs.release(HOST, "h1", T0 + 9, 0.0, None, next_run=None)
         else:
             seen = bool(backlog)
     # Either the dispatcher starts a run, or the holder finds the URL (and starts one itself).
@@ -261,8 +270,8 @@ def test_each_write_retried_after_its_reply_was_lost_reads_as_done(lossy: tuple[
     assert before is not None and (before.holder, before.lease_until) == ("h1", T0 + 30)  # its own lease
     assert runs.lease(host, "r1", "h2", T0 + 1, T0 + 31) is None
     assert runs.renew(host, "h1", T0 + 60, last_start=T0 + 2)
-    assert runs.release(host, "h1", T0 + 3, T0 + 4, 1.5, keep_run=False)
-    assert not runs.release(host, "h2", T0 + 3, T0 + 4, None, keep_run=False)
+    assert runs.release(host, "h1", T0 + 3, T0 + 4, 1.5, next_run=None)
+    assert not runs.release(host, "h2", T0 + 3, T0 + 4, None, next_run=None)
     assert runs.schedule(host, "r3", T0 + 5, T0 + 105)
     endpoint.plan = FaultPlan(failure_rate=0.0)
     assert runs.get(host) == HostRun(

@@ -215,7 +215,7 @@ INTERLEAVINGS = [(release, peek) for release in POINTS for peek in POINTS if rel
 
 
 class Holder:
-    """A run's holder ending its run: ``release(keep_run=False)``, then one last ``peek`` of the backlog."""
+    """A run's holder ending its run: ``release(next_run=None)``, then one last ``peek`` of the backlog."""
 
     def __init__(self, runs: FakeRuns, backlog: FakeBacklog, host: str, at: dict[int, list[str]]) -> None:
         self.runs, self.backlog, self.host, self.at = runs, backlog, host, at
@@ -224,7 +224,7 @@ class Holder:
     def step(self, point: int) -> None:
         for action in self.at.get(point, []):
             if action == "release":
-                assert self.runs.release(self.host, "holder", NOW - 1.0, 0.0, None, keep_run=False)
+                assert self.runs.release(self.host, "holder", NOW - 1.0, 0.0, None, next_run=None)
             else:
                 self.saw = [b.key for b in self.backlog.peek(self.host, 10)]
 

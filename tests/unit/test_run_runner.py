@@ -243,9 +243,11 @@ def test_a_lone_host_with_a_long_delay_is_rescheduled_and_many_hosts_sleep(monke
     result = env.run(msg)
     assert result.ends == {HOST: "rescheduled"} and len(env.starts()) == 1
     [(body, delay)] = result.runs
-    assert RunMessage.from_json(body) == msg and delay == 1
+    wake = RunMessage.from_json(body)
+    assert wake.host == HOST and wake.run_id != msg.run_id and delay == 1
     run = env.runs.get(HOST)
-    assert run.run_id == msg.run_id and run.holder is None and run.last_start == env.starts()[0]
+    assert run.run_id == wake.run_id and run.holder is None and run.last_start == env.starts()[0]
+    assert env.run(msg).ends == {HOST: "refused"}  # the first message, redelivered: no second chain
     assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [1]
     assert env.state("a") == "fetched" and env.state("b") == "queued"
     # Woken by that message: the rest is fetched, a delay after the first.
@@ -298,18 +300,37 @@ def test_a_crash_before_the_bundle_is_deleted_fetches_again_and_loses_nothing(
         raise RuntimeError("the container died")
 
     monkeypatch.setattr(env.urls, "set_outcome", crash)
+    monkeypatch.setattr(env.runs, "release", crash)  # the store is gone too: the lease must expire
     result = env.run(msg)
     assert result.ends == {HOST: "failed"} and isinstance(result.errors[HOST], RuntimeError)
     assert len(env.blobs.keys(settings.PAGES_PREFIX)) == 1  # the WARC was written
     assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [2]  # the bundle stayed
     lease_until = env.runs.items[HOST]["lease_until"]  # never released
     monkeypatch.setattr(env.urls, "set_outcome", real)
+    monkeypatch.setattr(env.runs, "release", FakeRuns.release.__get__(env.runs))
     env.clock.now = lease_until + 1
     again = env.run(msg)
     assert again.ends == {HOST: "done"}
     assert [u for u, _, _ in env.web.calls] == [f"http://{HOST}/{p}" for p in "abab"]
     assert env.state("a") == env.state("b") == "fetched"
     assert env.backlog.peek(HOST, 10) == []
+
+
+def test_a_host_that_fails_gives_its_lease_back_so_the_message_redelivered_goes_on_at_the_delay(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    msg = env.admit(["a", "b"])
+    assert msg is not None
+    real = env.urls.set_outcome
+    monkeypatch.setattr(env.urls, "set_outcome", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("bug")))
+    assert env.run(msg).ends == {HOST: "failed"}
+    run = env.runs.get(HOST)
+    assert run.holder is None and run.run_id == msg.run_id and run.last_start == env.starts()[-1]
+    monkeypatch.setattr(env.urls, "set_outcome", real)
+    env.clock.advance(0.01)  # the redelivery comes a moment later, not after the lease's expiry
+    assert env.run(msg).ends == {HOST: "done"}
+    assert min(gaps(env.starts())) >= 0.25 - 1e-9
+    assert env.state("a") == env.state("b") == "fetched"
 
 
 # -- outcomes ----------------------------------------------------------------
@@ -428,10 +449,11 @@ def test_at_the_deadline_a_host_flushes_writes_back_releases_and_is_woken(env: E
     assert env.starts() == [t0, t0 + 0.25, t0 + 0.5]
     assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [7]
     assert all(env.state(f"p{i}") == "fetched" for i in range(3))
-    run = env.runs.get(HOST)
-    assert run.run_id == msg.run_id and run.holder is None
     [(body, delay)] = result.runs
-    assert RunMessage.from_json(body) == msg and delay == 1  # 0.25 s to the next start, in whole seconds
+    wake = RunMessage.from_json(body)
+    run = env.runs.get(HOST)
+    assert run.run_id == wake.run_id != msg.run_id and run.holder is None
+    assert delay == 1  # 0.25 s to the next start, in whole seconds
 
 
 def test_a_lost_lease_stops_the_host_at_once_without_a_release(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -461,6 +483,7 @@ def test_a_failing_host_fails_alone(env: Env, monkeypatch: pytest.MonkeyPatch) -
     result = env.run(good, bad)
     assert result.ends == {"good.test": "done", "bad.test": "failed"}
     assert set(result.errors) == {"bad.test"}
-    assert env.runs.get("bad.test").holder == env.runner.holder  # left to expire
+    bad_run = env.runs.get("bad.test")
+    assert bad_run.holder is None and bad_run.run_id == bad.run_id  # given back for its redelivery
     assert env.backlog.peek("bad.test", 10) != []  # its bundles stay
     assert env.state("a", host="good.test") == "fetched"
