@@ -85,8 +85,6 @@ class PageOutcomes(Protocol):
     def depths(self, crawl_id: str, fps: Iterable[str]) -> dict[str, int]: ...
 
 
-
-
 # How much of a skipped href a log example keeps.
 _SAMPLE_HREF_CHARS = 200
 

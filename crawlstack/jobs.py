@@ -6,9 +6,9 @@ aside as it arrives:
 
 * dispatch **holds** a frontier message of a stopped crawl (before scope,
   robots.txt or the dedupe claim, so the URL stays unclaimed);
-* fetch **holds** a fetch task of a stopped crawl before any wait or request,
-  and leaves the host's window without claiming the host, so the next parked
-  URL (perhaps another crawl's) moves up and the host's other crawls go on.
+* a host's run **holds** a fetch task of a stopped crawl before any wait or
+  request, and goes on to the host's next task (perhaps another crawl's), so
+  the host's other crawls go on.
 
 A held item is a row of the parked table under the pseudo-host
 ``held#<crawl_id>`` (host names never contain ``#``), keyed by what it is:
@@ -20,8 +20,9 @@ and the caller goes on as usual.  So a hold can never land after ``resume``
 has set the crawl running and read the held rows: nothing is stranded.
 
 ``resume`` sets the crawl running, then sends every held frontier message
-back to the frontier and re-admits every held fetch task through politeness
-(a slot in its host's window, or parked), deleting each row only once sent:
+back to the frontier and adds every held fetch task back to its host's
+backlog, scheduling the host's run (``crawlstack.runs.admission``), deleting
+each row only once sent or added:
 at least once, and exactly once unless ``resume`` dies midway (the urls
 table's conditional writes drop a duplicate).
 
@@ -39,8 +40,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
 
-from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import Politeness, sqs_delay
+from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
+from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, admit
+from crawlstack.runs.ports import Backlog, Runs
 
 RUNNING = "running"
 STOPPED = "stopped"
@@ -105,14 +107,17 @@ def resume(
     crawls: CrawlStates,
     held: Held,
     frontier: Sender,
-    fetch: Sender,
-    politeness: Politeness,
+    backlog: Backlog,
+    runs: Runs,
+    send_runs: Callable[[list[RunMessage]], object],
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Run a stopped crawl again; returns how many held items were sent back.
 
     The state is set first: from then on no hold succeeds, so the rows read
-    below are all there will be.
+    below are all there will be.  A held task goes back to its host's
+    backlog without its old backoff, and the host's run is scheduled (the
+    run messages of the runs started are sent).
     """
     crawls.set_state(crawl_id, RUNNING)
     sent = 0
@@ -126,14 +131,20 @@ def resume(
             for key, _ in messages:
                 held.release(crawl_id, key)
                 sent += 1
-        for key, body in rows:
-            if not key.startswith(TASK_KEY):
-                continue
-            task = FetchTask.from_json(body)
-            # Its old slot is long gone: a new one, or parked behind the window.
-            admitted = politeness.admit(replace(task, not_before=0.0))
-            now = clock()
-            fetch.send((ready.to_json(), sqs_delay(ready.not_before, now)) for _, ready in admitted)
-            politeness.unparked(task.host, [order for order, _ in admitted])
-            held.release(crawl_id, key)
-            sent += 1
+        tasks = [(key, FetchTask.from_json(body)) for key, body in rows if key.startswith(TASK_KEY)]
+        if tasks:
+            admissions = RunAdmissions()
+            for _, task in tasks:
+                admissions.add(replace(task, not_before=0.0))
+            # On a failure admit raises with the runs it won, which must still go out.
+            try:
+                won = admit(admissions, backlog, runs, clock())
+            except AdmissionFailed as exc:
+                if exc.messages:
+                    send_runs(exc.messages)
+                raise
+            if won:
+                send_runs(won)
+            for key, _ in tasks:
+                held.release(crawl_id, key)
+                sent += 1

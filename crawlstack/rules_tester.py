@@ -4,7 +4,7 @@ The page is a saved file, or fetched once, politely: robots.txt first (the
 same RFC 9309 policy as the crawler), then at least ``delay`` seconds (or the
 robots.txt Crawl-delay, if longer) before the page itself, with the crawler's
 user agent, body cap, timeouts and address guard.  Redirects are followed,
-at most ``fetcher.MAX_REDIRECT_HOPS``, each hop checked the same way.
+at most ``fetch_outcomes.MAX_REDIRECT_HOPS``, each hop checked the same way.
 
 The result is ``{"mapping", "fields", "links"}`` plus where the page came
 from (``url``, ``status``, ``content_type``): ``links`` are the absolute URLs
@@ -25,7 +25,7 @@ from urllib.parse import urljoin
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.extractor import page_links
-from crawlstack.fetcher import MAX_REDIRECT_HOPS
+from crawlstack.fetch_outcomes import MAX_REDIRECT_HOPS
 from crawlstack.headers import normalized_content_type, parse_location
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.rules import Page, RuleSet

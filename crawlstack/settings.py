@@ -162,6 +162,9 @@ class QueueSpec:
     visibility_timeout_seconds: int
     batch_size: int = SQS_BATCH_SIZE
     max_receive_count: int = MAX_RECEIVE_COUNT
+    # The event source mapping's MaximumBatchingWindowInSeconds (0: none);
+    # a batch over 10 needs one.
+    batching_window_seconds: int = 0
 
     @property
     def dlq_name(self) -> str:
@@ -188,7 +191,25 @@ FUNCTIONS = {
 # Lambda event sources.
 QUEUES = {
     "frontier": QueueSpec("frontier", "crawlstack-frontier", "dispatch", 6 * FUNCTIONS["dispatch"].timeout_seconds),
-    "fetch": QueueSpec("fetch", "crawlstack-fetch", "fetch", 6 * FUNCTIONS["fetch"].timeout_seconds),
+    # Run messages, a host each: one invocation works up to 100
+    # hosts side by side, sharing its sleep between their requests.  100,
+    # because at most 1,000 batches of one event source mapping run at once
+    # (standard mode): 100 hosts a batch is 100,000 hosts at once before
+    # provisioned pollers are needed; the break-even wait (sleeping against
+    # being woken, crawlstack.runs.schedule) grows with the hosts sharing it;
+    # the event stays far under Lambda's 6 MB payload (a record is about
+    # 1 KB); and 100 threads and connection pools fit 512 MB.  A window of
+    # 1 s lets a batch gather the run messages a dispatch batch sends at once
+    # and delays a run's start by at most 1 s, under any host's delay that
+    # matters; longer would only hold runs back.
+    "fetch": QueueSpec(
+        "fetch",
+        "crawlstack-fetch",
+        "fetch",
+        6 * FUNCTIONS["fetch"].timeout_seconds,
+        batch_size=100,
+        batching_window_seconds=1,
+    ),
     # One WARC (a fetch batch of up to 10 pages) per extract invocation: it is
     # CPU-bound work, and its outlinks reach the frontier in smaller waves.
     "extract": QueueSpec(

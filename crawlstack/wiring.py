@@ -25,20 +25,21 @@ from crawlstack.dispatch import (
     Dedupe,
     Dispatcher,
     DropNotes,
-    Enqueue,
     Outbox,
     RecordComplete,
     Robots,
+    RunEnqueue,
     Scope,
+    flush_runs,
 )
-from crawlstack.politeness import Politeness
+from crawlstack.messages import RunMessage
 from crawlstack.resolution import CompletedRecords
 from crawlstack.rules import RuleSet, load_rules
 
 if TYPE_CHECKING:
     # Each handler imports the one it uses: dispatch needs neither (nor WARCs, warcio), fetch no extractor.
     from crawlstack.extractor import Extractor
-    from crawlstack.fetcher import Fetcher
+    from crawlstack.runs.runner import HostRunner
 
 
 @dataclass
@@ -74,8 +75,12 @@ class Services:
         return aws.HeldStore(self.names.parked, self.names.crawls)
 
     @cached_property
-    def politeness(self) -> Politeness:
-        return Politeness(self.hosts, aws.ParkStore(self.names.parked))
+    def runs(self) -> aws.RunStore:
+        return aws.RunStore(self.names.hosts)
+
+    @cached_property
+    def backlog(self) -> aws.BacklogStore:
+        return aws.BacklogStore(self.names.parked)
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
@@ -89,22 +94,25 @@ class Services:
             record_complete=RecordComplete(self.urls, self.resolved, self.completed),
             robots=Robots(self.hosts, self.urls),
             dedupe=Dedupe(self.urls),
-            enqueue=Enqueue(self.politeness, self.crawls, held=self.held),
+            enqueue=RunEnqueue(),
         )
 
     @cached_property
-    def fetcher(self) -> Fetcher:
-        from crawlstack.fetcher import Fetcher
+    def runner(self) -> HostRunner:
+        from crawlstack.runs.runner import HostRunner
 
-        return Fetcher(
+        return HostRunner(
+            self.runs,
+            self.backlog,
             self.urls,
             self.crawls,
-            self.politeness,
             aws.BlobStore(self.names.bucket),
+            robots=self.hosts,
             resolved=self.resolved,
             completed=self.completed,
             held=self.held,
-            send_now=self.flush,
+            # Redirects go out at each flush, not at the invocation's end.
+            send_frontier=self.frontier_queue.send,
         )
 
     @cached_property
@@ -133,14 +141,14 @@ class Services:
         event: dict[str, Any],
         context: Any,
         record_handler: Callable[[Any], None],
-        outbox: Outbox,
+        outbox: Outbox | None = None,
         after_send: Callable[[], None] | None = None,
         logger: Any = None,
     ) -> PartialItemFailureResponse:
-        """Run ``record_handler`` over an SQS batch (Powertools, partial failures), then send ``outbox``.
+        """Run ``record_handler`` over an SQS batch (Powertools, partial failures), then send ``outbox`` if given.
 
         What finished records produced goes out even if the batch as a whole
-        fails: unparked tasks already hold places in their hosts' windows.
+        fails: their URLs are claimed, and a redelivery would not admit them again.
         ``after_send`` runs only once the sends succeeded.  Each failed
         message is logged on ``logger`` with its one-line reason and receive
         count, so a message that ends in the DLQ has its reason in the logs.
@@ -170,18 +178,19 @@ class Services:
                 context=context,
             )
         finally:
-            self.flush(outbox)
+            if outbox is not None:
+                self.flush(outbox)
             if after_send is not None:
                 after_send()
 
     def flush(self, outbox: Outbox) -> None:
-        """Send what a batch produced; parked URLs are deleted only once sent."""
-        if outbox.fetch:
-            self.fetch_queue.send(outbox.fetch)
+        """Send what a dispatch batch produced: frontier re-sends, then its tasks into their hosts' runs."""
         if outbox.frontier:
             self.frontier_queue.send(outbox.frontier)
-        for host, orders in outbox.unparked.items():
-            self.politeness.unparked(host, orders)
+        flush_runs(outbox, self.backlog, self.runs, self.send_runs)
+
+    def send_runs(self, messages: list[RunMessage], delay: int = 0) -> None:
+        self.fetch_queue.send((msg.to_json(), delay) for msg in messages)
 
 
 _services: Services | None = None
@@ -213,11 +222,13 @@ def stop_crawl(crawl_id: str, names: aws.StackNames | None = None) -> None:
 def resume_crawl(crawl_id: str, names: aws.StackNames | None = None) -> int:
     """``crawlstack.jobs.resume`` on the stack ``names`` (default: the environment's) names; held items sent back."""
     names = names or aws.StackNames.from_env()
+    fetch = aws.Queue(names.fetch_queue, "fetch")
     return jobs.resume(
         crawl_id,
         aws.CrawlStore(names.crawls),
         aws.HeldStore(names.parked, names.crawls),
         aws.Queue(names.frontier_queue, "frontier"),
-        aws.Queue(names.fetch_queue, "fetch"),
-        Politeness(aws.HostStore(names.hosts), aws.ParkStore(names.parked)),
+        aws.BacklogStore(names.parked),
+        aws.RunStore(names.hosts),
+        lambda messages: fetch.send((msg.to_json(), 0) for msg in messages),
     )

@@ -21,8 +21,8 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 TRIGGERS = {spec.consumer: key for key, spec in settings.QUEUES.items()}
 # Least privilege, per function.
 SENDS = {
-    "dispatch": ("frontier", "fetch"),  # re-queues to the frontier, hands URLs to fetch
-    "fetch": ("fetch", "frontier"),  # re-queues to itself (politeness waits); redirect targets to the frontier
+    "dispatch": ("frontier", "fetch"),  # re-queues to the frontier; run messages of the host runs it starts
+    "fetch": ("fetch", "frontier"),  # wake-ups of its own runs; redirect targets to the frontier
     "extract": ("frontier",),  # discovered links
 }
 # Tables each function reads and writes.
@@ -131,6 +131,11 @@ class Functions(Construct):
                 sources.SqsEventSource(
                     queues[queue_key],
                     batch_size=settings.QUEUES[queue_key].batch_size,
+                    max_batching_window=(
+                        Duration.seconds(settings.QUEUES[queue_key].batching_window_seconds)
+                        if settings.QUEUES[queue_key].batching_window_seconds
+                        else None
+                    ),
                     report_batch_item_failures=True,
                     max_concurrency=config.fetch_concurrency if key == "fetch" else None,
                 )

@@ -23,7 +23,6 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatch.ports import Claim
 from crawlstack.jobs import UnknownCrawl
 from crawlstack.messages import FetchTask
-from crawlstack.politeness import Blocked, HostSlot
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
 from crawlstack.runs.ports import Bundle, HostRun
@@ -49,192 +48,24 @@ class FakeClock:
 
 
 class FakeHosts:
-    """The hosts table: politeness slots (HostSlots) and the robots.txt cache (RobotsCache)."""
+    """The hosts table's robots.txt cache (``crawlstack.aws.hosts.HostStore``)."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
-        # host -> attributes of its "slot" item; an attribute absent is a key absent,
-        # and an empty window is no "window" key (DynamoDB drops empty sets).
-        self.slots: dict[str, dict[str, Any]] = {}
-        self.robots: dict[str, dict[str, Any]] = {}
+        self.robots: dict[str, RobotsRecord] = {}
         self.calls: list[tuple[str, ...]] = []
         self._lock = threading.RLock()
 
-    # -- HostSlots -------------------------------------------------------------
-    def read_slot(self, host: str) -> HostSlot:
-        with self._lock:
-            self.calls.append(("read_slot", host))
-            return self._slot(host)
-
-    def _slot(self, host: str) -> HostSlot:
-        item = self.slots.get(host)
-        if item is None:
-            return HostSlot(host=host)
-        return HostSlot(
-            host=host,
-            exists="next_slot" in item,
-            next_slot=item.get("next_slot", 0.0),
-            free_at=item.get("free_at", 0.0),
-            busy=item.get("busy", 0) == 1,
-            window=frozenset(item.get("window", ())),
-            parked_at=item.get("parked_at"),
-            adaptive_delay=item.get("adaptive_delay", 0.0),
-        )
-
-    def reserve(self, host: str, fp: str, expected: HostSlot, new_next: float | None, window: int) -> HostSlot | None:
-        with self._lock:
-            self.calls.append(("reserve", host, fp))
-            item = self.slots.get(host, {})
-            if new_next is None:
-                ok = True
-            elif expected.exists:
-                ok = "next_slot" in item and item["next_slot"] == expected.next_slot
-            else:
-                ok = "next_slot" not in item
-            ok = ok and item.get("adaptive_delay", 0.0) == expected.adaptive_delay
-            current = item.get("window")
-            ok = ok and (current is None or (len(current) < window and fp not in current))
-            if not ok:
-                return self._slot(host)
-            item = self.slots.setdefault(host, {})
-            if new_next is not None:
-                item["next_slot"] = new_next
-            item["window"] = set(current or ()) | {fp}
-            return None
-
-    def mark_parked(self, host: str, window: int, stamp: float) -> bool:
-        with self._lock:
-            item = self.slots.get(host)
-            if item is None or "window" not in item or len(item["window"]) < window:
-                return False
-            item["parked_at"] = stamp
-            return True
-
-    def clear_parked(self, host: str, stamp: float) -> None:
-        with self._lock:
-            item = self.slots.get(host, {})
-            if item.get("parked_at") == stamp:
-                del item["parked_at"]
-
-    def claim(self, host: str, now: float, lease_until: float) -> Blocked | None:
-        with self._lock:
-            self.calls.append(("claim", host))
-            item = self.slots.get(host, {})
-            if "free_at" in item and item["free_at"] > now:
-                return Blocked(free_at=item["free_at"], in_flight=item.get("busy", 0) == 1)
-            item = self.slots.setdefault(host, {})
-            item["free_at"] = lease_until
-            item["busy"] = 1
-            return None
-
-    def release(self, host: str, fp: str, free_at: float | None) -> HostSlot:
-        with self._lock:
-            self.calls.append(("release", host, fp))
-            item = self.slots.setdefault(host, {})
-            if free_at is not None:
-                item["free_at"] = free_at
-                item["busy"] = 0
-            if "window" in item:
-                item["window"] = set(item["window"]) - {fp}
-                if not item["window"]:
-                    del item["window"]
-            return self._slot(host)
-
-    def set_adaptive(self, host: str, expected: float, adaptive: float | None) -> HostSlot | None:
-        with self._lock:
-            self.calls.append(("set_adaptive", host))
-            item = self.slots.get(host, {})
-            if item.get("adaptive_delay", 0.0) != expected:
-                return self._slot(host)
-            item = self.slots.setdefault(host, {})
-            if adaptive is None:
-                item.pop("adaptive_delay", None)
-            else:
-                item["adaptive_delay"] = adaptive
-            return None
-
-    # -- RobotsCache -----------------------------------------------------------
-    def push_back(self, host: str, free_at: float) -> None:
-        with self._lock:
-            self.calls.append(("push_back", host))
-            item = self.slots.setdefault(host, {})
-            item["free_at"] = free_at
-            item["busy"] = 0
-            item["next_slot"] = max(item.get("next_slot", float("-inf")), free_at)
-
-    def unlock_robots(self, origin: str) -> None:
-        with self._lock:
-            self.robots.get(origin, {}).pop("lock", None)
-
     def get_robots(self, origin: str) -> RobotsRecord | None:
         with self._lock:
-            item = self.robots.get(origin)
-            if not item or "record" not in item:
-                return None
-            record: RobotsRecord = item["record"]
-            return None if record.expired(self.clock()) else record
-
-    def lock_robots(self, origin: str, until: float) -> bool:
-        with self._lock:
-            item = self.robots.get(origin, {})
-            if "lock" in item and item["lock"] >= self.clock():
-                return False
-            self.robots.setdefault(origin, {})["lock"] = until
-            return True
+            self.calls.append(("get_robots", origin))
+            record = self.robots.get(origin)
+            return None if record is None or record.expired(self.clock()) else record
 
     def put_robots(self, record: RobotsRecord) -> None:
         with self._lock:
             self.calls.append(("put_robots", record.origin))
-            # put_item replaces the whole item, the lock included.
-            self.robots[record.origin] = {"record": record}
-
-
-class FakeParking:
-    """The parked table: (host, order) -> body, read in order."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, str]] = {}
-        self.taken: dict[tuple[str, str], float] = {}
-        self._lock = threading.Lock()
-
-    def put(self, host: str, order: str, body: str) -> None:
-        with self._lock:
-            self.items.setdefault(host, {})[order] = body
-
-    def take(self, host: str, order: str, stamp: float, stale_before: float) -> bool:
-        with self._lock:
-            if order not in self.items.get(host, {}):
-                return False
-            taken = self.taken.get((host, order))
-            if taken is not None and taken >= stale_before:
-                return False
-            self.taken[(host, order)] = stamp
-            return True
-
-    def exists(self, host: str, order: str) -> bool:
-        with self._lock:
-            return order in self.items.get(host, {})
-
-    def untake(self, host: str, order: str, stamp: float) -> None:
-        with self._lock:
-            if self.taken.get((host, order)) == stamp:
-                del self.taken[(host, order)]
-
-    def peek(self, host: str, limit: int, untaken_since: float | None = None) -> list[tuple[str, str]]:
-        with self._lock:
-            rows = sorted(self.items.get(host, {}).items())
-            if untaken_since is not None:
-                rows = [r for r in rows if self.taken.get((host, r[0]), float("-inf")) < untaken_since]
-            return rows[:limit]
-
-    def delete(self, host: str, order: str) -> None:
-        with self._lock:
-            self.items.get(host, {}).pop(order, None)
-            self.taken.pop((host, order), None)
-
-    def count(self) -> int:
-        with self._lock:
-            return sum(len(v) for v in self.items.values())
+            self.robots[record.origin] = record
 
 
 class FakeCrawls:

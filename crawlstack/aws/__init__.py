@@ -8,6 +8,7 @@ takes its table, queue URL or bucket in its constructor, from the one
 
 from __future__ import annotations
 
+from crawlstack.aws.backlog import BacklogStore
 from crawlstack.aws.blobs import BlobStore
 from crawlstack.aws.clients import (
     NOTE_MAX_CHARS,
@@ -23,24 +24,25 @@ from crawlstack.aws.crawls import CrawlStore
 from crawlstack.aws.held import HeldStore
 from crawlstack.aws.hosts import HostStore
 from crawlstack.aws.names import StackNames
-from crawlstack.aws.parked import ParkStore
 from crawlstack.aws.queues import Queue, SendFailed
 from crawlstack.aws.resolved import ResolvedStore
 from crawlstack.aws.results import ResultStore
+from crawlstack.aws.runs import RunStore
 from crawlstack.aws.scope_store import ScopeStore
 from crawlstack.aws.urls import UrlStore
 
 __all__ = [
     "NOTE_MAX_CHARS",
     "WRITE_TOKEN",
+    "BacklogStore",
     "BlobStore",
     "CrawlStore",
     "HeldStore",
     "HostStore",
-    "ParkStore",
     "Queue",
     "ResolvedStore",
     "ResultStore",
+    "RunStore",
     "ScopeStore",
     "SendFailed",
     "StackNames",

@@ -1,8 +1,8 @@
 """Each host's waiting fetch tasks, in bundles: the ``Backlog`` port (``crawlstack.runs.ports``) on DynamoDB.
 
-The parked table is repurposed (``host`` hash key, ``order`` range key): the
-old parking goes away when runs are wired, and the held store's rows live in
-partitions ``held#<crawl>``, never a host name.  A bundle is one item:
+The backlog lives in the parked table (``host`` hash key, ``order`` range
+key), beside the held store's rows, which live in partitions
+``held#<crawl>``, never a host name.  A bundle is one item:
 
 * ``host``; ``order`` = ``<depth, 4 digits>#<microseconds, 16 digits>#<8 hex>``,
   so a Query ascending serves the shallowest depth first and, within one
@@ -136,7 +136,6 @@ class BacklogStore:
         }
         while len(bundles) < limit:  # more than one page only past the 1 MB a Query returns
             resp = clients.client("dynamodb").query(**request, Limit=limit - len(bundles))
-            # Rows of the old parking (no ``tasks``) are not bundles.
             items = [clients.unmarshal(i) for i in resp.get("Items", []) if "tasks" in i]
             bundles += [Bundle(host, i["order"], decode(bytes(i["tasks"]))) for i in items]
             if "LastEvaluatedKey" not in resp:
@@ -159,6 +158,14 @@ class BacklogStore:
 
     def delete(self, host: str, key: str) -> None:
         clients.client("dynamodb").delete_item(TableName=self.name, Key=clients.key(host=host, order=key))
+
+    def waiting(self) -> int:
+        """Tasks waiting in every backlog, and held rows (a Scan: for a local crawl's summary, not a Lambda)."""
+        total = 0
+        pages = clients.client("dynamodb").get_paginator("scan").paginate(TableName=self.name, ProjectionExpression="n")
+        for page in pages:
+            total += sum(int(clients.unmarshal(item).get("n", 1)) for item in page.get("Items", []))
+        return total
 
     @staticmethod
     def _item(host: str, key: str, tasks: Sequence[FetchTask], blob: bytes) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Dispatch: frontier message -> canonical, in-scope, new, robots-allowed URL -> fetch queue.
+"""Dispatch: frontier message -> canonical, in-scope, new, robots-allowed URL -> its host's backlog and run.
 
 A chain of small components, as Scrapy's middlewares are, each in its own
 module with a docstring naming its settings, each taking only the stores it
@@ -14,13 +14,14 @@ order:
    the crawl's budget or the host's cap spent;
 4. ``RecordComplete``: a message for a record already complete is skipped,
    before any robots.txt request and without taking the URL's claim;
-5. ``Robots.load``: the origin's robots.txt, before the claim (a message put
-   back to wait for another dispatcher's fetch must find its URL unclaimed);
+5. ``Robots.load``: the origin's robots.txt if known yet (the host's run
+   fetches it; ``crawlstack.runs.host``);
 6. ``Dedupe``: the claim, a conditional put on the urls table;
 7. ``Robots.check``: a disallow recorded as the claimed URL's outcome;
 8. ``BudgetAndCaps.take``: the host's cap, then the page budget;
-9. ``Enqueue``: politeness (the only component that knows it): a slot in
-   the host's window, or parked behind it.
+9. ``RunEnqueue``: the task gathered for its host's backlog; when the batch
+   is sent (``flush_runs``), each host's tasks are written to its backlog
+   and its run scheduled (``crawlstack.runs.admission``).
 
 ``Dispatcher`` composes them (``crawlstack.wiring`` builds each with its
 stores); ``dispatch_in_turns`` takes a batch through it.
@@ -42,20 +43,17 @@ from crawlstack.dispatch.chain import Chain, Step
 from crawlstack.dispatch.dedupe import Dedupe
 from crawlstack.dispatch.dispatcher import Dispatcher
 from crawlstack.dispatch.drops import DropNotes, NotedDrops
-from crawlstack.dispatch.enqueue import Enqueue
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.ports import Crawls, RobotsCache, ScopeRecords, Urls
 from crawlstack.dispatch.records import RecordComplete
-from crawlstack.dispatch.robots import ROBOTS_LOCK_SECONDS, ROBOTS_WAIT_SECONDS, Robots
+from crawlstack.dispatch.robots import ROBOTS_MISS_SECONDS, Robots
+from crawlstack.dispatch.run_enqueue import RunEnqueue, flush_runs
 from crawlstack.dispatch.scope import Scope
-from crawlstack.dispatch.turns import EARLY_SEND_SECONDS, EARLY_TURNS, dispatch_in_turns
+from crawlstack.dispatch.turns import dispatch_in_turns
 
 __all__ = [
-    "EARLY_SEND_SECONDS",
-    "EARLY_TURNS",
-    "ROBOTS_LOCK_SECONDS",
-    "ROBOTS_WAIT_SECONDS",
+    "ROBOTS_MISS_SECONDS",
     "BudgetAndCaps",
     "Canonicalise",
     "Chain",
@@ -64,16 +62,17 @@ __all__ = [
     "Dedupe",
     "Dispatcher",
     "DropNotes",
-    "Enqueue",
     "Link",
     "NotedDrops",
     "Outbox",
     "RecordComplete",
     "Robots",
     "RobotsCache",
+    "RunEnqueue",
     "Scope",
     "ScopeRecords",
     "Step",
     "Urls",
     "dispatch_in_turns",
+    "flush_runs",
 ]

@@ -8,21 +8,21 @@ from crawlstack.dispatch.budget import BudgetAndCaps
 from crawlstack.dispatch.canonicalise import Canonicalise
 from crawlstack.dispatch.chain import Chain, Step
 from crawlstack.dispatch.dedupe import Dedupe
-from crawlstack.dispatch.enqueue import Enqueue
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.records import RecordComplete
 from crawlstack.dispatch.robots import Robots
+from crawlstack.dispatch.run_enqueue import RunEnqueue
 from crawlstack.dispatch.scope import Scope
 from crawlstack.messages import FrontierMessage
 
 
 class Dispatcher:
-    """Frontier message -> canonical, in-scope, new, robots-allowed URL -> fetch queue.
+    """Frontier message -> canonical, in-scope, new, robots-allowed URL -> its host's backlog.
 
     The order (``crawlstack.dispatch``): canonicalise, scope, limits this
     container knows spent, record complete, robots.txt, the dedupe claim,
-    robots.txt's verdict, host cap and budget, enqueue.  Without
+    robots.txt's verdict, host cap and budget, enqueue into the host's run.  Without
     ``record_complete`` no message is skipped for its record.
     """
 
@@ -34,7 +34,7 @@ class Dispatcher:
         limits: BudgetAndCaps,
         robots: Robots,
         dedupe: Dedupe,
-        enqueue: Enqueue,
+        enqueue: RunEnqueue,
         record_complete: RecordComplete | None = None,
     ) -> None:
         self.scope = scope

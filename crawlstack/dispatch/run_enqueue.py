@@ -1,16 +1,15 @@
-"""RunEnqueue: the fetch task, gathered for its host's run (issue 14); the run-based counterpart of ``Enqueue``.
+"""RunEnqueue: the fetch task, gathered for its host's run, whose backlog it waits in.
 
 The task carries the link's canonical URL, fingerprint and host, and the
-host's delay (the crawl's, or a longer robots.txt ``Crawl-delay``), as
-``Enqueue``'s does; it has no slot (``not_before`` 0, ``window`` 1): the
-host's run spaces its requests.  It goes to the batch's ``outbox.runs``,
+host's delay (the crawl's, or a longer robots.txt ``Crawl-delay`` when the
+origin's robots.txt is known yet; the run works it out again at each
+request); it has no slot (``not_before`` 0): the host's run spaces its
+requests.  It goes to the batch's ``outbox.runs``,
 and ``flush_runs``, when the batch is sent, writes each host's tasks to its
 backlog, a bundle per depth, and schedules its run
 (``crawlstack.runs.admission``), sending the run messages of the runs it
 started.  A stopped crawl's messages are held before this (``Scope``); a
 crawl stopped once its tasks wait is the run's to skip.
-
-Not in ``Dispatcher``'s chain yet: the live chain ends in ``Enqueue``.
 
 Settings: the crawl's ``delay`` and ``user_agent`` (for the robots.txt
 delay); admission's own.
@@ -31,7 +30,7 @@ from crawlstack.runs.ports import Backlog, Runs
 class RunEnqueue:
     def __call__(self, link: Link, outbox: Outbox) -> Decision:
         msg, config, policy = link.msg, link.crawl, link.policy
-        assert policy is not None, "Robots.load runs before RunEnqueue"
+        crawl_delay = policy.crawl_delay(config.user_agent) if policy is not None else None
         task = FetchTask(
             url=link.url,
             fp=link.fp,
@@ -39,7 +38,7 @@ class RunEnqueue:
             depth=msg.depth,
             crawl_id=msg.crawl_id,
             not_before=0.0,
-            delay=config.host_delay(policy.crawl_delay(config.user_agent)),
+            delay=config.host_delay(crawl_delay),
             hops=msg.hops,
             referrer=msg.referrer,
             record_id=msg.record_id,

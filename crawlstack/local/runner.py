@@ -62,19 +62,17 @@ from crawlstack.urls import canonicalize, host_of, url_port
 
 # A failed batch comes back after this long (the deployed queues wait 6x the
 # function timeout).  Each must exceed what one invocation can take: a fetch
-# batch runs its requests in parallel, each within the HTTP deadline, plus
-# at most a second of slot waiting and the S3 write.
+# invocation works its hosts' runs until the function's timeout nears.
 LOCAL_VISIBILITY_TIMEOUT = {
     "frontier": 60,
-    "fetch": int(settings.TOTAL_DEADLINE_SECONDS) + 60,
+    "fetch": settings.FUNCTIONS["fetch"].timeout_seconds + 60,
     "extract": 60,
 }
 # A message a handler failed comes back after this long, not the visibility
 # timeout: the invocation is over (and on to the DLQ after maxReceiveCount).
-# Not fetch's: a failed fetch task may have left its URL marked fetching, and
-# its redelivery may fetch it only once that mark is older than the claim
-# lease, which the visibility timeout exceeds.
-LOCAL_RETRY_SECONDS: dict[str, int | None] = {"frontier": 2, "fetch": None, "extract": 2}
+# A host whose run failed gave its lease back (crawlstack.runs.runner), so
+# its redelivered run message may lease again at once.
+LOCAL_RETRY_SECONDS: dict[str, int | None] = {"frontier": 2, "fetch": 2, "extract": 2}
 # Extract waits while the frontier holds this many messages or more.
 FRONTIER_HIGH_WATER = 200
 # Fetch waits while the extract queue holds this many WARCs or more.
@@ -441,11 +439,11 @@ def _write_outputs(
             attrs = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
             dlq[key] = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
 
-    # Every URL ends fetched, skipped or failed; a row still parked would be
-    # a URL the crawl never reached, and the summary says so.
-    parked_left = aws.ParkStore(stack.parked).count()
+    # Every URL ends fetched, skipped or failed; a task still in a backlog (or
+    # held) would be a URL the crawl never reached, and the summary says so.
+    parked_left = aws.BacklogStore(stack.parked).waiting()
     if parked_left and not interrupted:
-        print(f"crawlstack: warning: {parked_left} URLs were left parked, never fetched", file=sys.stderr)
+        print(f"crawlstack: warning: {parked_left} URLs were left waiting, never fetched", file=sys.stderr)
     finished = time.time()
     return {
         "crawl_id": crawl_id,

@@ -59,7 +59,7 @@ class Ledger:
         backlog: Backlog,
         urls: OutcomeUrls,
         put: Callable[[str, bytes, str], None],
-        send_frontier: Callable[[list[tuple[str, int]]], None] | None = None,
+        send_frontier: Callable[[list[tuple[str, int]]], object] | None = None,
     ) -> None:
         self.host = host
         self.backlog = backlog

@@ -249,10 +249,8 @@ class HostLoop:
         return policy
 
     def _fetch_robots(self, origin: str, config: CrawlConfig) -> RobotsRecord:
+        # The lease makes this holder the host's one requester: no lock on the origin is needed.
         start = self._wait(self._state_start(config.delay))
-        # The lock keeps a dispatcher that still fetches robots.txt from doing so now;
-        # the lease already makes this holder the host's only requester among runs.
-        self.r.robots.lock_robots(origin, start + self.r.robots_lock_seconds)
         self._started(start, config.delay)
         result = self.r.fetch_robots(origin, config.user_agent, http.AddressGuard(config.allow_private))
         finished = result.finished_at or self.r.clock()

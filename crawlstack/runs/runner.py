@@ -1,7 +1,4 @@
-"""Fetch as host runs (issue 14): one invocation leases many hosts and works each through its backlog.
-
-Not wired yet: the fetch handler still runs ``crawlstack.fetcher``; wiring
-comes with the removal of ``politeness.py``.
+"""Fetch as host runs: one invocation leases many hosts and works each through its backlog.
 
 ``HostRunner.run(messages, deadline)`` is one fetch invocation:
 
@@ -45,7 +42,7 @@ messages and redirects are returned (``RunResult``) for the caller to send;
 
 Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
 ``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_STOP_MARGIN_SECONDS``,
-``RUN_PEEK_BUNDLES``; ``ROBOTS_LOCK_SECONDS`` here; and
+``RUN_PEEK_BUNDLES``; and
 ``settings.MAX_SQS_DELAY_SECONDS``, ``settings.ADAPTIVE_DELAY_*``,
 ``settings.RETRY_*``, the fetch function's memory (``should_sleep``).
 """
@@ -74,8 +71,6 @@ from crawlstack.runs.flush import Flushed
 from crawlstack.runs.host import DEADLINE, DONE, LOST, RESCHEDULED, HostEnd, HostLoop
 from crawlstack.runs.ports import Backlog, Runs
 
-# How long the runner holds an origin's robots.txt lock while it fetches the file (as dispatch's does).
-ROBOTS_LOCK_SECONDS = 30.0
 REFUSED, FAILED = "refused", "failed"
 
 log = logging.getLogger(__name__)
@@ -83,7 +78,6 @@ log = logging.getLogger(__name__)
 
 class RobotsStore(Protocol):
     def get_robots(self, origin: str) -> RobotsRecord | None: ...
-    def lock_robots(self, origin: str, until: float) -> bool: ...
     def put_robots(self, record: RobotsRecord) -> None: ...
 
 
@@ -120,7 +114,7 @@ class HostRunner:
         completed: CompletedRecords | None = None,
         held: Held | None = None,
         jitter: Callable[[], float] = random.random,
-        send_frontier: Callable[[list[tuple[str, int]]], None] | None = None,
+        send_frontier: Callable[[list[tuple[str, int]]], object] | None = None,
         fetch_robots: Callable[[str, str, http.AddressGuard], http.FetchResult] | None = None,
     ) -> None:
         self.runs = runs
@@ -144,7 +138,6 @@ class HostRunner:
         self.flush_bytes = settings.RUN_FLUSH_BYTES
         self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
         self.peek_bundles = settings.RUN_PEEK_BUNDLES
-        self.robots_lock_seconds = ROBOTS_LOCK_SECONDS
         # Per invocation (set by run).
         self.holder = ""
         self.deadline = 0.0

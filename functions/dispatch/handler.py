@@ -1,4 +1,4 @@
-"""Dispatch Lambda: frontier queue batch -> fetch queue (see crawlstack.dispatch)."""
+"""Dispatch Lambda: frontier queue batch -> host backlogs and run messages (see crawlstack.dispatch)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from functions.observability import for_service
 # Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
 logger, tracer, metrics = for_service("dispatch")
 
-_METRIC = {"queued": "UrlsQueued", "parked": "UrlsParked", "deduped": "DedupeHits"}
+_METRIC = {"queued": "UrlsQueued", "deduped": "DedupeHits"}
 # A URL dropped or skipped, by why (Decision.kind).
 _KIND_METRIC = {
     "invalid": "UrlsInvalid",
@@ -49,7 +49,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         svc.dispatcher,
         ((key, key[0] or "", messages) for key, messages in parsed.items() if isinstance(messages, list)),
         outbox,
-        svc.flush,
         on_decision=_count,
         before=_bind_logs,
     )

@@ -1,4 +1,10 @@
-"""Fetch Lambda: fetch queue batch -> one WARC in S3 (see crawlstack.fetcher)."""
+"""Fetch Lambda: a batch of host run messages -> each host worked through its backlog (see crawlstack.runs.runner).
+
+A run message whose lease is refused (a stale or duplicate message, or a
+host another invocation holds) is done with.  A host whose run failed
+fails its own messages: its lease was given back under the same run id, so
+the redelivered message goes on, and a failure that repeats ends in the DLQ.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +16,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack.crawllog import write_crawl_log
-from crawlstack.dispatcher import Outbox
-from crawlstack.fetcher import failure_class
-from crawlstack.messages import FetchTask, InvalidMessage
+from crawlstack.errors import failure
+from crawlstack.fetch_outcomes import Fetched, failure_class
+from crawlstack.messages import InvalidMessage, RunMessage
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.wiring import services
 from functions.observability import for_service
@@ -21,67 +26,73 @@ from functions.observability import for_service
 # Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
 logger, tracer, metrics = for_service("fetch")
 
+_OUTCOME_METRIC = {"fetched": "PagesFetched", "skipped": "PagesSkipped", "retry": "FetchRetries"}
+
 
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     svc = services()
-    outbox = Outbox()
-    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
-    tasks: list[FetchTask] = []
-    owners: list[str] = []
+    records = event.get("Records", [])
+    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(records))
+    messages: list[RunMessage] = []
+    hosts: dict[str, str] = {}  # message id -> host
     invalid: dict[str, InvalidMessage] = {}
-    for raw in event.get("Records", []):
+    for raw in records:
         try:
-            tasks.append(FetchTask.from_json(raw["body"]))
-            owners.append(raw["messageId"])
+            msg = RunMessage.from_json(raw["body"])
         except InvalidMessage as exc:
             invalid[raw["messageId"]] = exc
+            continue
+        messages.append(msg)
+        hosts[raw["messageId"]] = msg.host
 
-    # The whole batch at once, not per record: fetch_batch fetches its tasks concurrently.
-    batch = svc.fetcher.fetch_batch(tasks, outbox)
-    failures = {owners[i]: exc for i, exc in batch.errors.items()}
-    try:
-        write_crawl_log(svc.fetcher.blobs, batch.fetched, time.time())
-    except Exception as exc:
-        # Only the log for Athena is missing: pages and outcomes are stored,
-        # and a retry would fetch nothing again, so the batch still succeeds.
-        logger.warning("crawl log not written", reason=str(exc))
-        metrics.add_metric(name="CrawlLogErrors", unit=MetricUnit.Count, value=1)
-    if batch.completion_error is not None:
-        # Fetched as if no record were complete: a missed saving, not a failure.
-        logger.warning("record completion not read", reason=str(batch.completion_error))
-        metrics.add_metric(name="CompletionReadErrors", unit=MetricUnit.Count, value=1)
-    for item in batch.fetched:
-        logger.info(
-            "fetched",
-            url=item.task.url,
-            correlation_id=item.task.fp,
-            outcome=item.outcome,
-            status=item.status,
-            reason=item.reason,
-        )
-        if item.outcome == "skipped" and item.reason == RECORD_COMPLETE:
-            name = "RecordCompleteSkips"
-        else:
-            name = {"fetched": "PagesFetched", "skipped": "PagesSkipped", "retry": "FetchRetries"}.get(
-                item.outcome, "FetchFailures"
-            )
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
-        if item.outcome == "failed":
-            # Its own EMF line: a dimension on the shared metric set would split every other metric too.
-            with single_metric(
-                name="FetchFailuresByClass", unit=MetricUnit.Count, value=1, namespace=metrics.namespace
-            ) as failure:
-                failure.add_dimension(name="FailureClass", value=failure_class(item.reason))
+    # The whole batch at once, not per record: its hosts are worked side by side and share the sleeping.
+    deadline = time.time() + context.get_remaining_time_in_millis() / 1000
+    result = svc.runner.run(messages, deadline)
+    for host, error in result.errors.items():
+        logger.warning("host run failed", host=host, reason=failure(error))
+    ends = list(result.ends.values())
+    for end in ("done", "rescheduled", "deadline", "lost", "refused", "failed"):
+        if ends.count(end):
+            metrics.add_metric(name=f"Runs{end.capitalize()}", unit=MetricUnit.Count, value=ends.count(end))
+    for item in result.fetched:
+        _count(item)
+    # Wake-ups of the hosts that go on; redirects went to the frontier at each flush.
+    svc.fetch_queue.send(result.runs)
+    if result.frontier:
+        svc.frontier_queue.send(result.frontier)
 
     def record_handler(record: SQSRecord) -> None:
         if record.message_id in invalid:
             # It can never succeed: log it and let it go rather than cycle it to the DLQ.
-            logger.error("invalid fetch task", reason=str(invalid[record.message_id]), body=record.body[:2000])
+            logger.error("invalid run message", reason=str(invalid[record.message_id]), body=record.body[:2000])
             return
-        if record.message_id in failures:
-            raise failures[record.message_id]
+        host = hosts.get(record.message_id, "")
+        if host in result.errors:
+            raise result.errors[host]
 
-    return svc.process_batch(event, context, record_handler, outbox, logger=logger)
+    return svc.process_batch(event, context, record_handler, logger=logger)
+
+
+def _count(item: Fetched) -> None:
+    logger.info(
+        "fetched",
+        url=item.task.url,
+        correlation_id=item.task.fp,
+        outcome=item.outcome,
+        status=item.status,
+        reason=item.reason,
+    )
+    if item.outcome == "skipped" and item.reason == RECORD_COMPLETE:
+        name = "RecordCompleteSkips"
+    else:
+        name = _OUTCOME_METRIC.get(item.outcome, "FetchFailures")
+    metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+    if item.outcome == "failed":
+        # Its own EMF line: a dimension on the shared metric set would split every other metric too.
+        with single_metric(
+            name="FetchFailuresByClass", unit=MetricUnit.Count, value=1, namespace=metrics.namespace
+        ) as metric:
+            metric.add_dimension(name="FailureClass", value=failure_class(item.reason))
