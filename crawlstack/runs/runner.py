@@ -5,7 +5,8 @@
 1. A holder token of its own; each ``RunMessage``'s host is leased with one
    conditional write (``Runs.lease``).  A refused lease (a stale or
    duplicate message, or another holder's live lease) is dropped, not an
-   error; a host named twice in the batch is leased once.
+   error; a host named twice in the batch is leased once, under whichever
+   of its messages carries its current run.
 2. Every leased host is worked at once, a thread each, each sequential
    (``crawlstack.runs.host``): requests spaced by max(delay, Crawl-delay,
    adaptive delay), the first one at ``first_start`` (exact across
@@ -49,6 +50,7 @@ Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import random
@@ -97,6 +99,7 @@ class RunResult:
     runs: list[tuple[str, int]] = field(default_factory=list)  # RunMessage bodies, SQS delay
     frontier: list[tuple[str, int]] = field(default_factory=list)  # redirects, unless sent at each flush
     errors: dict[str, Exception] = field(default_factory=dict)  # host -> why its run failed
+    holder: str = ""  # the invocation's holder token
 
 
 class HostRunner:
@@ -162,14 +165,25 @@ class HostRunner:
             self._result.frontier.extend(flushed.frontier)
 
     def run(self, messages: Iterable[RunMessage], deadline: float) -> RunResult:
-        """One invocation's run messages, worked until their backlogs end or ``deadline`` (a clock time) nears."""
+        """One invocation's run messages, worked until their backlogs end or ``deadline`` (a clock time) nears.
+
+        Each invocation works on a copy of the runner: it shares the
+        container's memory (robots.txt policies, records seen complete) and
+        holds its own holder token, deadline and result, since local mode
+        runs several invocations of one container's runner at once.
+        """
+        return copy.copy(self)._run(messages, deadline)
+
+    def _run(self, messages: Iterable[RunMessage], deadline: float) -> RunResult:
+        self._lock = threading.Lock()
         self.holder = uuid.uuid4().hex
         self.deadline = deadline
-        self._result = result = RunResult()
+        self._result = result = RunResult(holder=self.holder)
         loops: list[HostLoop] = []
         for msg in messages:
-            if msg.host in result.ends:
+            if result.ends.get(msg.host) == "leased":
                 continue  # leased once per invocation; a second lease by this holder would succeed
+            # A host refused under one message may be leased under another: a stale run id, then the current one.
             now = self.clock()
             try:
                 before = self.runs.lease(msg.host, msg.run_id, self.holder, now, now + self.lease_seconds)
