@@ -12,16 +12,15 @@ from crawlstack.dispatch import (
     Dedupe,
     Dispatcher,
     DropNotes,
-    Enqueue,
     RecordComplete,
     Robots,
     RobotsCache,
+    RunEnqueue,
     Scope,
     ScopeRecords,
     Urls,
 )
 from crawlstack.jobs import Held
-from crawlstack.politeness import Politeness
 from crawlstack.resolution import CompletedRecords, ResolvedRecords
 from crawlstack.rules import RuleSet
 
@@ -30,11 +29,9 @@ def build_dispatcher(
     crawls: Crawls,
     urls: Urls,
     hosts: RobotsCache,
-    politeness: Politeness,
     rules: RuleSet | None = None,
     *,
     clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
     resolved: ResolvedRecords | None = None,
     completed: CompletedRecords | None = None,
     held: Held | None = None,
@@ -45,8 +42,8 @@ def build_dispatcher(
         canonicalise=Canonicalise(drops),
         scope=Scope(crawls, rules or RuleSet(), drops, held=held),
         limits=BudgetAndCaps(crawls, urls, scope_records),
-        robots=Robots(hosts, urls, clock=clock, sleep=sleep),
+        robots=Robots(hosts, urls, clock=clock),
         dedupe=Dedupe(urls),
-        enqueue=Enqueue(politeness, crawls, held=held, clock=clock),
+        enqueue=RunEnqueue(),
         record_complete=RecordComplete(urls, resolved, completed) if resolved is not None else None,
     )

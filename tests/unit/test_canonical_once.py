@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from dispatching import build_dispatcher
-from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResults, FakeUrls
+from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeResults, FakeUrls
 
 from crawlstack import http
 from crawlstack.config import CrawlConfig
@@ -14,7 +14,6 @@ from crawlstack.dispatch import Link, Outbox, dispatch_in_turns
 from crawlstack.dispatch import link as link_module
 from crawlstack.extractor import Extractor
 from crawlstack.messages import FrontierMessage, frontier_messages, pack_links
-from crawlstack.politeness import Politeness
 from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.urls import canonicalize, fingerprint, looks_canonical
@@ -108,22 +107,28 @@ def dispatch_env() -> Any:
     clock = FakeClock()
     crawls, urls, hosts = FakeCrawls(config(seed_hosts=frozenset({"example.com"}))), FakeUrls(), FakeHosts(clock)
     hosts.put_robots(RobotsRecord.from_fetch("http://example.com", 404, b""))
-    return build_dispatcher(crawls, urls, hosts, Politeness(hosts, FakeParking(), clock), clock=clock), crawls
+    return build_dispatcher(crawls, urls, hosts, clock=clock), crawls
 
 
 def run(dispatcher: Any, bodies: list[str]) -> list[tuple[str, str | None]]:
-    """Bodies through dispatch as the handler takes them: (action, correlation id) per link."""
+    """Bodies through dispatch as the handler takes them: (action, correlation id) per link.
+
+    Each link queued is in the batch's outbox under the fingerprint its correlation id said.
+    """
     ids: list[str | None] = []
     actions: list[str] = []
+    outbox = Outbox()
     dispatch_in_turns(
         dispatcher,
         [(i, f"m{i}", frontier_messages(body)) for i, body in enumerate(bodies)],
-        Outbox(),
-        lambda box: None,
+        outbox,
         on_decision=lambda msg, decision: actions.append(decision.action),
         before=lambda link: ids.append(link.correlation_id),
     )
-    return list(zip(actions, ids, strict=True))
+    decided = list(zip(actions, ids, strict=True))
+    queued = [task.fp for _, depths in outbox.runs for _, tasks in depths for task in tasks]
+    assert queued == [fp for action, fp in decided if action == "queued"]
+    return decided
 
 
 def test_links_from_extract_are_not_canonicalised_again(canonicalisations: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,7 +11,6 @@ from fakes import (
     FakeCrawls,
     FakeHeld,
     FakeHosts,
-    FakeParking,
     FakeResolved,
     FakeScopeStore,
     FakeUrls,
@@ -19,21 +19,21 @@ from fakes import (
 from crawlstack import http, jobs
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import (
+    ROBOTS_MISS_SECONDS,
     BudgetAndCaps,
     Canonicalise,
     Chain,
     Decision,
     Dedupe,
     DropNotes,
-    Enqueue,
     Link,
     Outbox,
     RecordComplete,
     Robots,
+    RunEnqueue,
     Scope,
 )
-from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import Politeness
+from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
@@ -54,7 +54,7 @@ def link(url: str, depth: int = 1, configured: CrawlConfig | None = None, **kw: 
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http, "fetch_robots", lambda *a: pytest.fail("unexpected robots.txt fetch"))
+    monkeypatch.setattr(http, "fetch_robots", lambda *a: pytest.fail("dispatch fetched robots.txt"))
 
 
 # --- the chain and its link ----------------------------------------------------------------
@@ -148,22 +148,55 @@ def test_record_complete_skips_without_a_claim_and_reads_a_batch_once() -> None:
     assert urls.claim("c", fingerprint("http://example.com/a"), "http://example.com/a", 1)  # still free
 
 
-def test_robots_waits_for_another_dispatchers_fetch_then_judges_after_the_claim() -> None:
+def test_robots_loads_a_cached_policy_before_the_claim_and_judges_after_it() -> None:
+    clock = FakeClock()
+    hosts, urls = FakeHosts(clock), FakeUrls()
+    hosts.put_robots(RobotsRecord.from_fetch("http://example.com", 200, b"User-agent: *\nDisallow: /private\n"))
+    robots = Robots(hosts, urls, clock=clock)
+    private = link("http://example.com/private", configured=config())
+    assert robots.load(private, Outbox()) is None and private.policy is not None
+    assert urls.items == {}  # nothing written before the claim
+    assert robots.check(private, Outbox()) == Decision("http://example.com/private", "skipped", "robots", "robots")
+    assert urls.item("c", private.fp) == {"state": "skipped", "reason": "robots: disallowed by robots.txt"}
+    allowed = link("http://example.com/public", configured=config())
+    assert robots.load(allowed, Outbox()) is None and robots.check(allowed, Outbox()) is None
+    # The container remembers the policy: one read of the table for the origin.
+    assert hosts.calls.count(("get_robots", "http://example.com")) == 1
+
+
+def test_robots_lets_a_link_of_an_uncached_origin_go_on_and_looks_again_after_a_while() -> None:
     clock = FakeClock()
     hosts, urls = FakeHosts(clock), FakeUrls()
     robots = Robots(hosts, urls, clock=clock)
-    assert hosts.lock_robots("http://example.com", clock.now + 30)
-    outbox = Outbox()
-    waiting = link("http://example.com/private", configured=config())
-    assert robots.load(waiting, outbox) == Decision(
-        "http://example.com/private", "retry", "robots.txt being fetched by another dispatcher"
-    )
-    assert outbox.frontier == [(waiting.msg.to_json(), 2)]
+    unknown = link("http://example.com/private", configured=config())
+    assert robots.load(unknown, Outbox()) is None and unknown.policy is None
+    assert robots.check(unknown, Outbox()) is None and urls.items == {}
+    # The host's run caches the file; this container looks again only once its miss is forgotten.
     hosts.put_robots(RobotsRecord.from_fetch("http://example.com", 200, b"User-agent: *\nDisallow: /private\n"))
-    again = link("http://example.com/private", configured=config())
-    assert robots.load(again, Outbox()) is None and again.policy is not None
-    assert robots.check(again, Outbox()) == Decision("http://example.com/private", "skipped", "robots", "robots")
-    assert urls.item("c", again.fp)["reason"] == "robots: disallowed by robots.txt"
+    soon = link("http://example.com/private", configured=config())
+    assert robots.load(soon, Outbox()) is None and soon.policy is None
+    clock.advance(ROBOTS_MISS_SECONDS)
+    later = link("http://example.com/private", configured=config())
+    robots.load(later, Outbox())
+    assert later.policy is not None and robots.check(later, Outbox()) is not None
+    assert hosts.calls.count(("get_robots", "http://example.com")) == 2
+
+
+def test_robots_reads_an_expired_policy_again() -> None:
+    clock = FakeClock()
+    hosts = FakeHosts(clock)
+    record = RobotsRecord.from_fetch("http://example.com", 200, b"User-agent: *\nDisallow: /private\n")
+    hosts.put_robots(replace(record, expires_at=clock.now + 10.0))
+    robots = Robots(hosts, FakeUrls(), clock=clock)
+    first = link("http://example.com/private", configured=config())
+    robots.load(first, Outbox())
+    assert first.policy is not None
+    clock.advance(10.0)
+    # Its cached copy expired too: no policy until the host's run fetches the file again.
+    stale = link("http://example.com/private", configured=config())
+    robots.load(stale, Outbox())
+    assert stale.policy is None and robots.check(stale, Outbox()) is None
+    assert hosts.calls.count(("get_robots", "http://example.com")) == 2
 
 
 def test_dedupe_lets_one_claim_through_and_a_redelivery_again() -> None:
@@ -189,22 +222,26 @@ def test_budget_and_caps_skip_the_first_url_over_a_limit_then_drop_at_no_write()
     assert len(urls.journal) == writes
 
 
-def test_enqueue_admits_to_the_hosts_window_or_parks() -> None:
+def test_run_enqueue_gathers_the_task_with_the_crawls_delay_or_a_longer_crawl_delay() -> None:
     clock = FakeClock()
-    hosts, parking = FakeHosts(clock), FakeParking()
-    hosts.put_robots(RobotsRecord.from_fetch("http://example.com", 404, b""))
-    enqueue = Enqueue(Politeness(hosts, parking, clock), FakeCrawls(config()), clock=clock)
+    hosts = FakeHosts(clock)
+    hosts.put_robots(RobotsRecord.from_fetch("http://slow.example", 200, b"User-agent: *\nCrawl-delay: 5\n"))
     robots = Robots(hosts, FakeUrls(), clock=clock)
-    actions = []
     outbox = Outbox()
-    for path in ("a", "b", "c"):
-        made = link(f"http://example.com/{path}", configured=config())
+    decisions = []
+    for url in ("http://example.com/a", "http://example.com/b", "http://slow.example/a"):
+        made = link(url, configured=config())
         robots.load(made, outbox)
-        actions.append(enqueue(made, outbox).action)
-    assert actions == ["queued", "queued", "parked"]  # a window of 2 at a 1 s delay
-    task = FetchTask.from_json(outbox.fetch[0][0])
-    assert (task.url, task.fp, task.host) == (
+        decisions.append(RunEnqueue()(made, outbox))
+    assert [d.action for d in decisions] == ["queued"] * 3  # no window, nothing parked
+    assert {host: {depth: [(t.url, t.delay) for t in ts] for depth, ts in depths} for host, depths in outbox.runs} == {
+        "example.com": {1: [("http://example.com/a", 1.0), ("http://example.com/b", 1.0)]},
+        "slow.example": {1: [("http://slow.example/a", 5.0)]},
+    }
+    [task, *_] = outbox.runs.hosts["example.com"][1]
+    assert (task.url, task.fp, task.host, task.not_before) == (
         "http://example.com/a",
         fingerprint("http://example.com/a"),
         "example.com",
+        0.0,
     )

@@ -1,21 +1,27 @@
-"""Dispatch on the in-memory stores: canonical, in scope, new, robots-allowed, within budget, polite."""
+"""Dispatch on the in-memory stores: canonical, in scope, new, robots-allowed, within budget, into its host's run."""
 
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import replace
 
 import pytest
 from dispatching import build_dispatcher
-from fakes import FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeScopeStore, FakeUrls
+from fakes import FakeBacklog, FakeClock, FakeCrawls, FakeHosts, FakeRuns, FakeScopeStore, FakeUrls
 
 from crawlstack import http
 from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatch import ROBOTS_WAIT_SECONDS, Decision, Link, NotedDrops, Outbox, dispatch_in_turns
-from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.politeness import Politeness
+from crawlstack.dispatch import (
+    ROBOTS_MISS_SECONDS,
+    Decision,
+    Link,
+    NotedDrops,
+    Outbox,
+    dispatch_in_turns,
+    flush_runs,
+)
+from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
 from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
@@ -31,13 +37,10 @@ class Env:
         self.crawls = FakeCrawls(config)
         self.urls = FakeUrls()
         self.hosts = FakeHosts(self.clock)
-        self.parking = FakeParking()
-        self.politeness = Politeness(self.hosts, self.parking, self.clock)
         self.scope_store = FakeScopeStore(self.urls) if scoped else None
         self.dispatcher = build_dispatcher(
-            self.crawls, self.urls, self.hosts, self.politeness, rules, clock=self.clock, scope_records=self.scope_store
+            self.crawls, self.urls, self.hosts, rules, clock=self.clock, scope_records=self.scope_store
         )
-        self.robots_fetches: list[str] = []
 
     def robots(self, origin: str, status: int | None = 404, body: bytes = b"") -> None:
         self.hosts.put_robots(RobotsRecord.from_fetch(origin, status, body))
@@ -55,38 +58,52 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Env:
     e.robots("http://example.com")
 
     def no_network(origin: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
-        raise AssertionError(f"unexpected robots.txt fetch for {origin}")
+        raise AssertionError(f"dispatch fetched robots.txt of {origin}: the host's run does that")
 
     monkeypatch.setattr(http, "fetch_robots", no_network)
     return e
 
 
-def tasks(outbox: Outbox) -> list[tuple[FetchTask, int]]:
-    return [(FetchTask.from_json(body), delay) for body, delay in outbox.fetch]
+def tasks(outbox: Outbox) -> list[FetchTask]:
+    """The fetch tasks the outbox gathered for host runs, host by host, shallowest first."""
+    return [task for _, depths in outbox.runs for _, queued in depths for task in queued]
 
 
-def test_seed_is_queued_with_its_slot_and_registers_its_host(env: Env) -> None:
+def test_seed_is_queued_for_its_hosts_run_and_registers_its_host(env: Env) -> None:
     action, _, outbox = env.send("HTTP://Example.com:80/#top", message_id="m1")
     assert action == "queued"
-    [(task, delay)] = tasks(outbox)
+    [task] = tasks(outbox)
     assert task.url == SEED and task.fp == fingerprint(SEED) and task.host == "example.com"
-    assert (task.depth, task.crawl_id, task.delay, task.window) == (0, "c", 1.0, 2)
-    assert task.not_before == env.clock.now and delay == 0
-    assert outbox.unparked == {"example.com": [None]}
+    assert (task.depth, task.crawl_id, task.delay) == (0, "c", 1.0)
+    assert task.not_before == 0.0  # no slot: the host's run spaces its requests
+    assert outbox.frontier == []
     assert "example.com" in env.crawls.get("c").seed_hosts
     assert env.urls.item("c", task.fp) == {"url": SEED, "depth": 0, "state": "queued", "claimed_by": "m1"}
 
 
-def test_second_url_of_a_host_waits_its_delay_in_sqs(env: Env) -> None:
-    env.send(SEED)
-    _, _, outbox = env.send("http://example.com/a", depth=1)
-    [(task, delay)] = tasks(outbox)
-    assert task.not_before == env.clock.now + 1.0 and delay == 1
+def test_a_hosts_links_gather_by_depth_and_each_depth_goes_to_its_backlog_in_one_write(env: Env) -> None:
+    a, b, c = "http://example.com/a", "http://example.com/b", "http://example.com/c"
+    outbox = Outbox()
+    for url, depth in ((SEED, 0), (a, 1), (c, 2), (b, 1)):
+        msg = FrontierMessage(url=url, depth=depth, crawl_id="c")
+        assert env.dispatcher.dispatch(msg, outbox, message_id=f"m-{url}").action == "queued"
+    by_depth = {depth: [t.url for t in queued] for depth, queued in outbox.runs.hosts["example.com"].items()}
+    assert by_depth == {0: [SEED], 1: [a, b], 2: [c]}
+    backlog, runs, sent = FakeBacklog(), FakeRuns(), list[list[RunMessage]]()
+    messages = flush_runs(outbox, backlog, runs, sent.append, clock=env.clock, new_run_id=lambda: "run-1")
+    assert sent == [messages] == [[RunMessage("example.com", "run-1")]]
+    assert backlog.calls == [
+        ("add", "example.com", "0", "1"),
+        ("add", "example.com", "1", "2"),
+        ("add", "example.com", "2", "1"),
+    ]
+    assert runs.calls == [("schedule", "example.com", "run-1")]  # one run per host, however many links
+    assert [[t.url for t in bundle.tasks] for bundle in backlog.peek("example.com", 10)] == [[SEED], [a, b], [c]]
 
 
 def test_invalid_url_is_dropped_with_its_reason(env: Env) -> None:
     action, reason, outbox = env.send("ftp://example.com/x")
-    assert (action, outbox.fetch) == ("dropped", [])
+    assert (action, tasks(outbox)) == ("dropped", [])
     assert reason == "invalid URL: scheme 'ftp' is not http or https"
     assert env.urls.items == {}
 
@@ -117,15 +134,22 @@ def test_a_mapping_pattern_or_a_rule_choice_for_a_record_brings_a_link_in(env: E
     assert env.send("http://chosen.example/y", depth=1, via="m", record_id="r1", want=("title",))[0] == "queued"
 
 
-def test_duplicates_are_deduped_but_a_redelivery_is_sent_again(env: Env) -> None:
+def test_duplicates_are_deduped_but_a_redelivery_is_queued_again(env: Env) -> None:
     _, _, first = env.send(SEED, message_id="m1")
     action, _, outbox = env.send("http://EXAMPLE.com/", message_id="m2")
-    assert (action, outbox.fetch) == ("deduped", [])
-    # The same message again (the first delivery may have died before sending).
+    assert (action, tasks(outbox)) == ("deduped", [])
+    # The same message again (the first delivery may have died before its batch was sent).
     action, _, again = env.send(SEED, message_id="m1")
     assert action == "queued"
-    assert [t.fp for t, _ in tasks(again)] == [t.fp for t, _ in tasks(first)]
-    assert env.hosts.read_slot("example.com").window == {f"c#{fingerprint(SEED)}"}
+    assert tasks(again) == tasks(first) and len(tasks(first)) == 1
+
+
+def test_a_url_a_message_names_twice_is_gathered_once(env: Env) -> None:
+    outbox = Outbox()
+    msg = FrontierMessage(url=SEED, depth=0, crawl_id="c")
+    # Both pass the claim under the message's own id; the batch's backlog gets the URL once.
+    assert [env.dispatcher.dispatch(msg, outbox, message_id="m1").action for _ in range(2)] == ["queued"] * 2
+    assert [t.url for t in tasks(outbox)] == [SEED] and len(outbox.runs) == 1
 
 
 def test_a_url_found_again_nearer_a_seed_before_its_fetch_takes_the_smaller_depth(env: Env) -> None:
@@ -143,111 +167,74 @@ def test_a_url_found_again_nearer_a_seed_before_its_fetch_takes_the_smaller_dept
     assert [e for e in env.urls.journal if e[0] == "lower_depth"] == [("lower_depth", "c", fingerprint(url))]
 
 
-def test_robots_disallow_is_skipped_with_an_outcome(env: Env) -> None:
+# --- robots.txt: a cached policy's verdict; the host's run fetches the file ---------------------
+
+
+def test_a_cached_disallow_is_skipped_with_an_outcome_after_the_claim(env: Env) -> None:
     env.robots("http://example.com", 200, b"User-agent: crawlstack\nDisallow: /private\n")
     env.send(SEED)
-    action, reason, outbox = env.send("http://example.com/private/x", depth=1)
-    assert (action, reason, outbox.fetch) == ("skipped", "robots", [])
+    action, reason, outbox = env.send("http://example.com/private/x", depth=1, message_id="m1")
+    assert (action, reason, tasks(outbox)) == ("skipped", "robots", [])
     item = env.urls.item("c", fingerprint("http://example.com/private/x"))
     assert item["state"] == "skipped" and item["reason"] == "robots: disallowed by robots.txt"
+    assert item["claimed_by"] == "m1"  # the claimed URL's outcome, not a note
 
 
-def test_robots_5xx_skips_the_host(env: Env) -> None:
-    env.robots("http://example.com", 503)
-    action, _, _ = env.send(SEED)
-    assert action == "skipped"
-    assert env.urls.item("c", fingerprint(SEED))["reason"] == "robots: robots.txt 503, host disallowed"
+@pytest.mark.parametrize(
+    ("status", "error", "reason"),
+    [
+        (503, "", "robots: robots.txt 503, host disallowed"),
+        (429, "", "robots.txt unavailable (429)"),
+        (None, "connection failed", "robots: robots.txt unreachable: connection failed, host disallowed"),
+    ],
+)
+def test_a_cached_robots_txt_that_could_not_be_read_skips_the_host(
+    env: Env, status: int | None, error: str, reason: str
+) -> None:
+    env.hosts.put_robots(RobotsRecord.from_fetch("http://example.com", status, b"", error=error))
+    action, _, outbox = env.send(SEED)
+    assert (action, tasks(outbox)) == ("skipped", [])
+    assert env.urls.item("c", fingerprint(SEED))["reason"] == reason
 
 
 def test_robots_crawl_delay_longer_than_the_crawl_delay_wins(env: Env) -> None:
     env.robots("http://example.com", 200, b"User-agent: *\nCrawl-delay: 4\n")
     env.send(SEED)
     _, _, outbox = env.send("http://example.com/a", depth=1)
-    [(task, delay)] = tasks(outbox)
-    assert task.delay == 4.0 and delay == 4
+    [task] = tasks(outbox)
+    assert task.delay == 4.0
 
 
-def test_robots_is_fetched_once_cached_and_pushes_the_host_back(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[str, str, list[str]]] = []
-
-    def fetch_robots(origin: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
-        calls.append((origin, user_agent, [str(n) for n in guard.allowed]))
-        return http.FetchResult(
-            url=origin + "/robots.txt",
-            status=200,
-            body=b"User-agent: *\nDisallow: /no\nCrawl-delay: 3\n",
-            finished_at=env.clock.now + 0.5,
-        )
-
-    monkeypatch.setattr(http, "fetch_robots", fetch_robots)
-    env.crawls.put(CrawlConfig(crawl_id="c", delay=1.0, user_agent=UA, allow_private=("10.0.0.0/8",)))
+def test_a_link_of_an_origin_whose_robots_txt_is_not_cached_is_queued_with_the_crawls_delay(env: Env) -> None:
     action, _, outbox = env.send("http://new.example/")
-    assert action == "queued"
-    assert calls == [("http://new.example", UA, ["10.0.0.0/8"])]
-    # The robots.txt request counts against the host's delay.
-    [(task, delay)] = tasks(outbox)
-    assert task.not_before == env.clock.now + 0.5 + 3.0 and delay == 3
-    assert env.send("http://new.example/no", depth=1)[:2] == ("skipped", "robots")
-    assert env.hosts.get_robots("http://new.example") is not None
-    # Another dispatcher (fresh container) reads it from the table, not the web.
-    other = build_dispatcher(env.crawls, env.urls, env.hosts, env.politeness, clock=env.clock)
-    other.dispatch(FrontierMessage(url="http://new.example/b", depth=1, crawl_id="c"), Outbox())
-    assert len(calls) == 1
+    assert action == "queued"  # no robots.txt fetch: no_network would have raised
+    [task] = tasks(outbox)
+    assert (task.host, task.delay) == ("new.example", 1.0)
+    assert env.urls.state("c", fingerprint("http://new.example/")) == "queued"
+    # The miss is remembered a moment: the origin's other links cost no read.
+    assert env.send("http://new.example/a", depth=1)[0] == "queued"
+    assert env.hosts.calls.count(("get_robots", "http://new.example")) == 1
 
 
-def test_unreachable_robots_frees_the_host_without_a_delay(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        http, "fetch_robots", lambda o, u, g: http.FetchResult(url=o, error="connection failed", finished_at=1.0)
-    )
-    action, _, _ = env.send("http://down.example/")
-    assert action == "skipped"
-    assert (
-        "robots.txt unreachable: connection failed" in env.urls.item("c", fingerprint("http://down.example/"))["reason"]
-    )
-    slot = env.hosts.read_slot("down.example")
-    assert slot.free_at == 1.0 and not slot.busy  # no request reached it: no delay added
+def test_a_robots_txt_the_run_cached_is_used_once_the_miss_is_forgotten(env: Env) -> None:
+    assert env.send("http://new.example/")[0] == "queued"
+    # The host's run fetches robots.txt and caches it in the hosts table.
+    env.robots("http://new.example", 200, b"User-agent: *\nDisallow: /no\nCrawl-delay: 3\n")
+    # Within the miss's memory the link still goes on; the run checks it before its request.
+    assert env.send("http://new.example/no/1", depth=1)[0] == "queued"
+    env.clock.advance(ROBOTS_MISS_SECONDS)
+    assert env.send("http://new.example/no/2", depth=1)[:2] == ("skipped", "robots")
+    _, _, outbox = env.send("http://new.example/b", depth=1)
+    [task] = tasks(outbox)
+    assert task.delay == 3.0
+    assert env.hosts.calls.count(("get_robots", "http://new.example")) == 2
+    # Another dispatcher (a fresh container) reads it from the table at once.
+    other = build_dispatcher(env.crawls, env.urls, env.hosts, clock=env.clock)
+    decision = other.dispatch(FrontierMessage(url="http://new.example/no/3", depth=1, crawl_id="c"), Outbox())
+    assert (decision.action, decision.kind) == ("skipped", "robots")
 
 
-@pytest.mark.parametrize(("retry_after", "ttl"), [("7200", 7200.0), ("²", crawl_settings.ROBOTS_ERROR_TTL_SECONDS)])
-def test_robots_429_skips_the_host_until_its_retry_after(
-    env: Env, monkeypatch: pytest.MonkeyPatch, retry_after: str, ttl: float
-) -> None:
-    monkeypatch.setattr(
-        http,
-        "fetch_robots",
-        lambda o, u, g: http.FetchResult(
-            url=o, status=429, headers=[("Retry-After", retry_after)], finished_at=env.clock.now
-        ),
-    )
-    action, _, outbox = env.send("http://busy.example/")
-    assert (action, outbox.fetch) == ("skipped", [])
-    assert env.urls.item("c", fingerprint("http://busy.example/"))["reason"] == "robots.txt unavailable (429)"
-    record = env.hosts.get_robots("http://busy.example")
-    assert record is not None and record.expires_at - record.fetched_at == pytest.approx(ttl)
-
-
-def test_robots_waits_for_a_host_busy_with_another_crawls_request(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http, "fetch_robots", lambda o, u, g: pytest.fail("fetched robots.txt of a busy host"))
-    assert env.hosts.claim("busy.example", env.clock.now, env.clock.now + 60) is None  # a fetch in flight
-    action, _, outbox = env.send("http://busy.example/")
-    assert action == "retry" and len(outbox.frontier) == 1
-    # The robots.txt lock is given back, so the retry can take it.
-    assert env.hosts.lock_robots("http://busy.example", env.clock.now + 30)
-
-
-def test_robots_being_fetched_elsewhere_sends_the_message_back(env: Env) -> None:
-    assert env.hosts.lock_robots("http://busy.example", env.clock.now + 30)
-    msg = FrontierMessage(url="http://busy.example/", depth=0, crawl_id="c")
-    outbox = Outbox()
-    decision = env.dispatcher.dispatch(msg, outbox, message_id="m9")
-    assert decision.action == "retry"
-    assert outbox.frontier == [(msg.to_json(), ROBOTS_WAIT_SECONDS)]
-    assert outbox.fetch == []
-    # The message put back is a new SQS message with a new id; it must find
-    # its URL unclaimed, not deduped away.
-    assert ("c", fingerprint("http://busy.example/")) not in env.urls.items
-    env.robots("http://busy.example")
-    assert env.dispatcher.dispatch(msg, Outbox(), message_id="m10").action == "queued"
+# --- the page budget and the host cap ----------------------------------------------------------
 
 
 def test_page_budget(env: Env) -> None:
@@ -278,7 +265,7 @@ def test_a_large_budget_is_taken_in_shrinking_chunks_and_never_exceeded(env: Env
 
     env.crawls.take_pages = counted  # type: ignore[method-assign]
     actions = [env.send(f"http://example.com/{i}", depth=1)[0] for i in range(budget + 3)]
-    assert actions.count("queued") + actions.count("parked") == budget
+    assert actions.count("queued") == budget
     assert env.crawls.pages["c"] == budget
     # One page first (to learn what is left), then up to BUDGET_CHUNK at a
     # time, shrinking to single pages as the budget runs out.
@@ -287,20 +274,10 @@ def test_a_large_budget_is_taken_in_shrinking_chunks_and_never_exceeded(env: Env
     assert all(b <= a for a, b in itertools.pairwise(takes[1:]))
 
 
-def test_full_window_parks(env: Env) -> None:
-    env.send(SEED)
-    env.send("http://example.com/a", depth=1)
-    action, _, outbox = env.send("http://example.com/b", depth=1)
-    assert (action, outbox.fetch) == ("parked", [])
-    [(order, body)] = env.parking.peek("example.com", 10)
-    assert order.startswith("0001#")
-    assert json.loads(body)["url"] == "http://example.com/b"
-
-
 def test_message_fields_are_carried_into_the_task(env: Env) -> None:
     env.send(SEED)
     _, _, outbox = env.send("http://example.com/a", depth=1, referrer=SEED, record_id="r1", want=("title",), hops=2)
-    [(task, _)] = tasks(outbox)
+    [task] = tasks(outbox)
     assert (task.referrer, task.record_id, task.want, task.hops) == (SEED, "r1", ("title",), 2)
 
 
@@ -311,24 +288,8 @@ def test_a_redelivered_message_does_not_undo_an_outcome(env: Env) -> None:
     env.urls.set_outcome("c", fp, "fetched", status=200)
     # SQS delivers the same message again (same id): the page is not queued a second time.
     action, _, outbox = env.send("http://example.com/a", depth=1, message_id="m1")
-    assert action == "deduped" and outbox.fetch == []
+    assert action == "deduped" and tasks(outbox) == []
     assert env.urls.item("c", fp)["state"] == "fetched"
-
-
-def test_robots_refresh_sleeps_out_a_short_gap_after_the_last_request(
-    env: Env, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(
-        http,
-        "fetch_robots",
-        lambda o, u, g: http.FetchResult(url=o, status=404, finished_at=env.clock.now),
-    )
-    env.dispatcher.robots.sleep = env.clock.sleep
-    env.hosts.push_back("gap.example", env.clock.now + 0.4)  # the last request's delay ends in 0.4 s
-    action, _, _ = env.send("http://gap.example/")
-    assert action == "queued"
-    assert env.clock.sleeps == [pytest.approx(0.4)]
-    assert env.hosts.get_robots("http://gap.example") is not None
 
 
 # --- spider traps, ports, and notes of dropped URLs -------------------------------------
@@ -365,7 +326,7 @@ def test_the_host_cap_is_taken_a_chunk_at_a_time_and_never_exceeded() -> None:
     env, store = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_depth=5, max_pages_per_host=cap))
     env.robots("http://example.com")
     actions = [env.send(SEED)[0]] + [env.send(f"http://example.com/{i}", depth=1)[0] for i in range(cap + 5)]
-    assert actions.count("queued") + actions.count("parked") == cap
+    assert actions.count("queued") == cap
     assert store.host_pages == {("c", "example.com"): cap}
     # Two whole chunks, a chunk refused near the cap, then single pages: three, and one refused.
     assert store.host_page_calls == 2 + 1 + 3 + 1
@@ -384,7 +345,7 @@ def test_a_trap_host_at_its_cap_spends_none_of_the_page_budget() -> None:
     env, _ = scoped_env(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_pages=10, max_pages_per_host=1))
     env.robots("http://example.com")
     env.send(SEED)
-    env.send("http://example.com/a", depth=1)
+    assert env.send("http://example.com/a", depth=1)[:2] == ("skipped", "host page cap of 1 reached")
     assert env.crawls.pages == {"c": 1}
 
 
@@ -401,7 +362,7 @@ def test_an_endless_calendar_is_bounded_by_the_host_cap_and_by_depth() -> None:
         while frontier:
             url, depth = frontier.pop()
             action, _, _ = env.send(url, depth=depth)
-            if action not in ("queued", "parked"):
+            if action != "queued":
                 continue
             admitted.append(url)
             year, month = map(int, url.rsplit("=", 1)[1].split("-"))
@@ -494,6 +455,9 @@ def test_the_memory_of_noted_drops_is_bounded_and_least_recently_used_goes_first
     assert noted.add("c", "b") and not noted.add("c", "z")
 
 
+# --- a batch in turns ------------------------------------------------------------------------
+
+
 class RecordingDispatcher:
     """Admits every URL as a fetch task, fails the URLs it is told to, and records the order."""
 
@@ -501,33 +465,34 @@ class RecordingDispatcher:
         self.order: list[str] = []
         self.failing = failing
 
-    def dispatch(self, msg: FrontierMessage, outbox: Outbox, message_id: str = "") -> Decision:
-        self.order.append(msg.url)
-        if msg.url in self.failing:
-            raise RuntimeError(f"{msg.url} failed")
-        outbox.fetch.append((msg.url, 0))
-        return Decision(msg.url, "queued")
+    def dispatch(self, msg: FrontierMessage | Link, outbox: Outbox, message_id: str = "") -> Decision:
+        link = Link.of(msg, message_id)
+        self.order.append(link.url)
+        if link.url in self.failing:
+            raise RuntimeError(f"{link.url} failed")
+        outbox.runs.add(
+            FetchTask(
+                url=link.url,
+                fp=link.fp,
+                host=link.host,
+                depth=link.msg.depth,
+                crawl_id=link.msg.crawl_id,
+                not_before=0.0,
+                delay=0.0,
+            )
+        )
+        return Decision(link.url, "queued")
 
 
-def test_a_batch_is_dispatched_in_turns_and_its_first_turns_are_sent_at_once() -> None:
+def test_a_batch_is_dispatched_in_turns_and_all_it_admits_waits_for_the_batchs_send() -> None:
     bundles = {
         f"m{i}": [FrontierMessage(url=f"http://h{i}.example/{j}", depth=1) for j in range(n)]
         for i, n in enumerate([3, 1, 12])
     }
     bundles["m1"] = [FrontierMessage(url="http://h1.example/bad", depth=1)]
     stub = RecordingDispatcher({"http://h1.example/bad"})
-    outbox, sends = Outbox(), []
-
-    def send(box: Outbox) -> None:
-        sends.append([url for url, _ in box.fetch])
-
-    failed = dispatch_in_turns(
-        stub,  # type: ignore[arg-type]
-        [(key, key, links) for key, links in bundles.items()],
-        outbox,
-        send,
-        clock=lambda: 0.0,
-    )
+    outbox = Outbox()
+    failed = dispatch_in_turns(stub, [(key, key, links) for key, links in bundles.items()], outbox)
     # One link of every message per turn, first links first.
     assert stub.order[:5] == [
         "http://h0.example/0",
@@ -537,46 +502,26 @@ def test_a_batch_is_dispatched_in_turns_and_its_first_turns_are_sent_at_once() -
         "http://h2.example/1",
     ]
     assert list(failed) == ["m1"] and str(failed["m1"]) == "http://h1.example/bad failed"
-    # The first two turns go out at once, then only full batches (the clock
-    # stands still: no turn took long); the rest stays for the batch's own send.
-    assert sends[0] == ["http://h0.example/0", "http://h2.example/0"]
-    assert sends[1] == ["http://h0.example/1", "http://h2.example/1"]
-    assert all(len(s) >= crawl_settings.SQS_BATCH_SIZE for s in sends[2:])
-    sent = [url for s in sends for url in s] + [url for url, _ in outbox.fetch]
-    assert sorted(sent) == sorted(m.url for key, links in bundles.items() if key != "m1" for m in links)
-
-
-def test_admitted_tasks_wait_at_most_a_moment_for_a_full_send() -> None:
-    links = [FrontierMessage(url=f"http://h.example/{j}", depth=1) for j in range(6)]
-    stub, sends = RecordingDispatcher(set()), []
-    ticks = iter(range(100))
-
-    def clock() -> float:
-        return next(ticks) * 0.15  # each turn takes 0.15 s
-
-    dispatch_in_turns(
-        stub,  # type: ignore[arg-type]
-        [("m", "m", links)],
-        Outbox(),
-        lambda box: sends.append([url for url, _ in box.fetch]),
-        clock=clock,
+    # Nothing is sent during the turns: everything admitted is in the outbox, by host.
+    assert [host for host, _ in outbox.runs] == ["h0.example", "h2.example"]
+    assert sorted(t.url for t in tasks(outbox)) == sorted(
+        m.url for key, links in bundles.items() if key != "m1" for m in links
     )
-    # Turns 1 and 2 at once; then every second turn (0.3 s >= EARLY_SEND_SECONDS).
-    assert [len(s) for s in sends] == [1, 1, 2, 2]
+    assert outbox.frontier == []
 
 
 def test_each_link_is_announced_before_it_is_dispatched() -> None:
     links = [FrontierMessage(url=f"http://h.example/{j}", depth=1) for j in range(3)]
-    stub, seen = RecordingDispatcher({"http://h.example/1"}), []
+    stub = RecordingDispatcher({"http://h.example/1"})
+    seen: list[tuple[str, str, int]] = []
 
-    def before(msg: Link) -> None:
-        seen.append(("before", msg.url, len(stub.order)))
+    def before(link: Link) -> None:
+        seen.append(("before", link.url, len(stub.order)))
 
     failed = dispatch_in_turns(
-        stub,  # type: ignore[arg-type]
+        stub,
         [("m", "m", links)],
         Outbox(),
-        lambda box: None,
         on_decision=lambda msg, decision: seen.append(("after", msg.url, len(stub.order))),
         before=before,
     )
@@ -587,3 +532,25 @@ def test_each_link_is_announced_before_it_is_dispatched() -> None:
         ("before", "http://h.example/1", 1),
     ]
     assert list(failed) == ["m"]
+
+
+def test_in_turns_a_small_budget_goes_to_every_pages_first_links_and_each_host_gets_one_run(env: Env) -> None:
+    hosts = ("a.example", "b.example", "c.example")
+    env.crawls.put(CrawlConfig(crawl_id="c", delay=0.0, user_agent=UA, max_pages=3, seed_hosts=frozenset(hosts)))
+    for host in hosts:
+        env.robots(f"http://{host}")
+    batch = [
+        (host, f"m-{host}", [FrontierMessage(url=f"http://{host}/{i}", depth=1, crawl_id="c") for i in range(4)])
+        for host in hosts
+    ]
+    outbox, actions = Outbox(), []
+    failed = dispatch_in_turns(env.dispatcher, batch, outbox, on_decision=lambda m, d: actions.append(d.action))
+    assert failed == {}
+    # Taken bundle by bundle, the first page's host would have had it all.
+    assert [t.url for t in tasks(outbox)] == ["http://a.example/0", "http://b.example/0", "http://c.example/0"]
+    assert actions[:4] == ["queued", "queued", "queued", "skipped"] and env.crawls.pages == {"c": 3}
+    backlog, runs, sent = FakeBacklog(), FakeRuns(), list[RunMessage]()
+    flush_runs(outbox, backlog, runs, sent.extend, clock=env.clock, new_run_id=lambda: "run")
+    assert sent == [RunMessage(host, "run") for host in hosts]
+    assert [call[:2] for call in backlog.calls] == [("add", host) for host in hosts]
+    assert [call[:2] for call in runs.calls] == [("schedule", host) for host in hosts]

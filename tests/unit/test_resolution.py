@@ -6,14 +6,13 @@ from typing import Any
 
 import pytest
 from dispatching import build_dispatcher
-from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResolved, FakeResults, FakeUrls
+from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeResolved, FakeResults, FakeUrls
 
 from crawlstack import aws, http, settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Outbox
 from crawlstack.extractor import Extracted, Extractor
 from crawlstack.messages import FrontierMessage
-from crawlstack.politeness import Politeness
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecord, found, found_fields
 from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
@@ -222,22 +221,19 @@ class DispatchEnv:
         self.urls = FakeUrls()
         self.hosts = FakeHosts(self.clock)
         self.resolved = FakeResolved()
-        politeness = Politeness(self.hosts, FakeParking(), self.clock)
-        self.dispatcher = build_dispatcher(
-            self.crawls, self.urls, self.hosts, politeness, clock=self.clock, resolved=self.resolved
-        )
+        self.dispatcher = build_dispatcher(self.crawls, self.urls, self.hosts, clock=self.clock, resolved=self.resolved)
         self.hosts.put_robots(RobotsRecord.from_fetch("http://example.com", 404, b""))
         self.sent = 0
 
     def batch(self, *messages: FrontierMessage) -> list[tuple[str, str, int]]:
-        """Dispatch a batch as the handler does; (action, reason, fetch tasks sent) per message."""
+        """Dispatch a batch as the handler does; (action, reason, fetch tasks gathered) per message."""
         self.dispatcher.prepare(messages)
         out = []
         for msg in messages:
             outbox = Outbox()
             self.sent += 1  # every message has its own id, as in SQS
             decision = self.dispatcher.dispatch(msg, outbox, message_id=f"m{self.sent}")
-            out.append((decision.action, decision.reason, len(outbox.fetch)))
+            out.append((decision.action, decision.reason, len(outbox.runs)))
         return out
 
     def complete(self, record_id: str) -> None:
@@ -297,16 +293,21 @@ def test_a_complete_records_skip_never_overwrites_another_claim(denv: DispatchEn
     assert denv.urls.item("c", fingerprint("http://example.com/x")) == before
 
 
-def test_a_complete_record_is_skipped_before_any_robots_txt_request(denv: DispatchEnv) -> None:
+def test_a_complete_record_is_skipped_before_robots_txt_is_looked_up(denv: DispatchEnv) -> None:
     denv.complete("r1")
     seed = FrontierMessage(url="http://new.example/", depth=0, crawl_id="c", record_id="r1", want=("title",))
-    assert denv.batch(seed) == [("skipped", RECORD_COMPLETE, 0)]  # no_network would have raised
+    assert denv.batch(seed) == [("skipped", RECORD_COMPLETE, 0)]
+    assert ("get_robots", "http://new.example") not in denv.hosts.calls
+    # An incomplete record's link to the same origin does look it up (and goes on without it).
+    other = FrontierMessage(url="http://new.example/", depth=0, crawl_id="c", record_id="r2", want=("title",))
+    assert denv.batch(other) == [("queued", "", 1)]
+    assert ("get_robots", "http://new.example") in denv.hosts.calls
 
 
 def test_one_read_per_batch_and_complete_records_are_remembered(denv: DispatchEnv) -> None:
     denv.complete("r1")
     result = denv.batch(msg("/a"), msg("/b", record_id="r2"), msg("/c"), msg("/d", record_id="r2"))
-    assert [action for action, _, _ in result] == ["skipped", "queued", "skipped", "parked"]
+    assert [action for action, _, _ in result] == ["skipped", "queued", "skipped", "queued"]
     assert reads(denv) == [("get_many", "c", ("r1", "r2"))]
     # r1 is known complete: the next batch reads only r2, which is still incomplete.
     denv.batch(msg("/e"), msg("/f", record_id="r2"))
@@ -322,7 +323,7 @@ def test_one_read_per_batch_and_complete_records_are_remembered(denv: DispatchEn
 def test_messages_without_record_id_or_want_cost_no_read(denv: DispatchEnv) -> None:
     denv.complete("r1")
     result = denv.batch(msg("/a", record_id=None), msg("/b", want=()))
-    assert [action for action, _, _ in result] == ["queued", "parked"]
+    assert [action for action, _, _ in result] == ["queued", "queued"]
     assert reads(denv) == []
 
 
@@ -334,10 +335,10 @@ def test_an_unprepared_message_is_read_alone_and_an_incomplete_answer_is_not_kep
     assert denv.resolved.reads() == 2
 
 
-def test_dispatch_and_fetch_of_a_container_share_one_memory_of_complete_records() -> None:
+def test_dispatch_and_the_host_runs_of_a_container_share_one_memory_of_complete_records() -> None:
     names = {var: f"name-of-{var}" for var in [*settings.ENV_TABLE.values(), *settings.ENV_QUEUE_URL.values()]}
     svc = wiring.Services(RuleSet(), aws.StackNames.from_env({**names, settings.ENV_BUCKET: "pages"}))
     records = svc.dispatcher.record_complete
     assert records is not None
-    assert records.completed is svc.completed and svc.fetcher.completed is svc.completed
-    assert records.resolved is svc.fetcher.resolved is svc.resolved
+    assert records.completed is svc.completed and svc.runner.completed is svc.completed
+    assert records.resolved is svc.runner.resolved is svc.resolved
