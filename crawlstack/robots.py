@@ -33,6 +33,7 @@ import gzip
 import logging
 import time
 from dataclasses import dataclass
+from typing import TypeVar
 
 from protego import Protego
 
@@ -161,3 +162,14 @@ def _parse(record: RobotsRecord) -> Protego:
     except Exception as exc:
         log.warning("robots.txt of %s: protego failed, read as empty: %r", record.origin, exc)
         return Protego.parse("")
+
+
+T = TypeVar("T")
+
+
+def remember(memory: dict[str, T], origin: str, value: T, limit: int) -> None:
+    """Keep ``value`` for ``origin`` in a container's memory of origins, forgetting the oldest past ``limit``."""
+    memory.pop(origin, None)
+    memory[origin] = value
+    while len(memory) > limit:
+        del memory[next(iter(memory))]

@@ -111,6 +111,9 @@ MAX_URL_LENGTH = 2048
 ROBOTS_MAX_BYTES = 500 * 1024
 ROBOTS_MAX_REDIRECTS = 5
 ROBOTS_TTL_SECONDS = 24 * 3600
+# Origins whose robots.txt policy a container remembers (dispatch's, and the
+# fetch runner's); the oldest is forgotten first.
+ROBOTS_MEMORY_ORIGINS = 10_000
 # A 5xx or unreachable robots.txt disallows the host; retry it sooner than a
 # good one so a passing outage does not block a host for a day.
 ROBOTS_ERROR_TTL_SECONDS = 3600

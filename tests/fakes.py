@@ -171,6 +171,13 @@ class FakeUrls:
             self.journal.append(("claim", crawl_id, fp))
             return Claim(True)
 
+    def seen(self, crawl_id: str, fp: str) -> Claim | None:
+        with self._lock:
+            old = self.items.get((crawl_id, fp))
+            if old is None or old.get("claimable") is True:
+                return None
+            return Claim(False, old.get("depth"), old.get("state"), old.get("claimed_by"))
+
     def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool:
         with self._lock:
             item = self.items.get((crawl_id, fp))

@@ -108,6 +108,24 @@ class UrlStore:
             return Claim(False, _int(seen.get("depth")), seen.get("state"))
         return Claim(True)
 
+    def seen(self, crawl_id: str, fp: str) -> Claim | None:
+        item = (
+            clients.client("dynamodb")
+            .get_item(
+                TableName=self.name,
+                Key=self.key(crawl_id, fp),
+                ProjectionExpression="#d, #s, claimable, claimed_by",
+                ExpressionAttributeNames={"#d": "depth", "#s": "state"},
+            )
+            .get("Item")
+        )
+        if not item:
+            return None
+        data = clients.unmarshal(item)
+        if data.get("claimable") is True:
+            return None
+        return Claim(False, _int(data.get("depth")), data.get("state"), data.get("claimed_by"))
+
     def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool:
         """Give a URL not yet fetched the smaller ``depth`` it was found at again; False if it is fetched or shallower.
 

@@ -22,6 +22,7 @@ class Claim:
     won: bool
     depth: int | None = None
     state: str | None = None
+    claimed_by: str | None = None  # the SQS message id that claimed it (``Urls.seen``)
 
     def __bool__(self) -> bool:
         return self.won
@@ -31,6 +32,14 @@ class Urls(Protocol):
     def claim(
         self, crawl_id: str, fp: str, url: str, depth: int, claimer: str = "", record_id: str | None = None
     ) -> Claim: ...
+    def seen(self, crawl_id: str, fp: str) -> Claim | None:
+        """A read (eventually consistent): the URL's lost claim if the crawl has it and it may not be claimed again.
+
+        None when there is no item, or it is ``claimable``; a read may miss a
+        claim just written, which the conditional claim then finds.
+        """
+        ...
+
     def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool: ...
     def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...

@@ -13,7 +13,9 @@ backlog space.
 
 Settings: ``ROBOTS_MISS_SECONDS`` (how long an origin found uncached is
 not looked up again: until its run has fetched the file, every link to it
-would cost a read); the crawl's ``user_agent``.
+would cost a read), ``settings.ROBOTS_MEMORY_ORIGINS`` (origins a
+container remembers, policies and misses each); the
+crawl's ``user_agent``.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from crawlstack import settings
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.ports import RobotsCache, Urls
-from crawlstack.robots import RobotsPolicy
+from crawlstack.robots import RobotsPolicy, remember
 from crawlstack.urls import origin_of
 
 ROBOTS_MISS_SECONDS = 5.0
@@ -61,8 +64,8 @@ class Robots:
             return None
         record = self.cache.get_robots(origin)
         if record is None or record.expired(now):
-            self._misses[origin] = now + ROBOTS_MISS_SECONDS
+            remember(self._misses, origin, now + ROBOTS_MISS_SECONDS, settings.ROBOTS_MEMORY_ORIGINS)
             return None
         policy = RobotsPolicy(record)
-        self._policies[origin] = policy
+        remember(self._policies, origin, policy, settings.ROBOTS_MEMORY_ORIGINS)
         return policy

@@ -39,7 +39,7 @@ from crawlstack.headers import parse_retry_after
 from crawlstack.jobs import hold_task
 from crawlstack.messages import FetchTask
 from crawlstack.resolution import RECORD_COMPLETE, read_complete
-from crawlstack.robots import RobotsPolicy, RobotsRecord
+from crawlstack.robots import RobotsPolicy, RobotsRecord, remember
 from crawlstack.runs.flush import Ledger
 from crawlstack.runs.ports import Bundle, HostRun
 from crawlstack.runs.schedule import first_start, should_sleep
@@ -245,7 +245,7 @@ class HostLoop:
         if record is None:
             record = self._fetch_robots(origin, config)
         policy = RobotsPolicy(record)
-        self.r.policies[origin] = policy
+        remember(self.r.policies, origin, policy, settings.ROBOTS_MEMORY_ORIGINS)
         return policy
 
     def _fetch_robots(self, origin: str, config: CrawlConfig) -> RobotsRecord:

@@ -207,6 +207,26 @@ def test_dedupe_lets_one_claim_through_and_a_redelivery_again() -> None:
     assert dedupe(other, Outbox()) == Decision("http://example.com/", "deduped")
 
 
+def test_dedupe_drops_a_known_url_on_a_read_and_writes_only_to_claim_or_lower_its_depth() -> None:
+    urls = FakeUrls()
+    dedupe = Dedupe(urls)
+    url = "http://example.com/"
+    assert dedupe(link(url, depth=3), Outbox()) is None
+    writes = len(urls.journal)
+    again = Link(FrontierMessage(url=url, depth=3, crawl_id="c"), message_id="m2")
+    assert dedupe(again, Outbox()) == Decision(url, "deduped")
+    assert len(urls.journal) == writes  # dropped on the read: no refused conditional write
+    nearer = Link(FrontierMessage(url=url, depth=1, crawl_id="c"), message_id="m3")
+    assert dedupe(nearer, Outbox()) == Decision(url, "deduped")
+    assert urls.journal[writes:] == [("lower_depth", "c", fingerprint(url))]
+    assert urls.items[("c", fingerprint(url))]["depth"] == 1
+    # A URL a complete record passed over unfetched is claimable: the read lets the claim go on.
+    skipped = "http://example.com/skipped"
+    assert urls.note_skip("c", fingerprint(skipped), skipped, 1, RECORD_COMPLETE)
+    assert dedupe(link(skipped), Outbox()) is None
+    assert urls.items[("c", fingerprint(skipped))]["state"] == "queued"
+
+
 def test_budget_and_caps_skip_the_first_url_over_a_limit_then_drop_at_no_write() -> None:
     crawls, urls = FakeCrawls(config(max_pages=1)), FakeUrls()
     limits = BudgetAndCaps(crawls, urls, FakeScopeStore(urls))

@@ -1,0 +1,43 @@
+"""The urls table's reads that dispatch and fetch rely on, on moto and on ``tests/fakes.py``'s ``FakeUrls``.
+
+One suite for both, so the fake cannot drift from the adapter.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fakes import FakeUrls
+
+from crawlstack.aws.urls import UrlStore
+from crawlstack.dispatch.ports import Claim, Urls
+from crawlstack.resolution import RECORD_COMPLETE
+
+CRAWL = "c"
+URL = "http://a.example/x"
+FP = "fp-x"
+
+
+@pytest.fixture(params=["moto", "fake"])
+def urls(request: pytest.FixtureRequest) -> Urls:
+    if request.param == "fake":
+        return FakeUrls()
+    return UrlStore(request.getfixturevalue("stack_names").urls)
+
+
+def test_seen_is_none_for_a_url_the_crawl_never_claimed(urls: Urls) -> None:
+    assert urls.seen(CRAWL, FP) is None
+
+
+def test_seen_gives_a_claimed_urls_depth_state_and_claimer(urls: Urls) -> None:
+    assert urls.claim(CRAWL, FP, URL, 3, claimer="m1")
+    assert urls.seen(CRAWL, FP) == Claim(False, 3, "queued", "m1")
+    assert urls.seen("other crawl", FP) is None
+    assert urls.lower_depth(CRAWL, FP, 1)
+    assert urls.seen(CRAWL, FP) == Claim(False, 1, "queued", "m1")
+
+
+def test_seen_is_none_for_a_url_a_complete_record_passed_over(urls: Urls) -> None:
+    assert urls.note_skip(CRAWL, FP, URL, 2, RECORD_COMPLETE)
+    assert urls.seen(CRAWL, FP) is None  # claimable: the next message claims it
+    assert urls.claim(CRAWL, FP, URL, 2, claimer="m2")
+    assert urls.seen(CRAWL, FP) == Claim(False, 2, "queued", "m2")
