@@ -5,11 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 from fakes import FakeBlobs
+from hostruns import HOST, Env
 
-from crawlstack import settings
+from crawlstack import http, settings
 from crawlstack.crawllog import crawl_log_objects, write_crawl_log
-from crawlstack.fetcher import Fetched
+from crawlstack.fetch_outcomes import Fetched
 from crawlstack.messages import FetchTask
 from crawlstack.urls import fingerprint
 from crawlstack.warc import Exchange
@@ -99,3 +101,35 @@ def test_no_outcomes_no_object() -> None:
 def test_odd_crawl_ids_cannot_break_the_partition_layout() -> None:
     [key] = crawl_log_objects([fetched("http://a.example/1", crawl_id="x/y=z")], NOW)
     assert key.split("/")[1] == "crawl_id=x%2Fy%3Dz"
+
+
+def test_a_host_runs_flush_writes_a_line_for_every_outcome_of_its_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = Env(monkeypatch)
+    origin = f"http://{HOST}"
+    env.robots[origin] = lambda: http.FetchResult(
+        origin + "/robots.txt", status=200, body=b"User-agent: *\nDisallow: /private\n", finished_at=env.clock.now
+    )
+    msg = env.admit(["a", "private/b", "gone", "busy"], robots=False)
+    env.web.page(env.url("gone"), status=None, error="DNS lookup failed: no such host")
+    env.web.page(env.url("busy"), status=503, reason="Service Unavailable")
+    t0 = env.clock.now
+    result = env.run(msg)
+    [key] = env.crawl_logs()
+    assert key.startswith(f"{settings.CRAWL_LOG_PREFIX}crawl_id=c/dt=") and "example" not in key
+    by_url = {str(line["url"]): line for line in lines(env.blobs.get(key))}
+    # The robots.txt request is the host's, not a task's: no line of its own.
+    assert set(by_url) == {env.url(p) for p in ("a", "private/b", "gone", "busy")}
+    summary = {
+        url.rsplit("/", 1)[-1]: (line["outcome"], line["status"], line["reason"]) for url, line in by_url.items()
+    }
+    assert summary == {
+        "a": ("fetched", 200, None),
+        "b": ("skipped", None, "robots: disallowed by robots.txt"),
+        "gone": ("failed", None, "DNS lookup failed: no such host"),
+        "busy": ("retry", 503, "503 Service Unavailable on attempt 1 of 3; retry in 2.0s"),
+    }
+    # A response's line has its request's time; a skip, the flush's.
+    assert by_url[env.url("a")]["fetched_at"] == t0 + 0.25
+    assert by_url[env.url("private/b")]["fetched_at"] == env.clock.now
+    assert {line["host"] for line in by_url.values()} == {HOST}
+    assert result.ends == {HOST: "rescheduled"}

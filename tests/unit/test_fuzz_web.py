@@ -13,7 +13,11 @@ rules; this file goes under it, at each reader the web's bytes reach:
   attributes, JSON-LD with lone surrogates and NaN) and JSON (random and
   thousands of levels deep), their values through the stores' conversions,
   and a WARC of such pages through ``Extractor.extract_object``;
-* ``resolve_link`` on any href and base, and the address allow-list on any IP address.
+* ``resolve_link`` on any href and base, and the address allow-list on any IP address;
+* a hostile web (any status, header, Location, Retry-After, body flag, a
+  response that raises, any robots.txt) through a host's runs (``HostRunner``)
+  until it settles: every URL ends in an outcome, none is tried too often,
+  and what is written is readable.
 
 Example counts are modest and every test is derandomized: the same examples
 run on every machine, so CI is reproducible; widen them locally by editing FUZZ.
@@ -36,14 +40,16 @@ from typing import Any
 
 import pytest
 from fakes import FakeBlobs, FakeCrawls, FakeResults
+from hostruns import HOST, Env, fetched_of
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from crawlstack import http
 from crawlstack import settings as crawl_settings
 from crawlstack.addresses import embedded_ipv4, is_public, why_refused
 from crawlstack.config import CrawlConfig
 from crawlstack.extractor import Extractor, SkippedLinks, page_links
-from crawlstack.fetcher import retry_after_seconds
+from crawlstack.fetch_outcomes import retry_after_seconds
 from crawlstack.headers import (
     MAX_CHARSET_CHARS,
     normalized_content_type,
@@ -53,6 +59,7 @@ from crawlstack.headers import (
 )
 from crawlstack.http import looks_binary
 from crawlstack.local.runner import json_lines
+from crawlstack.messages import FrontierMessage
 from crawlstack.robots import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.decoding import decode_page, text_encoding
@@ -391,6 +398,102 @@ def test_any_robots_txt_gives_a_policy_that_answers(
     delay = policy.crawl_delay(user_agent)
     assert delay is None or (math.isfinite(delay) and 0 <= delay <= crawl_settings.MAX_CRAWL_DELAY_SECONDS)
     assert isinstance(policy.disallow_reason(), str)
+
+
+# --- a hostile web through a host's runs ------------------------------------------------
+
+HEADER_NAMES = st.sampled_from(["Content-Type", "content-type", "Location", "LOCATION", "Retry-After", "retry-after"])
+HEADER_VALUES = (
+    TEXT
+    | content_types()
+    | st.sampled_from(["/next", "//other.example/x", "http://[::1/x", "/" + "a" * 5000, "/a\x00b", "?q=1", " \t "])
+    | st.sampled_from(["0", "1", "7", "899", "900", "901", "86400", "-1", "1e3", "Fri, 31 Dec 9999 23:59:59 GMT"])
+    | st.integers(0, 2_000_000_000).map(lambda when: formatdate(when, usegmt=True))
+)
+RARELY = st.integers(0, 9).map(lambda n: n == 0)
+RESPONSE_STATUSES = st.none() | st.sampled_from([200, 204, 301, 302, 303, 307, 308, 404, 408, 429, 500, 503, 599])
+
+
+@st.composite
+def responses(draw: st.DrawFn) -> dict[str, Any]:
+    """One answer a hostile server gives: any status and headers, a body and the flags the client sets, or an error."""
+    return {
+        "status": draw(RESPONSE_STATUSES | st.integers(-1, 1000)),
+        "headers": draw(st.lists(st.tuples(HEADER_NAMES, HEADER_VALUES), max_size=4)),
+        "body": draw(st.binary(max_size=200) | st.sampled_from([b"", b"<a href='/x'>x</a>"])),
+        "truncated": draw(RARELY),
+        "binary": draw(RARELY),
+        "corrupt": draw(RARELY),
+        "error": draw(st.just("") | st.sampled_from(["read timeout", "connection failed", "DNS lookup failed", "x"])),
+        "raises": draw(RARELY),
+    }
+
+
+def _answer(env: Env, url: str, answers: list[dict[str, Any]]) -> Any:
+    left = list(answers)
+
+    def result() -> http.FetchResult:
+        answer = left.pop(0) if len(left) > 1 else left[0]
+        if answer["raises"]:
+            raise ValueError(f"the server sent {answer['body']!r}")
+        return http.FetchResult(
+            url=url,
+            status=answer["status"],
+            reason="Whatever",
+            headers=list(answer["headers"]),
+            body=answer["body"],
+            truncated=answer["truncated"],
+            binary=answer["binary"],
+            corrupt=answer["corrupt"],
+            error=answer["error"],
+            started_at=env.clock.now,
+            finished_at=env.clock.now,
+        )
+
+    return result
+
+
+@FUZZ
+@given(
+    web=st.lists(st.lists(responses(), min_size=1, max_size=3), min_size=1, max_size=5),
+    robots=st.none() | st.tuples(STATUSES, robots_bodies()),
+    delay=st.sampled_from([0.0, 0.25, 3.0]),
+)
+def test_a_hostile_web_through_host_runs_settles_with_an_outcome_for_every_url(
+    web: list[list[dict[str, Any]]], robots: tuple[int | None, bytes] | None, delay: float
+) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        env = Env(monkeypatch, delay=delay)
+        paths = [f"p{i}" for i in range(len(web))]
+        msg = env.admit(paths, robots=robots is None)
+        for path, answers in zip(paths, web, strict=True):
+            env.web.pages[env.url(path)] = _answer(env, env.url(path), answers)
+        if robots is not None:
+            origin = f"http://{HOST}"
+            status, body = robots
+            env.robots[origin] = lambda: http.FetchResult(origin + "/robots.txt", status=status, body=body)
+        results = env.settle(msg, limit=200)
+
+    assert all(r.errors == {} for r in results), [r.errors for r in results]
+    assert results[-1].ends == {HOST: "done"} and env.left() == []
+    # Every URL ended: fetched, skipped or failed, never left retrying, queued or half fetched.
+    assert {env.state(p) for p in paths} <= {"fetched", "skipped", "failed"}
+    tries = [url for url in env.web.urls() if not url.endswith("/robots.txt")]
+    assert all(tries.count(env.url(p)) <= crawl_settings.RETRY_MAX_ATTEMPTS for p in paths)
+    outcomes = fetched_of(results)
+    finals = [f for f in outcomes if f.outcome != "retry"]
+    assert sorted(f.task.url for f in finals) == sorted(env.url(p) for p in paths)
+    for item in outcomes:
+        assert "\n" not in item.reason and len(item.reason) < 5000
+    for sent, _ in (m for r in results for m in r.frontier):
+        target = FrontierMessage.from_json(sent)
+        assert target.hops == 1 and target.referrer in {env.url(p) for p in paths}
+        assert len(target.url) <= crawl_settings.MAX_URL_LENGTH + 1
+    for key in env.warcs():
+        assert all(page.url in {env.url(p) for p in paths} for page in read_warc(env.blobs.get(key)))
+    for key in env.crawl_logs():
+        for line in gzip.decompress(env.blobs.get(key)).decode("utf-8").splitlines():
+            assert json.loads(line)["host"] == HOST
 
 
 # --- mappings on generated pages --------------------------------------------------------

@@ -4,158 +4,20 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from fakes import FakeBacklog, FakeBlobs, FakeClock, FakeCrawls, FakeHeld, FakeHosts, FakeResolved, FakeRuns, FakeUrls
-from test_fetcher import UA, Web
+from fakes import FakeRuns
+from hostruns import HOST, UA, Env, SharedClock
 
-from crawlstack import http, settings
+from crawlstack import http, jobs, settings
 from crawlstack.config import CrawlConfig
-from crawlstack.messages import FetchTask, FrontierMessage, InvalidMessage, RunMessage
+from crawlstack.messages import FrontierMessage, InvalidMessage, RunMessage
 from crawlstack.resolution import RECORD_COMPLETE
-from crawlstack.robots import ALLOW_ALL, RobotsRecord
-from crawlstack.runs.runner import HostRunner, RunResult
 from crawlstack.runs.schedule import break_even_wait
 from crawlstack.urls import fingerprint
 from crawlstack.warc import read_warc
-
-HOST = "example.com"
-
-
-class SharedClock(FakeClock):
-    """Virtual time for threads: a sleep blocks until every worker sleeps, then time jumps to the earliest wake.
-
-    Workers are the runner's host threads (named ``run-<host>``); one that
-    finished no longer counts.
-    """
-
-    def __init__(self, workers: int) -> None:
-        super().__init__()
-        self.workers = workers
-        self.cond = threading.Condition()
-        self.known: set[threading.Thread] = set()
-        self.asleep: dict[threading.Thread, float] = {}
-
-    def __call__(self) -> float:
-        self._know()
-        return self.now
-
-    def _know(self) -> None:
-        me = threading.current_thread()
-        if me.name.startswith("run-"):  # HostRunner's host threads
-            with self.cond:
-                self.known.add(me)
-
-    def sleep(self, seconds: float) -> None:
-        self._know()
-        me = threading.current_thread()
-        with self.cond:
-            self.sleeps.append(seconds)
-            wake = self.now + seconds
-            self.asleep[me] = wake
-            while self.now < wake:
-                live = {t for t in self.known if t.is_alive()}
-                earliest = min((self.asleep[t] for t in live), default=wake)
-                if len(self.known) >= self.workers and live <= set(self.asleep) and earliest > self.now:
-                    self.now = earliest
-                    self.cond.notify_all()
-                    continue
-                self.cond.wait(0.005)
-            del self.asleep[me]
-
-
-class Env:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, delay: float = 0.25, clock: FakeClock | None = None) -> None:
-        self.clock = clock or FakeClock()
-        self.journal: list[tuple[str, ...]] = []
-        self.urls = FakeUrls(self.journal)
-        self.blobs = FakeBlobs(journal=self.journal)
-        self.crawls = FakeCrawls(CrawlConfig(crawl_id="c", delay=delay, user_agent=UA))
-        self.hosts = FakeHosts(self.clock)
-        self.runs = FakeRuns()
-        self.backlog = FakeBacklog()
-        self.held = FakeHeld(self.crawls)
-        self.resolved = FakeResolved()
-        self.web = Web(self.clock)
-        self.robots: dict[str, Callable[[], http.FetchResult]] = {}
-        monkeypatch.setattr(http, "fetch", self.web.fetch)
-        self.runner = self.make_runner()
-        self._seq = 0
-        real_delete = self.backlog.delete
-
-        def delete(host: str, key: str) -> None:
-            self.journal.append(("delete", host, key))
-            real_delete(host, key)
-
-        monkeypatch.setattr(self.backlog, "delete", delete)
-
-    def make_runner(self) -> HostRunner:
-        return HostRunner(
-            self.runs,
-            self.backlog,
-            self.urls,
-            self.crawls,
-            self.blobs,
-            self.hosts,
-            clock=self.clock,
-            sleep=self.clock.sleep,
-            resolved=self.resolved,
-            held=self.held,
-            jitter=lambda: 0.5,
-            fetch_robots=self.fetch_robots,
-        )
-
-    def fetch_robots(self, origin: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
-        with self.web._lock:
-            self.web.calls.append((origin + "/robots.txt", user_agent, self.clock.now))
-        return self.robots[origin]()
-
-    def cache_robots(self, host: str = HOST) -> None:
-        origin = f"http://{host}"
-        self.hosts.put_robots(RobotsRecord(origin, ALLOW_ALL, "", 404, self.clock.now, self.clock.now + 1e9))
-
-    def task(self, path: str, host: str = HOST, depth: int = 1, page: bool = True, **kw: Any) -> FetchTask:
-        url = f"http://{host}/{path}"
-        self.urls.claim("c", fingerprint(url), url, depth, record_id="r1")
-        if page:
-            self.web.page(url, body=f"<p>{path}</p>".encode())
-        return FetchTask(
-            url=url,
-            fp=fingerprint(url),
-            host=host,
-            depth=depth,
-            crawl_id="c",
-            not_before=0.0,
-            delay=0.0,
-            record_id="r1",
-            want=("title",),
-            **kw,
-        )
-
-    def admit(self, paths: list[str], host: str = HOST, depth: int = 1, robots: bool = True) -> RunMessage | None:
-        """Dispatch's side: the bundle first, then the run; the message if the schedule was won."""
-        if robots:
-            self.cache_robots(host)
-        self.backlog.add(host, depth, [self.task(p, host, depth) for p in paths])
-        self._seq += 1
-        run_id = f"run-{host}-{self._seq}"
-        return (
-            RunMessage(host, run_id)
-            if self.runs.schedule(host, run_id, self.clock.now, self.clock.now + 3600)
-            else None
-        )
-
-    def run(self, *messages: RunMessage | None, seconds: float = 240.0) -> RunResult:
-        return self.runner.run([m for m in messages if m is not None], self.clock.now + seconds)
-
-    def starts(self, host: str = HOST) -> list[float]:
-        return [at for url, _, at in self.web.calls if url.startswith(f"http://{host}/")]
-
-    def state(self, path: str, host: str = HOST) -> str | None:
-        return self.urls.state("c", fingerprint(f"http://{host}/{path}"))
 
 
 @pytest.fixture
@@ -411,7 +273,7 @@ def test_a_duplicate_or_stale_run_message_fetches_nothing(env: Env) -> None:
     assert msg is not None
     result = env.run(msg, msg, RunMessage(HOST, "stale"))
     assert result.ends == {HOST: "done"} and len(env.web.calls) == 1
-    assert [c for c in env.runs.calls if c[0] == "lease"] == [("lease", HOST, msg.run_id, env.runner.holder)]
+    assert [c for c in env.runs.calls if c[0] == "lease"] == [("lease", HOST, msg.run_id, result.holder)]
     # Another invocation while the first holds the lease: refused.
     msg2 = env.admit(["b"])
     assert msg2 is not None
@@ -480,6 +342,7 @@ def test_a_failing_host_fails_alone(env: Env, monkeypatch: pytest.MonkeyPatch) -
         return real(crawl_id, max_age)
 
     monkeypatch.setattr(env.crawls, "get", get)
+    assert good is not None and bad is not None
     result = env.run(good, bad)
     assert result.ends == {"good.test": "done", "bad.test": "failed"}
     assert set(result.errors) == {"bad.test"}
@@ -487,3 +350,59 @@ def test_a_failing_host_fails_alone(env: Env, monkeypatch: pytest.MonkeyPatch) -
     assert bad_run.holder is None and bad_run.run_id == bad.run_id  # given back for its redelivery
     assert env.backlog.peek("bad.test", 10) != []  # its bundles stay
     assert env.state("a", host="good.test") == "fetched"
+
+
+def test_a_host_refused_under_a_stale_message_is_leased_under_its_current_one(env: Env) -> None:
+    msg = env.admit(["a"])
+    assert msg is not None
+    result = env.run(RunMessage(HOST, "stale"), msg)
+    assert result.ends == {HOST: "done"} and [f.outcome for f in result.fetched] == ["fetched"]
+    leases = [c for c in env.runs.calls if c[0] == "lease"]
+    assert leases == [("lease", HOST, "stale", result.holder), ("lease", HOST, msg.run_id, result.holder)]
+
+
+def test_a_stopped_crawls_tasks_are_held_and_the_hosts_other_crawl_goes_on_at_once(env: Env) -> None:
+    env.crawls.put(CrawlConfig(crawl_id="d", delay=0.25, user_agent=UA))
+    other_url = env.url("other")
+    env.urls.claim("d", fingerprint(other_url), other_url, 1)
+    env.web.page(other_url)
+    other = replace(env.task("x", page=False), url=other_url, fp=fingerprint(other_url), crawl_id="d")
+    stopped = [env.task("a"), env.task("b")]
+    jobs.stop("c", env.crawls)
+    t0 = env.clock.now
+    result = env.run(env.add([*stopped, other]))
+    assert result.ends == {HOST: "done"} and env.left() == []
+    # No request of the stopped crawl, and none of the host's time: the other crawl's page goes first thing.
+    assert env.web.calls == [(other_url, UA, t0)]
+    assert [(f.task.crawl_id, f.outcome) for f in result.fetched] == [("d", "fetched")]
+    assert sorted(key for key, _ in env.held.held("c", 10)) == sorted(jobs.task_key(t) for t in stopped)
+    assert env.state("a") == env.state("b") == "queued"
+
+    # Resumed: the held tasks go back to the host's backlog, and its run is started.
+    woken: list[RunMessage] = []
+    sent = jobs.resume("c", env.crawls, env.held, FakeQueue(), env.backlog, env.runs, woken.extend, env.clock)
+    assert sent == 2 and env.held.count() == 0 and len(woken) == 1
+    again = env.run(*woken)
+    assert sorted(f.task.url for f in again.fetched) == [t.url for t in stopped]
+    assert env.state("a") == env.state("b") == "fetched"
+
+
+class FakeQueue:
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+
+    def send(self, messages: Any) -> int:
+        self.bodies += [body for body, _ in messages]
+        return len(self.bodies)
+
+
+def test_a_run_flushes_once_its_pages_reach_the_flush_bytes(env: Env) -> None:
+    env.runner.flush_bytes = 1  # every page is enough
+    result = env.run(env.admit(["a", "b", "c"]))
+    assert result.ends == {HOST: "done"} and len(result.warc_keys) == 3
+    for key, path in zip(result.warc_keys, "abc", strict=True):
+        assert [p.url for p in read_warc(env.blobs.get(key))] == [env.url(path)]
+    # Each page's outcome is written as soon as its WARC is, before the next request.
+    position = {e: i for i, e in enumerate(env.journal)}
+    assert position[("outcome", "c", env.fp("a"), "fetched")] < position[("start_fetch", "c", env.fp("b"), "1")]
+    assert len(env.crawl_logs()) == 3

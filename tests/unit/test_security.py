@@ -8,28 +8,29 @@ import logging
 import re
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeParking, FakeResults, FakeUrls
+from fakes import FakeBacklog, FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeResults, FakeRuns, FakeUrls
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import crawl_log_objects
-from crawlstack.demo.server import LoopbackWeb, Response
-from crawlstack.dispatcher import Outbox
+from crawlstack.demo.server import LoggedRequest, LoopbackWeb, Response
 from crawlstack.extractor import Extractor, records_key
-from crawlstack.fetcher import Fetched, Fetcher, warc_key
-from crawlstack.messages import FetchTask
-from crawlstack.politeness import Politeness, window_size
+from crawlstack.fetch_outcomes import Fetched, failure_class, warc_key
+from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.redact import secret_value
+from crawlstack.robots import RobotsRecord
 from crawlstack.rules import Page, RuleSet, RulesInvalid, load_rules
 from crawlstack.rules.mapping import compile_mapping
-from crawlstack.urls import fingerprint, host_of
+from crawlstack.runs.runner import HostRunner
+from crawlstack.urls import fingerprint, host_of, origin_of
 from crawlstack.warc import Exchange, write_warc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,25 +105,32 @@ def test_the_extract_path_writes_only_hashed_keys() -> None:
 
 
 # --- no page body in any log line -------------------------------------------------------
-def _fetch_through_a_web(pages: dict[str, Response]) -> tuple[list[Fetched], FakeBlobs]:
-    """Fetch every page of a loopback host with the real HTTP client, on the fakes."""
-    clock = FakeClock()
+def _fetch_through_a_web(
+    pages: dict[str, Response], allow_private: tuple[str, ...] = ("127.0.0.0/8",), robots_cached: bool = True
+) -> tuple[list[Fetched], FakeBlobs, list[LoggedRequest]]:
+    """Fetch every page of a loopback host with the real HTTP client, in host runs on the fakes."""
+    clock = FakeClock(time.time())  # the real client stamps its responses with the real time
     with LoopbackWeb({"127.0.0.2": pages}) as web:
-        urls = FakeUrls()
-        blobs = FakeBlobs()
-        config = CrawlConfig(crawl_id="c", delay=0.0, user_agent="crawlstack/test", allow_private=("127.0.0.0/8",))
-        politeness = Politeness(FakeHosts(clock), FakeParking(), clock)
-        fetcher = Fetcher(urls, FakeCrawls(config), politeness, blobs, clock=clock, sleep=clock.sleep)
+        urls, blobs, runs, backlog, hosts = FakeUrls(), FakeBlobs(), FakeRuns(), FakeBacklog(), FakeHosts(clock)
+        config = CrawlConfig(crawl_id="c", delay=0.0, user_agent="crawlstack/test", allow_private=allow_private)
+        runner = HostRunner(
+            runs, backlog, urls, FakeCrawls(config), blobs, hosts, clock=clock, sleep=clock.sleep, jitter=lambda: 0.5
+        )
         tasks = []
         for path in pages:
             url = web.url("127.0.0.2", path)
             urls.claim("c", fingerprint(url), url, 0, claimer=f"m-{path}")
-            task = FetchTask(url, fingerprint(url), host_of(url), 0, "c", clock.now, 0.0, window=window_size(0.0, 8))
-            [(_, admitted)] = politeness.admit(task)  # type: ignore[misc]
-            tasks.append(admitted)
-        batch = fetcher.fetch_batch(tasks, Outbox())
-    assert not batch.errors
-    return batch.fetched, blobs
+            tasks.append(FetchTask(url, fingerprint(url), host_of(url), 0, "c", 0.0, 0.0))
+        host = tasks[0].host
+        if robots_cached:
+            hosts.put_robots(RobotsRecord.from_fetch(origin_of(tasks[0].url), 404, b""))
+        backlog.add(host, 0, tasks)
+        assert runs.schedule(host, "run-1", clock.now, clock.now + 3600)
+        result = runner.run([RunMessage(host, "run-1")], clock.now + 300)
+        requests = web.log
+    assert not result.errors
+    assert {f.task.url for f in result.fetched} == {t.url for t in tasks}  # every page had an outcome
+    return result.fetched, blobs, requests
 
 
 def test_no_page_body_reaches_a_log_line(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,7 +145,7 @@ def test_no_page_body_reaches_a_log_line(caplog: pytest.LogCaptureFixture, monke
         "/bad-type": Response(MARKER, content_type=f"{MARKER}/{MARKER}"),
     }
     with caplog.at_level(logging.DEBUG):
-        fetched, blobs = _fetch_through_a_web(pages)
+        fetched, blobs, _ = _fetch_through_a_web(pages)
         # Every outcome line a handler logs is made of these fields.
         for item in fetched:
             assert MARKER not in f"{item.task.url} {item.outcome} {item.status} {item.reason}"
@@ -168,6 +176,31 @@ def test_no_page_body_reaches_a_log_line(caplog: pytest.LogCaptureFixture, monke
     messages = [r.getMessage() for r in caplog.records]
     assert any("failed on" in m for m in messages)  # the failing steps were logged...
     assert MARKER not in caplog.text  # ...without what they quoted
+
+
+# --- the address guard in host runs -------------------------------------------------------
+def test_a_private_address_is_never_requested_unless_the_crawl_allows_it() -> None:
+    pages = {"/ok.html": Response("<p>ok</p>"), "/other.html": Response("<p>other</p>")}
+    fetched, blobs, requests = _fetch_through_a_web(pages, allow_private=())
+    assert requests == []  # not a single connection reached the host
+    for item in fetched:
+        assert item.outcome == "failed" and item.status is None
+        assert item.reason.startswith("address 127.0.0.2 is not public (use --allow-private to allow it)")
+        assert failure_class(item.reason) == "address_refused"
+    assert blobs.keys("pages/") == []
+    # Allowed, the same pages are fetched.
+    fetched, _, requests = _fetch_through_a_web(pages)
+    assert {item.outcome for item in fetched} == {"fetched"} and len(requests) == 2
+
+
+def test_robots_txt_of_a_private_address_is_never_requested_and_skips_the_host() -> None:
+    pages = {"/ok.html": Response("<p>ok</p>")}
+    [item], _, requests = _fetch_through_a_web(pages, allow_private=(), robots_cached=False)
+    assert requests == []
+    assert item.outcome == "skipped" and item.reason.startswith("address 127.0.0.2 is not public")
+    # Allowed, the host's robots.txt is asked for first, as its run's first request.
+    [item], _, requests = _fetch_through_a_web(pages, robots_cached=False)
+    assert item.outcome == "fetched" and [r.path for r in requests] == ["/robots.txt", "/ok.html"]
 
 
 # --- no credentials in code or config ------------------------------------------------------
