@@ -17,8 +17,9 @@
   (``should_sleep``, priced against the hosts working in the invocation) or
   the host is rescheduled; then ``start_fetch``, the request, its outcome
   (``crawlstack.fetch_outcomes``).  A 429 or 503 doubles the adaptive delay
-  (once per burst: only if the request went at the current pace), a success
-  lets it decay; a Retry-After sets the host's pause.
+  (each in a row again, up to the cap: the host's requests are sequential,
+  so each went at the pace the one before set), a success lets it decay; a
+  Retry-After sets the host's pause.
 
 It ends in one of: ``done`` (backlog empty), ``rescheduled`` (a wait cheaper
 to be woken from), ``deadline`` (the invocation's end is near), ``lost``
