@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -31,6 +31,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.errors import failure
 from crawlstack.headers import parse_location, parse_retry_after
 from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.tries import UrlState
 from crawlstack.warc import Exchange
 
 MAX_REDIRECT_HOPS = 5
@@ -63,10 +64,12 @@ class OutcomeUrls(Protocol):
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
 
 
-# The stores fetching uses, today's fetcher and host runs alike.
+# The stores fetching uses.
 class Urls(Protocol):
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool: ...
-    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None: ...
+    def fetch_states(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], UrlState]:
+        """Each (crawl, fingerprint)'s state, by consistent reads (batched); a key with no item is left out."""
+        ...
+
     def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
 
@@ -173,6 +176,8 @@ def record_outcome(urls: OutcomeUrls, item: Fetched, key: str | None) -> None:
         truncated=item.truncated or None,
         warc=key if item.exchange is not None else None,
         retry_at=item.retry.not_before if item.retry is not None else None,
+        # Which try this was: the next try's check (``next_try``) reads it.
+        attempt=item.task.attempt,
     )
 
 

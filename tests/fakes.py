@@ -27,6 +27,7 @@ from crawlstack.resolution import ResolvedRecord
 from crawlstack.robots import RobotsRecord
 from crawlstack.runs.ports import Bundle, HostRun
 from crawlstack.storable import fit_merge, fit_record, item_size
+from crawlstack.tries import UrlState
 
 
 @dataclass
@@ -148,6 +149,7 @@ class FakeUrls:
     def __init__(self, journal: list[tuple[str, ...]] | None = None) -> None:
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.journal = journal if journal is not None else []
+        self.reads = 0  # fetch_states calls
         self._lock = threading.Lock()
 
     def claim(
@@ -250,6 +252,15 @@ class FakeUrls:
             if item is None or item.get("state") != "retrying":
                 return None
             return int(item.get("attempt", 1)), float(item.get("retry_at", 0.0))
+
+    def fetch_states(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], UrlState]:
+        with self._lock:
+            self.reads += 1
+            found = {key: self.items[key] for key in keys if key in self.items}
+            return {
+                key: UrlState(item.get("state"), int(item.get("attempt", 1)), float(item.get("retry_at", 0.0)))
+                for key, item in found.items()
+            }
 
     def state(self, crawl_id: str, fp: str) -> str | None:
         with self._lock:

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
 from crawlstack.dispatch.ports import Claim
+from crawlstack.tries import UrlState
 
 
 def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str) -> bool:
@@ -164,6 +165,29 @@ class UrlStore:
                     depth = _int(item.get("depth"))
                     if depth is not None and str(item["pk"]).startswith(prefix):
                         found[str(item["pk"])[len(prefix) :]] = depth
+                request = resp.get("UnprocessedKeys") or {}
+        return found
+
+    def fetch_states(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], UrlState]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[tuple[str, str], UrlState] = {}
+        for start in range(0, len(wanted), 100):
+            request: dict[str, Any] = {
+                self.name: {
+                    "Keys": [self.key(crawl_id, fp) for crawl_id, fp in wanted[start : start + 100]],
+                    "ProjectionExpression": "pk, #s, attempt, retry_at",
+                    "ExpressionAttributeNames": {"#s": "state"},
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
+                for raw in resp.get("Responses", {}).get(self.name, []):
+                    item = clients.unmarshal(raw)
+                    crawl_id, _, fp = str(item["pk"]).rpartition("#")  # a fingerprint is hex: no "#"
+                    found[(crawl_id, fp)] = UrlState(
+                        item.get("state"), _int(item.get("attempt")) or 1, float(item.get("retry_at") or 0.0)
+                    )
                 request = resp.get("UnprocessedKeys") or {}
         return found
 

@@ -15,7 +15,8 @@
   task's delay, max(crawl delay, robots.txt Crawl-delay), and its own
   ``not_before`` (a retry's backoff).  The wait is slept
   (``should_sleep``, priced against the hosts working in the invocation) or
-  the host is rescheduled; then ``start_fetch``, the request, its outcome
+  the host is rescheduled; then the request (unless the URL's state, read
+  once per peek, says this try is done: ``next_try``), its outcome
   (``crawlstack.fetch_outcomes``).  A 429 or 503 doubles the adaptive delay
   (each in a row again, up to the cap: the host's requests are sequential,
   so each went at the pace the one before set), a success lets it decay; a
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.errors import failure
-from crawlstack.fetch_outcomes import Fetched, classify, guarded_fetch, pause_after
+from crawlstack.fetch_outcomes import URL_STATES, Fetched, classify, guarded_fetch, pause_after
 from crawlstack.headers import parse_retry_after
 from crawlstack.jobs import hold_task
 from crawlstack.messages import FetchTask
@@ -44,6 +45,7 @@ from crawlstack.robots import RobotsPolicy, RobotsRecord, remember
 from crawlstack.runs.flush import Ledger
 from crawlstack.runs.ports import Bundle, HostRun
 from crawlstack.runs.schedule import first_start, should_sleep
+from crawlstack.tries import UrlState, next_try
 from crawlstack.urls import origin_of
 
 if TYPE_CHECKING:
@@ -96,6 +98,9 @@ class HostLoop:
         self.adaptive = before.adaptive_delay
         self.gap = 0.0  # the delay used for the last request
         self.ledger = Ledger(host, runner.backlog, runner.urls, runner.blobs.put, runner.send_frontier)
+        self.states: dict[tuple[str, str], UrlState] = {}  # (crawl, fp) -> its state when peeked
+        self.read: set[tuple[str, str]] = set()
+        self.tried: set[tuple[str, str, int]] = set()  # (crawl, fp, attempt) requested in this run
 
     # -- the loop ----------------------------------------------------------
     def run(self) -> HostEnd:
@@ -107,6 +112,7 @@ class HostLoop:
                     return HostEnd(DONE, self._state_start(self.gap))
                 self.ledger.take(bundles)
                 complete = self._complete(bundles)
+                self._read_states(bundles)
                 while (picked := self._pick()) is not None:
                     self._serve(*picked, complete)
                     if self._flush_due(self.r.clock()):
@@ -146,26 +152,26 @@ class HostLoop:
             self.ledger.served(key, index, now, Fetched(task, "skipped", reason=policy.disallow_reason()))
             return
         delay = config.host_delay(policy.crawl_delay(config.user_agent))
-        start = self._wait(max(self._state_start(delay), task.not_before))
-        now = self.r.clock()
         # A refetch after a crash is allowed; a URL whose try is over, or fetched, is not fetched again.
-        if not self.r.urls.start_fetch(task.crawl_id, task.fp, now, self.leased_at, task.attempt):
-            waiting = self.r.urls.retrying(task.crawl_id, task.fp)
-            again = None
-            if waiting is not None and waiting[0] == task.attempt:
-                # Its holder wrote "retrying" and died before adding the next try.
-                again = replace(task, attempt=task.attempt + 1, not_before=waiting[1])
-            self.ledger.served(key, index, now, retry=again)
+        go, lost_retry = next_try(task, self.states.get((task.crawl_id, task.fp)))
+        if not go or (task.crawl_id, task.fp, task.attempt) in self.tried:
+            self.ledger.served(key, index, now, retry=lost_retry)
             return
-        pace = self.adaptive
+        start = self._wait(max(self._state_start(delay), task.not_before))
+        self.tried.add((task.crawl_id, task.fp, task.attempt))
         self._started(start, delay)
         result = guarded_fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
-        self._responded(result, delay, pace)
+        self._responded(result, delay)
         frontier: list[tuple[str, int]] = []
         try:
             done = classify(task, result, frontier, self.r.clock, self.r.jitter)
         except Exception as exc:  # a response nothing expected costs its own task, not the run
             done = Fetched(task, "failed", result.status, f"response could not be processed: {failure(exc)}")
+        # What the flush will write, known now: a copy of the task, or its next try, reads it.
+        retry_at = done.retry.not_before if done.retry is not None else 0.0
+        self.states[(task.crawl_id, task.fp)] = UrlState(
+            URL_STATES.get(done.outcome, done.outcome), task.attempt, retry_at
+        )
         self.ledger.served(key, index, self.r.clock(), done, frontier)
 
     # -- spacing -----------------------------------------------------------
@@ -214,11 +220,10 @@ class HostLoop:
         # Our own request follows any the item's earlier holder may have sent.
         self.before = replace(self.before, holder=self.r.holder)
 
-    def _responded(self, result: http.FetchResult, delay: float, pace: float | None) -> None:
+    def _responded(self, result: http.FetchResult, delay: float) -> None:
         status = result.status
         if status in settings.SLOWDOWN_STATUSES:
-            if self.adaptive == pace:  # sent at the current pace: it says something new
-                self.adaptive = slowed(delay, self.adaptive)
+            self.adaptive = slowed(delay, self.adaptive)
         elif status is not None and 200 <= status < 400:
             self.adaptive = recovered(delay, self.adaptive)
         pause = pause_after(result, result.finished_at or self.r.clock())
@@ -226,6 +231,22 @@ class HostLoop:
             self.pause_until = max(self.pause_until, pause)
 
     # -- per peek ----------------------------------------------------------
+    def _read_states(self, bundles: list[Bundle]) -> None:
+        """The urls table's state of each task peeked and not read before: one batched read, no write.
+
+        What a URL's try needs (``next_try``) is read here, not claimed by a
+        write per request: the lease makes this holder the host's only
+        requester, and the bundle is deleted only after the outcomes are
+        written, so on the normal path no page is fetched twice; a page a
+        dead holder fetched and never flushed is fetched again (allowed).
+        ``tried`` catches a task copied twice into the backlog (a redelivered
+        dispatch) before the first copy's outcome is written.
+        """
+        keys = {(t.crawl_id, t.fp) for b in bundles for t in b.tasks} - self.read
+        if keys:
+            self.states.update(self.r.urls.fetch_states(keys))
+            self.read |= keys
+
     def _complete(self, bundles: list[Bundle]) -> set[tuple[str, str]]:
         keys = {(t.crawl_id, t.record_id) for b in bundles for t in b.tasks if t.record_id and t.want}
         if self.r.resolved is None or not keys:

@@ -313,7 +313,7 @@ def test_a_store_error_fails_the_host_not_the_page_and_loses_nothing(env: Env, m
     result = env.run(msg)
     assert result.ends == {HOST: "failed"} and str(result.errors[HOST]) == "throttled"
     assert result.fetched == [] and env.warcs() == []  # nothing flushed
-    assert env.state("good") == "fetching" and env.state("bad") == "queued"  # no URL marked failed
+    assert env.state("good") == env.state("bad") == "queued"  # no URL marked failed, no write per request
     assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [2]
     monkeypatch.setattr(env.crawls, "get", real)
     env.clock.advance(0.01)
@@ -370,18 +370,18 @@ def test_a_failure_before_the_request_gives_the_host_back(slow: Env, monkeypatch
     msg = slow.admit(["a"])
     assert msg is not None
 
-    def broken(crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
+    def broken(keys: Any) -> dict[Any, Any]:
         raise RuntimeError("DynamoDB unavailable")
 
-    real = slow.urls.start_fetch
-    monkeypatch.setattr(slow.urls, "start_fetch", broken)
+    real = slow.urls.fetch_states
+    monkeypatch.setattr(slow.urls, "fetch_states", broken)
     result = slow.run(msg)
     assert result.ends == {HOST: "failed"} and isinstance(result.errors[HOST], RuntimeError)
     run = slow.runs.get(HOST)
     # Given back under the same run id, no request recorded: the redelivery need not wait a delay.
     assert (run.holder, run.run_id, run.last_start) == (None, msg.run_id, 0.0)
     assert slow.web.calls == [] and len(slow.left()) == 1
-    monkeypatch.setattr(slow.urls, "start_fetch", real)
+    monkeypatch.setattr(slow.urls, "fetch_states", real)
     t0 = slow.clock.now
     assert slow.run(msg).ends == {HOST: "done"}
     assert slow.starts() == [t0]
@@ -476,7 +476,7 @@ def test_a_skipped_url_may_still_be_claimed_and_fetched_for_another_record(env: 
 
 def test_a_page_an_earlier_holder_left_fetching_is_skipped_once_its_record_is_complete(env: Env) -> None:
     t = env.task("a")
-    assert env.urls.start_fetch("c", t.fp, env.clock.now, 0.0)  # a holder that died mid-request
+    env.urls.items[("c", t.fp)]["state"] = "fetching"  # marked by the design that wrote each start
     env.complete("r1")
     env.clock.advance(1)
     # The lease makes its holder the host's one requester: whatever was fetching before it is over.
@@ -487,7 +487,7 @@ def test_a_page_an_earlier_holder_left_fetching_is_skipped_once_its_record_is_co
 
 def test_a_page_an_earlier_holder_left_fetching_is_fetched_again_if_its_record_is_not_complete(env: Env) -> None:
     t = env.task("a")
-    assert env.urls.start_fetch("c", t.fp, env.clock.now, 0.0)
+    env.urls.items[("c", t.fp)]["state"] = "fetching"
     env.clock.advance(1)
     [fetched] = env.run(env.add([t])).fetched
     assert fetched.outcome == "fetched" and env.web.urls() == [t.url]

@@ -203,7 +203,7 @@ def test_a_failed_schedule_leaves_the_bundle_and_the_redelivery_starts_the_run()
     assert admit(gathered(task("a.com", "x")), backlog, runs, NOW + 30.0, lambda: "again") == [
         RunMessage("a.com", "again")
     ]
-    assert bundles(backlog, "a.com") == [("x",), ("x",)]  # a second copy: fetch's start_fetch serves it once
+    assert bundles(backlog, "a.com") == [("x",), ("x",)]  # a second copy: the run fetches it once (crawlstack.tries)
 
 
 # --- the lost wake-up ---------------------------------------------------------------------------
