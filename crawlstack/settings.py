@@ -242,6 +242,10 @@ RUN_LEASE_SECONDS = 120.0
 RUN_LEASE_RENEW_BEFORE_SECONDS = 90.0
 RUN_FLUSH_SECONDS = 5.0
 RUN_FLUSH_BYTES = 4 * 1024 * 1024
+# The hosts of an invocation flush on one grid and share the flush's S3
+# objects (crawlstack.runs.objects): the first to write waits at most this
+# long for the others with unflushed work.
+RUN_FLUSH_GATHER_SECONDS = 0.5
 RUN_STOP_MARGIN_SECONDS = TOTAL_DEADLINE_SECONDS + 10.0
 RUN_PEEK_BUNDLES = 4
 

@@ -5,8 +5,9 @@ A ``Ledger`` follows the bundles a holder took from the host's backlog
 outcomes with their exchanges, redirects for the frontier, next tries.
 ``flush`` writes them in the one order that never loses a URL:
 
-1. one WARC of the exchanges (``fetch_outcomes.warc_key``, ``write_warc``),
-   and the crawl-log objects of the outcomes (``crawllog.crawl_log_objects``);
+1. one WARC of the exchanges and the crawl-log objects of the outcomes
+   (``write``: shared with the other hosts flushing at once,
+   ``crawlstack.runs.objects``);
 2. the redirects, to the frontier (``send_frontier``, or kept for the caller);
 3. each URL's outcome (``fetch_outcomes.record_outcome``; a retry's state
    ``retrying``), then each retry's next try into the backlog (its
@@ -27,11 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from crawlstack.crawllog import CONTENT_TYPE, crawl_log_objects
-from crawlstack.fetch_outcomes import Fetched, OutcomeUrls, record_outcome, warc_key
+from crawlstack.fetch_outcomes import Fetched, OutcomeUrls, record_outcome
 from crawlstack.messages import FetchTask
 from crawlstack.runs.ports import Backlog, Bundle
-from crawlstack.warc import write_warc
 
 
 @dataclass
@@ -58,13 +57,15 @@ class Ledger:
         host: str,
         backlog: Backlog,
         urls: OutcomeUrls,
-        put: Callable[[str, bytes, str], None],
+        write: Callable[[list[Fetched], float], str | None],
         send_frontier: Callable[[list[tuple[str, int]]], object] | None = None,
+        on_dirty: Callable[[], None] | None = None,
     ) -> None:
         self.host = host
         self.backlog = backlog
         self.urls = urls
-        self.put = put
+        self.write = write
+        self.on_dirty = on_dirty  # called when work is first left unflushed
         self.send_frontier = send_frontier
         self._bundles: dict[str, _Progress] = {}
         self.pending: list[Fetched] = []
@@ -104,6 +105,8 @@ class Ledger:
         progress.changed = True
         if self.since is None:
             self.since = now
+            if self.on_dirty is not None:
+                self.on_dirty()
         if fetched is not None:
             self.pending.append(fetched)
             if fetched.exchange is not None:
@@ -122,13 +125,7 @@ class Ledger:
     def flush(self, now: float, write_back: bool = True) -> Flushed:
         """WARC and crawl log, redirects, outcomes, retries, then the bundles; see the module's docstring."""
         pending, frontier, retries = self.pending, self.frontier, self.retries
-        key = None
-        exchanges = [f.exchange for f in pending if f.exchange is not None]
-        if exchanges:
-            key = warc_key([f.task for f in pending], now)
-            self.put(key, write_warc(exchanges), "application/warc")
-        for log_key, data in crawl_log_objects(pending, now).items():
-            self.put(log_key, data, CONTENT_TYPE)
+        key = self.write(pending, now) if pending else None
         sent: list[tuple[str, int]] = []
         if frontier and self.send_frontier is not None:
             self.send_frontier(list(frontier))

@@ -97,7 +97,15 @@ class HostLoop:
         self.pause_until = before.pause_until
         self.adaptive = before.adaptive_delay
         self.gap = 0.0  # the delay used for the last request
-        self.ledger = Ledger(host, runner.backlog, runner.urls, runner.blobs.put, runner.send_frontier)
+        group = runner.group
+        self.ledger = Ledger(
+            host,
+            runner.backlog,
+            runner.urls,
+            lambda pending, now: group.write(host, pending, now),
+            runner.send_frontier,
+            on_dirty=lambda: group.dirty(host),
+        )
         self.states: dict[tuple[str, str], UrlState] = {}  # (crawl, fp) -> its state when peeked
         self.read: set[tuple[str, str]] = set()
         self.tried: set[tuple[str, str, int]] = set()  # (crawl, fp, attempt) requested in this run
@@ -194,12 +202,17 @@ class HostLoop:
         if start + self.r.stop_margin > self.r.deadline:
             raise _Stop(DEADLINE, start)
         wait = start - now
-        if not should_sleep(wait, self.r.active(), self.r.deadline - self.r.stop_margin - now):
+        time_left = self.r.deadline - self.r.stop_margin - now
+        if not should_sleep(wait, self.r.active(), time_left, unflushed=self.ledger.dirty()):
             raise _Stop(RESCHEDULED, start)
         if self.lease_until < max(start, now) + self.r.renew_before:
             self.renew(max(start, now))
         if wait > 0:
             if self.ledger.dirty() and self._flush_due(start):
+                # At the grid point, not before: the invocation's other hosts flush then too.
+                since = self.ledger.since
+                if since is not None and self.ledger.bytes < self.r.flush_bytes:
+                    self.r.sleep(max(0.0, min(start, self.r.group.due(since)) - self.r.clock()))
                 self.flush()
             self.r.sleep(max(0.0, start - self.r.clock()))
         return max(start, self.r.clock())
@@ -212,7 +225,7 @@ class HostLoop:
 
     def _flush_due(self, at: float) -> bool:
         since = self.ledger.since
-        return self.ledger.bytes >= self.r.flush_bytes or (since is not None and at - since >= self.r.flush_seconds)
+        return self.ledger.bytes >= self.r.flush_bytes or (since is not None and at >= self.r.group.due(since))
 
     def _started(self, start: float, delay: float) -> None:
         self.last_start = start

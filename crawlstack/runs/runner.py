@@ -11,12 +11,13 @@
    (``crawlstack.runs.host``): requests spaced by max(delay, Crawl-delay,
    adaptive delay), the first one at ``first_start`` (exact across
    holders), so the sleeping is shared by all the hosts of the invocation.
-3. Every ``settings.RUN_FLUSH_SECONDS`` or ``RUN_FLUSH_BYTES``, and whenever a host
-   stops: a WARC, the crawl log, redirects, outcomes, retries, then the
-   backlog (``crawlstack.runs.flush``), so extraction and outlinks never
-   wait for the invocation to end.  Each host flushes its own WARC: its
-   bundles, lease and failures are its own, so one host's trouble never
-   holds back another's writes.
+3. Every ``settings.RUN_FLUSH_SECONDS`` (on one grid for all the hosts) or
+   ``RUN_FLUSH_BYTES``, and whenever a host stops: a WARC, the crawl log,
+   redirects, outcomes, retries, then the backlog (``crawlstack.runs.flush``),
+   so extraction and outlinks never wait for the invocation to end.  The
+   hosts flushing at once share one WARC and crawl-log object
+   (``crawlstack.runs.objects``); their outcomes, bundles and leases stay
+   each host's own.
 4. Each host's end:
 
    * backlog empty: ``release(next_run=None)``, then one more look at the
@@ -42,7 +43,7 @@ messages and redirects are returned (``RunResult``) for the caller to send;
 ``send_frontier`` sends redirects at each flush instead.
 
 Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
-``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_STOP_MARGIN_SECONDS``,
+``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_FLUSH_GATHER_SECONDS``, ``RUN_STOP_MARGIN_SECONDS``,
 ``RUN_PEEK_BUNDLES``; and
 ``settings.MAX_SQS_DELAY_SECONDS``, ``settings.ADAPTIVE_DELAY_*``,
 ``settings.RETRY_*``, the fetch function's memory (``should_sleep``).
@@ -71,6 +72,7 @@ from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.runs.admission import new_run_id, run_expires
 from crawlstack.runs.flush import Flushed
 from crawlstack.runs.host import DEADLINE, DONE, LOST, RESCHEDULED, HostEnd, HostLoop
+from crawlstack.runs.objects import Group
 from crawlstack.runs.ports import Backlog, Runs
 
 REFUSED, FAILED = "refused", "failed"
@@ -139,6 +141,7 @@ class HostRunner:
         self.renew_before = settings.RUN_LEASE_RENEW_BEFORE_SECONDS
         self.flush_seconds = settings.RUN_FLUSH_SECONDS
         self.flush_bytes = settings.RUN_FLUSH_BYTES
+        self.flush_gather_seconds = settings.RUN_FLUSH_GATHER_SECONDS
         self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
         self.peek_bundles = settings.RUN_PEEK_BUNDLES
         # Per invocation (set by run).
@@ -176,6 +179,9 @@ class HostRunner:
 
     def _run(self, messages: Iterable[RunMessage], deadline: float) -> RunResult:
         self._lock = threading.Lock()
+        self.group = Group(
+            self.blobs.put, self.clock(), self.flush_seconds, self.flush_gather_seconds, clock=self.clock
+        )
         self.holder = uuid.uuid4().hex
         self.deadline = deadline
         self._result = result = RunResult(holder=self.holder)

@@ -119,8 +119,9 @@ class SharedClock(FakeClock):
             self.asleep[me] = wake
             while self.now < wake:
                 live = {t for t in self.known if t.is_alive()}
-                earliest = min((self.asleep[t] for t in live), default=wake)
-                if len(self.known) >= self.workers and live <= set(self.asleep) and earliest > self.now:
+                all_asleep = live <= set(self.asleep)
+                earliest = min((self.asleep[t] for t in live), default=wake) if all_asleep else self.now
+                if len(self.known) >= self.workers and all_asleep and earliest > self.now:
                     self.now = earliest
                     self.cond.notify_all()
                     continue

@@ -25,6 +25,7 @@ from crawlstack.fetch_outcomes import (
     warc_key,
 )
 from crawlstack.messages import FetchTask, InvalidMessage, RunMessage
+from crawlstack.runs import schedule
 from crawlstack.runs.runner import RunResult
 from crawlstack.warc import read_warc
 
@@ -205,7 +206,8 @@ def test_a_retry_after_beyond_the_cap_fails_at_once_and_pauses_the_host_at_most_
     assert env.runs.get(HOST).pause_until == pytest.approx(t0 + settings.RETRY_AFTER_MAX_SECONDS)
 
 
-def test_a_redelivered_earlier_try_never_fetches_again(env: Env) -> None:
+def test_a_redelivered_earlier_try_never_fetches_again(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule, "FLUSH_USD", 0.0)  # woken for the retry, not slept (flush cost aside)
     t = env.task("twice")
     env.web.page(t.url, status=502, reason="Bad Gateway")
     first = env.run(env.add([t]))

@@ -21,7 +21,7 @@ BUSY = [("Content-Type", "text/html"), ("Retry-After", "30")]
 
 @pytest.fixture
 def always_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(host_module, "should_sleep", lambda wait, hosts, left, memory_mb=None: wait < left)
+    monkeypatch.setattr(host_module, "should_sleep", lambda wait, hosts, left, **_: wait < left)
 
 
 def gaps(starts: list[float]) -> list[float]:

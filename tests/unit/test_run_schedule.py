@@ -8,6 +8,7 @@ from crawlstack import settings
 from crawlstack.prices import PRICES
 from crawlstack.runs.ports import HostRun
 from crawlstack.runs.schedule import (
+    FLUSH_USD,
     RESCHEDULE_USD,
     break_even_wait,
     first_start,
@@ -58,6 +59,15 @@ def test_a_short_wait_is_slept_a_long_one_alone_is_rescheduled() -> None:
     # Fifty hosts share the invocation: a 5 s delay is cheaper slept.
     assert should_sleep(5.0, 50, time_left=600.0, memory_mb=512)
     assert sleep_usd(5.0, 50, memory_mb=512) <= RESCHEDULE_USD
+
+
+def test_unflushed_work_makes_being_woken_dearer_by_a_flush_of_its_own() -> None:
+    alone, dirty = break_even_wait(1, memory_mb=512), break_even_wait(1, memory_mb=512, unflushed=True)
+    assert dirty == pytest.approx(alone * (RESCHEDULE_USD + FLUSH_USD) / RESCHEDULE_USD)
+    # At 512 MB a lone host with pages to flush sleeps a 1 s delay, and is woken for a 5 s one.
+    assert should_sleep(1.0, 1, time_left=600.0, memory_mb=512, unflushed=True)
+    assert not should_sleep(1.0, 1, time_left=600.0, memory_mb=512)
+    assert not should_sleep(5.0, 1, time_left=600.0, memory_mb=512, unflushed=True)
 
 
 def test_a_wait_past_the_invocation_or_sqs_is_never_slept() -> None:

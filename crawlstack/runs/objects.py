@@ -1,0 +1,117 @@
+"""The S3 objects of a flush: one WARC and the crawl-log objects, shared by the hosts that flush together.
+
+S3 bills a PUT per object, and extract one invocation per WARC, whatever
+its size: a WARC per host per flush would cost several PUTs for every few
+pages at a polite delay.  So the hosts of one fetch invocation flush on one
+grid (every ``RUN_FLUSH_SECONDS`` from the invocation's start,
+``Group.due``), and ``Group.write`` is a group commit: the first host to
+write waits (at most ``RUN_FLUSH_GATHER_SECONDS``) for the others with
+unflushed work, then writes one WARC and one crawl-log object per crawl for
+all of them; each goes on with its own outcomes and backlog once the
+objects are durable.  A host in a long request joins the next write.  If
+the write fails, it fails for every host in it (each host's run fails and
+its bundles stay, as with a failure of its own).
+
+``write_objects`` is the same write for one host alone.
+
+Settings: ``settings.RUN_FLUSH_SECONDS``, ``settings.RUN_FLUSH_GATHER_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from crawlstack.crawllog import CONTENT_TYPE, crawl_log_objects
+from crawlstack.fetch_outcomes import Fetched, warc_key
+from crawlstack.warc import write_warc
+
+Put = Callable[[str, bytes, str], None]
+
+
+def write_objects(put: Put, pending: list[Fetched], now: float) -> str | None:
+    """One WARC of ``pending``'s exchanges and its crawl-log objects; the WARC's key (None: no exchange)."""
+    key = None
+    exchanges = [f.exchange for f in pending if f.exchange is not None]
+    if exchanges:
+        key = warc_key([f.task for f in pending], now)
+        put(key, write_warc(exchanges), "application/warc")
+    for log_key, data in crawl_log_objects(pending, now).items():
+        put(log_key, data, CONTENT_TYPE)
+    return key
+
+
+@dataclass
+class _Write:
+    pending: list[Fetched] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
+    done: bool = False
+    key: str | None = None
+    error: BaseException | None = None
+
+
+class Group:
+    """The hosts of one invocation: when their flushes are due, and the writes they share."""
+
+    def __init__(
+        self,
+        put: Put,
+        started: float,
+        flush_seconds: float,
+        gather_seconds: float,
+        clock: Callable[[], float] = time.time,
+        wait_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.put = put
+        self.started = started
+        self.flush_seconds = flush_seconds
+        self.gather_seconds = gather_seconds
+        self.clock = clock
+        self.wait_clock = wait_clock
+        self._cond = threading.Condition()
+        self._dirty: set[str] = set()  # hosts with unflushed work
+        self._open: _Write | None = None
+
+    def due(self, since: float) -> float:
+        """When work done at ``since`` is flushed: the next point of the invocation's flush grid after it."""
+        steps = math.floor(max(0.0, since - self.started) / self.flush_seconds) + 1
+        return self.started + steps * self.flush_seconds
+
+    def dirty(self, host: str) -> None:
+        """``host`` has unflushed work: a write waits for it (a while)."""
+        with self._cond:
+            self._dirty.add(host)
+
+    def write(self, host: str, pending: list[Fetched], now: float) -> str | None:
+        """Write ``pending`` with what other hosts flush now; the WARC's key if ``pending`` has an exchange."""
+        with self._cond:
+            self._dirty.discard(host)
+            batch = self._open
+            leader = batch is None
+            if batch is None:
+                batch = self._open = _Write()
+            batch.pending += pending
+            batch.hosts.add(host)
+            self._cond.notify_all()
+            if not leader:
+                while not batch.done:
+                    self._cond.wait()
+            else:
+                until = self.wait_clock() + self.gather_seconds
+                while self._dirty - batch.hosts and (left := until - self.wait_clock()) > 0:
+                    self._cond.wait(left)
+                self._open = None
+        if leader:
+            try:
+                batch.key = write_objects(self.put, batch.pending, now)
+            except BaseException as exc:
+                batch.error = exc
+            with self._cond:
+                batch.done = True
+                self._cond.notify_all()
+        if batch.error is not None:
+            raise batch.error
+        return batch.key if any(f.exchange is not None for f in pending) else None

@@ -1,0 +1,103 @@
+"""The hosts of one invocation share their flushes' S3 objects (``crawlstack.runs.objects``)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from fakes import FakeBlobs
+from hostruns import Env, SharedClock
+
+from crawlstack import settings
+from crawlstack.fetch_outcomes import Fetched
+from crawlstack.messages import FetchTask
+from crawlstack.runs.objects import Group
+from crawlstack.warc import Exchange, read_warc
+
+
+def fetched(host: str, path: str) -> Fetched:
+    url = f"http://{host}/{path}"
+    task = FetchTask(url, f"fp-{host}-{path}", host, 1, "c", 0.0, 1.0)
+    exchange = Exchange(url=url, method="GET", request_headers=[], status=200, reason="OK", response_headers=[],
+                        body=b"<html></html>", ip_address=None, metadata=task.metadata())  # fmt: skip
+    return Fetched(task, "fetched", 200, exchange=exchange)
+
+
+def test_flushes_fall_on_the_invocations_grid() -> None:
+    group = Group(FakeBlobs().put, started=100.0, flush_seconds=5.0, gather_seconds=0.5)
+    assert [group.due(t) for t in (100.0, 101.0, 104.99, 105.0, 112.0)] == [105.0, 105.0, 105.0, 110.0, 115.0]
+
+
+def test_hosts_that_flush_together_share_one_warc_and_crawl_log_object() -> None:
+    blobs = FakeBlobs()
+    group = Group(blobs.put, started=0.0, flush_seconds=5.0, gather_seconds=5.0)
+    hosts = [f"h{i}.test" for i in range(3)]
+    for host in hosts:
+        group.dirty(host)
+    keys: dict[str, str | None] = {}
+
+    def flush(host: str) -> None:
+        keys[host] = group.write(host, [fetched(host, "a"), fetched(host, "b")], 10.0)
+
+    threads = [threading.Thread(target=flush, args=(host,)) for host in hosts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    [warc] = blobs.keys(settings.PAGES_PREFIX)
+    assert set(keys.values()) == {warc}
+    assert sorted(r.url for r in read_warc(blobs.get(warc))) == sorted(f"http://{h}/{p}" for h in hosts for p in "ab")
+    assert len(blobs.keys(settings.CRAWL_LOG_PREFIX)) == 1
+
+
+def test_the_first_writer_waits_for_a_host_in_a_long_request_only_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    blobs = FakeBlobs()
+    now = [0.0]
+    group = Group(blobs.put, started=0.0, flush_seconds=5.0, gather_seconds=0.5, wait_clock=lambda: now[0])
+    group.dirty("slow.test")  # never comes
+    real_wait = threading.Condition.wait
+
+    def wait(self: threading.Condition, timeout: float | None = None) -> bool:
+        now[0] += timeout or 0.0  # the gathering time passes at once
+        return real_wait(self, 0)
+
+    monkeypatch.setattr(threading.Condition, "wait", wait)
+    key = group.write("fast.test", [fetched("fast.test", "a")], 6.0)
+    assert key is not None and blobs.keys(settings.PAGES_PREFIX) == [key]
+    assert now[0] == pytest.approx(0.5)
+
+
+def test_a_write_that_fails_fails_every_host_in_it() -> None:
+    def put(key: str, data: bytes, content_type: str) -> None:
+        raise RuntimeError("S3 unavailable")
+
+    group = Group(put, started=0.0, flush_seconds=5.0, gather_seconds=5.0)
+    group.dirty("a.test")
+    group.dirty("b.test")
+    errors: list[Any] = []
+
+    def flush(host: str) -> None:
+        try:
+            group.write(host, [fetched(host, "x")], 1.0)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=flush, args=(host,)) for host in ("a.test", "b.test")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [str(e) for e in errors] == ["S3 unavailable"] * 2
+
+
+def test_hosts_of_one_invocation_write_a_warc_per_flush_not_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts = [f"h{i}.test" for i in range(4)]
+    env = Env(monkeypatch, delay=1.0, clock=SharedClock(workers=len(hosts)))
+    env.runner = env.make_runner()
+    messages = [env.admit([str(p) for p in range(12)], host=h) for h in hosts]
+    result = env.run(*messages)
+    assert result.ends == dict.fromkeys(hosts, "done")
+    assert len([f for f in result.fetched if f.outcome == "fetched"]) == 48
+    # 12 s of requests, flushed every 5 s on one grid, and once at the end: 3 WARCs, not one per host per flush.
+    assert len(env.warcs()) <= 4, env.warcs()
