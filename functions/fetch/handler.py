@@ -77,7 +77,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
 
 
 def _count(item: Fetched) -> None:
-    logger.info(
+    # Each page's outcome is in its crawl-log object already (S3, Athena): a log line per page
+    # would cost CloudWatch ingestion for a copy; at DEBUG it is there when asked for.
+    logger.debug(
         "fetched",
         url=item.task.url,
         correlation_id=item.task.fp,
