@@ -8,8 +8,7 @@ admitted per host name, None for no cap; ``settings.DEFAULT_MAX_PAGES_PER_HOST``
 ``settings.DEFAULT_PORTS``), ``seed_hosts`` (the seeds' host names, and
 ``host:port`` for a seed on another port, which allows that port on that host:
 ``seed_port_key``), ``allow_private`` (CIDRs the address guard lets
-through) and ``host_concurrency`` (requests in flight per host when the delay
-is 0), ``rules`` (the names of the mappings this crawl uses; None for all of
+through), ``rules`` (the names of the mappings this crawl uses; None for all of
 them) and ``state`` (``running`` or ``stopped``: ``crawlstack.jobs``).
 Defaults come from ``crawlstack.settings`` and, in Lambda, from the
 ``CRAWLSTACK_DEFAULT_*`` environment variables.
@@ -38,7 +37,6 @@ class CrawlConfig:
     allow_ports: tuple[int, ...] = ()
     seed_hosts: frozenset[str] = field(default_factory=frozenset)
     allow_private: tuple[str, ...] = ()
-    host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
     rules: tuple[str, ...] | None = None
     state: str = "running"
 
@@ -64,7 +62,6 @@ class CrawlConfig:
             "delay": Decimal(str(self.delay)),
             "user_agent": self.user_agent,
             "max_depth": self.max_depth,
-            "host_concurrency": self.host_concurrency,
             "state": self.state,
         }
         if self.rules is not None:
@@ -106,7 +103,6 @@ class CrawlConfig:
             allow_ports=tuple(int(p) for p in get("allow_ports", defaults.allow_ports)),
             seed_hosts=frozenset(get("seed_hosts", set())) | defaults.seed_hosts,
             allow_private=tuple(get("allow_private", defaults.allow_private)),
-            host_concurrency=int(get("host_concurrency", defaults.host_concurrency)),
             rules=tuple(str(r) for r in rules) if rules is not None else defaults.rules,
             state=str(get("state", defaults.state)),
         )

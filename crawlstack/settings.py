@@ -22,8 +22,6 @@ DEFAULT_CRAWL_ID = "default"
 DEFAULT_USER_AGENT = f"crawlstack/{VERSION} (+https://github.com/crawlstack/crawlstack/blob/main/docs/bot.md)"
 DEFAULT_DELAY_SECONDS = 5.0
 DEFAULT_MAX_DEPTH = 2
-# Like Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN: only used when the delay is 0.
-DEFAULT_HOST_CONCURRENCY = 8
 # URLs of one host that may sit in the fetch queue at once when the delay is
 # above 0: the one being fetched and the next three, so the next slot is
 # never missed and a fetch batch finds several hosts' URLs to share its WARC
@@ -31,8 +29,8 @@ DEFAULT_HOST_CONCURRENCY = 8
 # politeness.delayed_window).  Everything beyond waits parked in the
 # frontier table.
 DELAYED_HOST_WINDOW = 4
-# Robots.txt Crawl-delay above this is clamped; it keeps at least two slots
-# inside SQS's 15-minute delay limit.
+# Robots.txt Crawl-delay above this is clamped: a host's wake-up must fit
+# SQS's 15-minute delay limit.
 MAX_CRAWL_DELAY_SECONDS = 300.0
 # Most bytes of one backlog bundle's tasks (crawlstack.aws.backlog): a host's
 # waiting URLs share an item, since DynamoDB bills a write unit per KB and

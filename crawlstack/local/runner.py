@@ -104,7 +104,6 @@ class LocalOptions:
     # Extract invocations at once; deployed, extract scales out, so more
     # instances send dispatch the duplicate links it sees there.
     extract_concurrency: int = 1
-    host_concurrency: int = settings.DEFAULT_HOST_CONCURRENCY
     progress: bool | None = None
     crawl_id: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -179,7 +178,6 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 allow_ports=options.allow_ports,
                 seed_hosts=_seed_hosts(seeds),
                 allow_private=options.allow_private,
-                host_concurrency=options.host_concurrency,
             )
             aws.CrawlStore(stack.crawls).put(config)
             aws.Queue(stack.frontier_queue, "frontier").send(
