@@ -272,7 +272,9 @@ class Queues:
 # --- DynamoDB ---------------------------------------------------------------
 
 
-# "retrying": a try failed with an HTTP error and the next is scheduled (crawlstack.fetcher); last, as it came last.
+# "retrying": a try failed with an HTTP error and the next is scheduled (crawlstack.fetch_outcomes); last,
+# as it came last.  "fetching" is written no more (a host's run reads a URL's state instead); the column
+# stays for items written before, and for scripts that read it.
 URL_STATES = ("queued", "fetching", "fetched", "skipped", "failed", "retrying")
 
 

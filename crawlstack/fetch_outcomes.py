@@ -1,13 +1,10 @@
-"""What a response means for its fetch task: shared by the batch fetcher and the host runner.
+"""What a response means for its fetch task, as a host's run (``crawlstack.runs``) works it.
 
 Pure functions of the task, its ``http.FetchResult``, a clock and a jitter
 draw: the outcome (``Fetched``: fetched, skipped, failed or retry, with the
 exchange to archive), the redirect target to send to the frontier, the next
 try of a retryable response (full-jitter backoff, or the ``Retry-After``),
-and the WARC key of a set of tasks.  ``crawlstack.fetcher`` (the batch
-fetcher) and ``crawlstack.runs.runner`` (the host runs of issue 14) both
-classify responses here, so the crawl log says the same of a page whichever
-fetched it.
+and the WARC key of a set of tasks.
 
 Settings: ``settings.MAX_BODY_BYTES``, ``RETRY_MAX_ATTEMPTS``,
 ``RETRY_BASE_SECONDS``, ``RETRY_MAX_BACKOFF_SECONDS``,

@@ -52,8 +52,8 @@ MAX_USER_AGENT_BYTES = 1024
 MAX_CRAWL_CONFIG_BYTES = 300 * 1024
 
 # --- numeric flags: inclusive ranges -----------------------------------------------
-# A longer --delay than the longest robots.txt Crawl-delay honoured: the
-# politeness windows are sized for at most that (crawlstack.politeness).
+# No longer --delay than the longest robots.txt Crawl-delay honoured: a host's
+# wake-up must fit SQS's longest delay.
 DELAY_SECONDS = (0.0, settings.MAX_CRAWL_DELAY_SECONDS)
 MAX_PAGES = (1, 10**9)
 MAX_PAGES_PER_HOST = (0, 10**9)  # 0: no cap

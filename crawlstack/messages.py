@@ -22,14 +22,13 @@ fields they share said once::
 delete where a message per link cost one each (a tenth of a batched call).
 
 Fetch task: a frontier message that passed scope, dedupe and robots.txt, with
-its canonical URL, fingerprint, host and reserved politeness slot.  Two
-fields are left out of its JSON at their defaults, so a first attempt on an
-unslowed host reads as it always did: ``attempt`` (1-based; a retry of an
-HTTP error is the same task with ``attempt`` + 1, ``crawlstack.fetcher``)
-and ``adaptive_delay`` (the host's slowed-down delay when the slot was
-reserved, ``crawlstack.politeness``; 0 when not slowed).
+its canonical URL, fingerprint and host, waiting in its host's backlog.  Two
+fields are left out of its JSON at their defaults: ``attempt`` (1-based; a
+retry of an HTTP error is the same task with ``attempt`` + 1,
+``crawlstack.fetch_outcomes``) and ``adaptive_delay`` (read from tasks
+written before host runs; the host's run keeps its slowed-down delay now).
 
-Run message: a host's run to work (issue 14, ``crawlstack.runs``)::
+Run message: a host's run to work (``crawlstack.runs``)::
 
     {"host": "example.com", "run_id": "..."}
 
@@ -188,7 +187,7 @@ class FetchTask:
     referrer: str | None = None
     record_id: str | None = None
     want: tuple[str, ...] = field(default_factory=tuple)
-    # Which try this is at the URL (retries of HTTP errors, crawlstack.fetcher).
+    # Which try this is at the URL (retries of HTTP errors, crawlstack.fetch_outcomes).
     attempt: int = 1
     # The host's adaptive delay when the slot was reserved (0: not slowed down).
     adaptive_delay: float = 0.0

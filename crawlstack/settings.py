@@ -22,13 +22,6 @@ DEFAULT_CRAWL_ID = "default"
 DEFAULT_USER_AGENT = f"crawlstack/{VERSION} (+https://github.com/crawlstack/crawlstack/blob/main/docs/bot.md)"
 DEFAULT_DELAY_SECONDS = 5.0
 DEFAULT_MAX_DEPTH = 2
-# URLs of one host that may sit in the fetch queue at once when the delay is
-# above 0: the one being fetched and the next three, so the next slot is
-# never missed and a fetch batch finds several hosts' URLs to share its WARC
-# (fewer where that many slots would reach past MAX_SQS_DELAY_SECONDS,
-# politeness.delayed_window).  Everything beyond waits parked in the
-# frontier table.
-DELAYED_HOST_WINDOW = 4
 # Robots.txt Crawl-delay above this is clamped: a host's wake-up must fit
 # SQS's 15-minute delay limit.
 MAX_CRAWL_DELAY_SECONDS = 300.0
@@ -115,7 +108,7 @@ ROBOTS_MEMORY_ORIGINS = 10_000
 # A 5xx or unreachable robots.txt disallows the host; retry it sooner than a
 # good one so a passing outage does not block a host for a day.
 ROBOTS_ERROR_TTL_SECONDS = 3600
-# Retries of HTTP errors (crawlstack.fetcher): 5xx, 429, 408 and network
+# Retries of HTTP errors (crawlstack.fetch_outcomes): 5xx, 429, 408 and network
 # timeouts or connection failures are tried at most RETRY_MAX_ATTEMPTS times
 # in all.  Attempt n that fails waits uniform(0, min(RETRY_MAX_BACKOFF_SECONDS,
 # RETRY_BASE_SECONDS * 2**n)) ("full jitter"), or the response's Retry-After if
@@ -126,7 +119,7 @@ RETRY_BASE_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 60.0
 RETRY_AFTER_MAX_SECONDS = 900.0
 RETRY_STATUSES = frozenset({408, 429, *range(500, 600)})
-# Adaptive delay (crawlstack.politeness): a 429 or 503 multiplies the host's
+# Adaptive delay (crawlstack.runs.host): a 429 or 503 multiplies the host's
 # effective delay by ADAPTIVE_DELAY_FACTOR (at least ADAPTIVE_DELAY_FLOOR_SECONDS,
 # at most MAX_CRAWL_DELAY_SECONDS); each success multiplies it by
 # ADAPTIVE_DELAY_RECOVERY until it is back at the configured delay (for a
@@ -211,7 +204,7 @@ QUEUES = {
         batch_size=100,
         batching_window_seconds=1,
     ),
-    # One WARC (a fetch batch of up to 10 pages) per extract invocation: it is
+    # One WARC (a flush of a fetch invocation's hosts) per extract invocation: it is
     # CPU-bound work, and its outlinks reach the frontier in smaller waves.
     "extract": QueueSpec(
         "extract", "crawlstack-extract", "extract", 6 * FUNCTIONS["extract"].timeout_seconds, batch_size=1
@@ -273,10 +266,14 @@ TABLES = {
         "host",
         sort_key="kind",
         ttl_attribute="expires_at",
-        purpose="per-host politeness slots and the robots.txt cache",
+        purpose="per-host runs and leases, page counters and the robots.txt cache",
     ),
     "frontier": TableSpec(
-        "frontier", "crawlstack-parked", "host", sort_key="order", purpose="URLs parked behind a busy host"
+        "frontier",
+        "crawlstack-parked",
+        "host",
+        sort_key="order",
+        purpose="each host's backlog of fetch tasks, and held work",
     ),
     "results": TableSpec("results", "crawlstack-results", "pk", purpose="one record per mapped page"),
     "resolved": TableSpec(

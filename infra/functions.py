@@ -29,7 +29,9 @@ SENDS = {
 TABLE_ACCESS = {
     "dispatch": ("crawls", "urls", "hosts", "frontier"),
     "fetch": ("crawls", "urls", "hosts", "frontier"),
-    "extract": ("crawls", "results", "resolved"),  # merges page fields into resolved records
+    # Merges page fields into resolved records; reads each page's depth from urls and writes a page's
+    # failed extraction there (crawlstack.extractor).
+    "extract": ("crawls", "results", "resolved", "urls"),
 }
 # Tables each function only reads.
 TABLE_READS: dict[str, tuple[str, ...]] = {
@@ -41,7 +43,8 @@ TABLE_READS: dict[str, tuple[str, ...]] = {
 BUCKET_ACCESS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dispatch": ((), ()),
     "fetch": ((), (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)),  # WARCs and the crawl log
-    "extract": ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,)),
+    # Records, and the crawl-log line of a page whose extraction failed.
+    "extract": ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX, settings.CRAWL_LOG_PREFIX)),
 }
 
 

@@ -10,7 +10,7 @@ class ScopeStore:
     """Dispatch's scope bookkeeping (``crawlstack.dispatcher.ScopeRecords``).
 
     * Per-host page counters: one item per host name and crawl in the hosts
-      table, ``kind`` = ``pages#<crawl_id>``, beside the host's slot item.
+      table, ``kind`` = ``pages#<crawl_id>``, beside the host's run item.
     * Notes of dropped URLs in the urls table: state ``dropped``, a reason,
       ``claimable`` (like ``UrlStore.note_skip``), written only where the
       crawl has no item for the URL, so the crawl log says why it was dropped.

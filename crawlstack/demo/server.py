@@ -2,7 +2,7 @@
 
 Each "host" gets its own loopback address (``127.0.0.2``, ``127.0.0.3``, ...;
 every ``127.x.y.z`` is loopback on Linux) and its own port, so a crawler sees
-several independent origins with their own robots.txt and politeness slots::
+several independent origins, each with its own robots.txt and politeness::
 
     with LoopbackWeb({"127.0.0.2": {"/": "<a href='/a'>a</a>", "/a": "hello"}}) as web:
         seed = web.url("127.0.0.2", "/")

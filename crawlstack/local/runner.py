@@ -401,7 +401,7 @@ def _write_outputs(
                 if item.get(key) is not None and key not in line:
                     line[key] = item[key]
             if item.get("attempt", 1) > 1:
-                # Tried more than once (retries of HTTP errors, crawlstack.fetcher).
+                # Tried more than once (retries of HTTP errors, crawlstack.fetch_outcomes).
                 line["attempts"] = item["attempt"]
             outcomes[line["outcome"]] += 1
             per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1

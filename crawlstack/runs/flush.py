@@ -11,7 +11,7 @@ outcomes with their exchanges, redirects for the frontier, next tries.
 2. the redirects, to the frontier (``send_frontier``, or kept for the caller);
 3. each URL's outcome (``fetch_outcomes.record_outcome``; a retry's state
    ``retrying``), then each retry's next try into the backlog (its
-   ``start_fetch`` needs ``retrying``);
+   ``next_try`` needs ``retrying``);
 4. the bundles: deleted once every task is served, a partly served one
    written back with what is left (not after the lease is lost: the next
    holder may be serving it).

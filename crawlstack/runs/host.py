@@ -30,6 +30,8 @@ to be woken from), ``deadline`` (the invocation's end is near), ``lost``
 
 from __future__ import annotations
 
+import logging
+
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
     from crawlstack.runs.runner import HostRunner
 
 DONE, RESCHEDULED, DEADLINE, LOST = "done", "rescheduled", "deadline", "lost"
+
+log = logging.getLogger(__name__)
 
 
 class _Stop(Exception):
@@ -155,16 +159,16 @@ class HostLoop:
             done = Fetched(task, "skipped", reason=RECORD_COMPLETE, recorded=True) if given_back else None
             self.ledger.served(key, index, now, done)
             return
-        policy = self._robots(task, config)
-        if not policy.allows(task.url, config.user_agent):
-            self.ledger.served(key, index, now, Fetched(task, "skipped", reason=policy.disallow_reason()))
-            return
-        delay = config.host_delay(policy.crawl_delay(config.user_agent))
         # A refetch after a crash is allowed; a URL whose try is over, or fetched, is not fetched again.
         go, lost_retry = next_try(task, self.states.get((task.crawl_id, task.fp)))
         if not go or (task.crawl_id, task.fp, task.attempt) in self.tried:
             self.ledger.served(key, index, now, retry=lost_retry)
             return
+        policy = self._robots(task, config)
+        if not policy.allows(task.url, config.user_agent):
+            self.ledger.served(key, index, now, Fetched(task, "skipped", reason=policy.disallow_reason()))
+            return
+        delay = config.host_delay(policy.crawl_delay(config.user_agent))
         start = self._wait(max(self._state_start(delay), task.not_before))
         self.tried.add((task.crawl_id, task.fp, task.attempt))
         self._started(start, delay)
@@ -203,7 +207,9 @@ class HostLoop:
             raise _Stop(DEADLINE, start)
         wait = start - now
         time_left = self.r.deadline - self.r.stop_margin - now
-        if not should_sleep(wait, self.r.active(), time_left, unflushed=self.ledger.dirty()):
+        if not should_sleep(
+            wait, self.r.active(), time_left, memory_mb=self.r.memory_mb, unflushed=self.ledger.dirty()
+        ):
             raise _Stop(RESCHEDULED, start)
         if self.lease_until < max(start, now) + self.r.renew_before:
             self.renew(max(start, now))
@@ -266,7 +272,8 @@ class HostLoop:
             return set()
         try:
             return read_complete(self.r.resolved, self.r.completed, keys)
-        except Exception:  # the check only saves requests: fetch as if none were complete
+        except Exception as exc:  # the check only saves requests: fetch as if none were complete
+            log.warning("host %s: record completion not read: %s", self.host, failure(exc))
             return {key for key in keys if key in self.r.completed}
 
     def _robots(self, task: FetchTask, config: CrawlConfig) -> RobotsPolicy:

@@ -145,6 +145,7 @@ class HostRunner:
         self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
         self.peek_bundles = settings.RUN_PEEK_BUNDLES
         # Per invocation (set by run).
+        self.memory_mb: int | None = None
         self.holder = ""
         self.deadline = 0.0
         self._active = 0
@@ -167,15 +168,20 @@ class HostRunner:
                 self._result.warc_keys.append(flushed.warc_key)
             self._result.frontier.extend(flushed.frontier)
 
-    def run(self, messages: Iterable[RunMessage], deadline: float) -> RunResult:
+    def run(self, messages: Iterable[RunMessage], deadline: float, memory_mb: int | None = None) -> RunResult:
         """One invocation's run messages, worked until their backlogs end or ``deadline`` (a clock time) nears.
+
+        ``memory_mb``: the function's memory (the Lambda context's), which
+        prices its sleep (``crawlstack.runs.schedule``); None: the settings'.
 
         Each invocation works on a copy of the runner: it shares the
         container's memory (robots.txt policies, records seen complete) and
         holds its own holder token, deadline and result, since local mode
         runs several invocations of one container's runner at once.
         """
-        return copy.copy(self)._run(messages, deadline)
+        invocation = copy.copy(self)
+        invocation.memory_mb = memory_mb
+        return invocation._run(messages, deadline)
 
     def _run(self, messages: Iterable[RunMessage], deadline: float) -> RunResult:
         self._lock = threading.Lock()

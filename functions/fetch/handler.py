@@ -50,7 +50,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
 
     # The whole batch at once, not per record: its hosts are worked side by side and share the sleeping.
     deadline = time.time() + context.get_remaining_time_in_millis() / 1000
-    result = svc.runner.run(messages, deadline)
+    result = svc.runner.run(messages, deadline, memory_mb=int(context.memory_limit_in_mb))
     for host, error in result.errors.items():
         logger.warning("host run failed", host=host, reason=failure(error))
     ends = list(result.ends.values())

@@ -375,7 +375,9 @@ def test_least_privilege_per_function(stack, resources):
     assert TABLE_READS["dispatch"] == TABLE_READS["fetch"] == ("resolved",)
     assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"]
     assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)
-    assert BUCKET_ACCESS["extract"] == ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX,))
+    # Extract writes a failed page's outcome to urls and its crawl-log line (crawlstack.extractor).
+    assert BUCKET_ACCESS["extract"] == ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX, settings.CRAWL_LOG_PREFIX))
+    assert "urls" in TABLE_ACCESS["extract"]
 
 
 # --- outputs, context ---------------------------------------------------------------
