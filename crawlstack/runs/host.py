@@ -31,7 +31,6 @@ to be woken from), ``deadline`` (the invocation's end is near), ``lost``
 from __future__ import annotations
 
 import logging
-
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 

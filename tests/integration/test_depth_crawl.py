@@ -8,7 +8,6 @@ short way first.  Judged from the server's request log and the outputs.
 
 from __future__ import annotations
 
-import pytest
 from webs import Crawl, page
 
 from crawlstack.demo.server import LoopbackWeb, Response

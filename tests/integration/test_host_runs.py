@@ -29,6 +29,8 @@ from functions.fetch import handler as fetch_handler
 HOST = "127.0.0.2"
 CRAWL = "c"
 UA = "crawlstack-test/1.0"
+# An invocation's time: enough that no host stops for its deadline here.
+ROOMY = settings.RUN_STOP_MARGIN_SECONDS + 30
 
 
 class Context:
@@ -89,7 +91,7 @@ def test_two_fetch_invocations_racing_for_one_hosts_lease_fetch_each_page_once(
     # The run's message twice (a duplicate delivery), each to its own invocation, at once.
     responses: list[dict[str, Any]] = []
     threads = [
-        threading.Thread(target=lambda: responses.append(fetch_handler.handler(event(msg), Context(settings.RUN_STOP_MARGIN_SECONDS + 30))))
+        threading.Thread(target=lambda: responses.append(fetch_handler.handler(event(msg), Context(ROOMY))))
         for _ in range(2)
     ]
     for thread in threads:
@@ -129,16 +131,20 @@ def test_an_invocation_that_dies_mid_run_loses_no_url_and_the_next_holder_keeps_
     monkeypatch.setattr(host_module, "guarded_fetch", fetch)
     monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the dead thread's traceback
     dying = True
-    first = runner.run([msg], time.time() + settings.RUN_STOP_MARGIN_SECONDS + 30)
+    first = runner.run([msg], time.time() + ROOMY)
     dead = svc.runs.get(HOST)
     assert dead.holder == first.holder and dead.lease_until > 0  # never released
     assert len(svc.backlog.peek(HOST, 10)) == 1  # its bundle stayed: nothing was flushed
 
     dying = False
-    refused = runner.run([msg], time.time() + settings.RUN_STOP_MARGIN_SECONDS + 30)  # redelivered before the lease ran out
+    refused = runner.run(
+        [msg], time.time() + settings.RUN_STOP_MARGIN_SECONDS + 30
+    )  # redelivered before the lease ran out
     assert refused.ends == {HOST: "refused"}
     time.sleep(max(0.0, dead.lease_until - time.time()))
-    second = runner.run([msg], time.time() + settings.RUN_STOP_MARGIN_SECONDS + 30)  # redelivered after the lease ran out
+    second = runner.run(
+        [msg], time.time() + settings.RUN_STOP_MARGIN_SECONDS + 30
+    )  # redelivered after the lease ran out
     assert second.ends == {HOST: "done"}
 
     after = [t for _, t in started[3:]]
@@ -155,6 +161,7 @@ def test_a_10000_url_backlog_costs_a_constant_number_of_queue_operations(
     svc: wiring.Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SQS calls grow with the invocations a backlog takes, not with its URLs; none are per URL."""
+
     def answer(url: str, *_: Any) -> http.FetchResult:
         return http.FetchResult(url=url, status=404, finished_at=time.time())
 
@@ -182,9 +189,7 @@ def test_a_10000_url_backlog_costs_a_constant_number_of_queue_operations(
                 continue
             invocations += 1
             # Each invocation may run 2 s before the host must stop: a long backlog takes several.
-            fetch_handler.handler(
-                {"Records": [_record(m) for m in got]}, Context(settings.RUN_STOP_MARGIN_SECONDS + 2)
-            )
+            fetch_handler.handler({"Records": [_record(m) for m in got]}, Context(settings.RUN_STOP_MARGIN_SECONDS + 2))
             sqs.delete_message_batch(
                 QueueUrl=queue, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
             )
