@@ -33,9 +33,9 @@ PAGES = {A: 8, B: 6, C: 5}
 SEEDS = [int(s) for s in os.environ.get("CRAWLSTACK_FAULT_SEEDS", "7").split(",") if s.strip()]
 # A high share, so that a small crawl meets every kind of fault many times over.
 FAILURE_RATE = 0.15
-# Above the ~75 ms in which botocore retries a call twice: a host release whose
-# reply is lost is retried unconditionally, and landing after another
-# fetcher's claim it would free the host early (ARCHITECTURE.md, Idempotency).
+# The crawl's delay, checked on each host's requests: a lease, renewal or
+# release whose reply is lost is retried, and must still leave each host one
+# holder at a time, the next one waiting out the delay after the last request.
 DELAY = 0.2
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 
@@ -66,20 +66,23 @@ def scan(client: Any, table: str, crawl_id: str) -> list[dict[str, Any]]:
 
 
 def stack_state(upstream: str) -> str:
-    """The hosts' politeness items, the unfinished URLs and the queue depths, for a failure message."""
+    """The hosts' run items, the unfinished URLs, the backlogs and the queue depths, for a failure message."""
     ddb = boto3.client("dynamodb", endpoint_url=upstream, **CREDS)
     sqs = boto3.client("sqs", endpoint_url=upstream, **CREDS)
-    lines = ["hosts:"]
+    lines = ["host runs:"]
     lines += [
-        f"  {item}"
-        for item in ddb.scan(TableName=settings.TABLES["hosts"].name)["Items"]
-        if "window" in item or "busy" in item
+        f"  {item}" for item in ddb.scan(TableName=settings.TABLES["hosts"].name)["Items"] if item["kind"]["S"] == "run"
     ]
     lines.append("urls not fetched:")
     lines += [
         f"  {i}" for i in ddb.scan(TableName=settings.TABLES["urls"].name)["Items"] if i["state"]["S"] != "fetched"
     ]
-    lines.append(f"parked: {ddb.scan(TableName=settings.TABLES['frontier'].name)['Items']}")
+    backlog = ddb.scan(
+        TableName=settings.TABLES["frontier"].name,
+        ProjectionExpression="#h, #o, n",
+        ExpressionAttributeNames={"#h": "host", "#o": "order"},
+    )["Items"]
+    lines.append(f"backlog bundles and held rows: {backlog}")
     for queue in settings.QUEUES.values():
         url = sqs.get_queue_url(QueueName=queue.name)["QueueUrl"]
         lines.append(f"{queue.name}: {sqs.get_queue_attributes(QueueUrl=url, AttributeNames=['All'])['Attributes']}")

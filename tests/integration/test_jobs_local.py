@@ -94,8 +94,10 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
             assert set(counts) == {"/", *(f"/p{i}.html" for i in range(1, PAGES + 1))}, describe(log)
             assert set(counts.values()) == {1}, describe(log)
             assert aws.HeldStore(stack_names.parked, stack_names.crawls).held(CRAWL, 10) == []
-            assert aws.ParkStore(stack_names.parked).count() == 0
-            assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
+            # No task waits in a backlog (nor a held row), and the host's run ended.
+            assert aws.BacklogStore(stack_names.parked).waiting() == 0
+            run = aws.RunStore(stack_names.hosts).get(ADDRESS)
+            assert (run.run_id, run.holder) == (None, None)
         finally:
             wiring.reset()
             aws.reset_clients()

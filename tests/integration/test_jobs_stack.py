@@ -1,4 +1,8 @@
-"""Crawl jobs on the emulated stack (moto): two crawls on one host, stop and resume through the handlers."""
+"""Crawl jobs on the emulated stack (moto): two crawls on one host, stop and resume through the handlers.
+
+Dispatch puts a crawl's URLs in their host's backlog, which the host's run
+(one run message on the fetch queue) works through whatever crawl a task is of.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from test_handlers import stack as emulated  # noqa: F401
 
 from crawlstack import aws, jobs, wiring
 from crawlstack.config import CrawlConfig
-from crawlstack.messages import FetchTask, FrontierMessage
+from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
 from crawlstack.urls import canonicalize, fingerprint
 from functions.dispatch import handler as dispatch
 from functions.fetch import handler as fetch
@@ -37,6 +41,11 @@ def fetch_bodies(names: dict[str, str], bodies: list[str]) -> None:
     assert fetch.handler(sqs_event(names, "fetch", *bodies), context("fetch")) == {"batchItemFailures": []}
 
 
+def waiting(names: aws.StackNames) -> list[FetchTask]:
+    """The tasks in the test host's backlog."""
+    return [t for bundle in aws.BacklogStore(names.parked).peek(ADDRESS, 100) for t in bundle.tasks]
+
+
 def page_requests(web_site: Site) -> list[str]:  # noqa: F811
     return [path for path, _ in web_site.requests if path != "/robots.txt"]
 
@@ -51,16 +60,20 @@ def test_two_crawls_on_one_host_fetch_the_same_url_once_each(
     url = web_site.page("/same.html", "same")
     dispatch_urls(emulated, "c1", url)
     dispatch_urls(emulated, "c2", url)
-    tasks = [FetchTask.from_json(m["Body"]) for m in drain(emulated, "fetch")]
+    # One run for the host: the second crawl's URL joins the backlog the first one's run works.
+    [message] = drain(emulated, "fetch")
+    assert RunMessage.from_json(message["Body"]).host == ADDRESS
+    tasks = waiting(stack_names)
     assert sorted(t.crawl_id for t in tasks) == ["c1", "c2"]
-    # Both hold a place in the host's window: keyed by crawl, the same fingerprint does not collide.
+    # Both wait, each under its crawl: the same fingerprint does not collide.
     fp = fingerprint(canonicalize(url))
-    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == {f"c1#{fp}", f"c2#{fp}"}
-    fetch_bodies(emulated, [t.to_json() for t in tasks])
+    assert {t.fp for t in tasks} == {fp}
+    fetch_bodies(emulated, [message["Body"]])
     assert page_requests(web_site) == ["/same.html", "/same.html"]
     store = aws.UrlStore(stack_names.urls)
     assert store.state("c1", fp) == store.state("c2", fp) == "fetched"
-    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
+    assert waiting(stack_names) == []
+    assert aws.RunStore(stack_names.hosts).get(ADDRESS).run_id is None
 
 
 def test_stop_holds_work_and_resume_sends_it_back_once(
@@ -73,18 +86,19 @@ def test_stop_holds_work_and_resume_sends_it_back_once(
     a, b, c = (web_site.page(f"/{n}.html", n) for n in "abc")
     dispatch_urls(emulated, "c1", a, b)
     queued = [m["Body"] for m in drain(emulated, "fetch")]
-    assert len(queued) == 2
+    assert len(queued) == 1 and len(waiting(stack_names)) == 2
 
     wiring.stop_crawl("c1")
     assert aws.CrawlStore(stack_names.crawls).get("c1", max_age=0).stopped
     wiring.services().crawls._cache.clear()  # what STATE_CACHE_SECONDS later looks like
     dispatch_urls(emulated, "c1", c)  # a message arriving after the stop: held, unclaimed
-    fetch_bodies(emulated, queued)  # tasks queued before the stop: held, no request, out of the window
-    dispatch_urls(emulated, "c2", c)  # another crawl on the host goes on
+    fetch_bodies(emulated, queued)  # tasks waiting since before the stop: held, no request, out of the backlog
+    assert waiting(stack_names) == []
+    assert aws.RunStore(stack_names.hosts).get(ADDRESS).run_id is None  # the run ended with its backlog
+    dispatch_urls(emulated, "c2", c)  # another crawl on the host goes on, in a run of its own
     assert drain(emulated, "frontier") == []
     fetch_bodies(emulated, [m["Body"] for m in drain(emulated, "fetch")])
     assert page_requests(web_site) == ["/c.html"]
-    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
     held = aws.HeldStore(stack_names.parked, stack_names.crawls).held("c1", 10)
     assert sorted(k[:2] for k, _ in held) == ["f#", "t#", "t#"]
     assert aws.UrlStore(stack_names.urls).state("c1", fingerprint(canonicalize(c))) is None
@@ -95,17 +109,22 @@ def test_stop_holds_work_and_resume_sends_it_back_once(
     assert wiring.resume_crawl("c1") == 3
     assert aws.HeldStore(stack_names.parked, stack_names.crawls).held("c1", 10) == []
     assert wiring.resume_crawl("c1") == 0
+    # The held tasks are back in the host's backlog, and its run was started again.
+    assert sorted(t.url for t in waiting(stack_names)) == [canonicalize(a), canonicalize(b)]
+    [run] = drain(emulated, "fetch")
+    assert RunMessage.from_json(run["Body"]).run_id == aws.RunStore(stack_names.hosts).get(ADDRESS).run_id
     wiring.services().crawls._cache.clear()
     [frontier] = drain(emulated, "frontier")
     assert FrontierMessage.from_json(frontier["Body"]).url == canonicalize(c)
     assert dispatch.handler(sqs_event(emulated, "frontier", frontier["Body"]), context("dispatch")) == {
         "batchItemFailures": []
     }
-    fetch_bodies(emulated, [m["Body"] for m in drain(emulated, "fetch")])
+    assert drain(emulated, "fetch") == []  # the resumed run is live: it finds the dispatched URL in the backlog
+    fetch_bodies(emulated, [run["Body"]])
     assert sorted(page_requests(web_site)) == ["/a.html", "/b.html", "/c.html", "/c.html"]
     assert {aws.UrlStore(stack_names.urls).state("c1", fingerprint(canonicalize(u))) for u in (a, b, c)} == {"fetched"}
-    assert aws.HostStore(stack_names.hosts).read_slot(ADDRESS).window == frozenset()
-    assert aws.ParkStore(stack_names.parked).count() == 0
+    assert aws.BacklogStore(stack_names.parked).waiting() == 0  # no task, and no held row, is left
+    assert aws.RunStore(stack_names.hosts).get(ADDRESS).run_id is None
 
 
 def test_stop_and_resume_refuse_an_unknown_crawl(emulated: dict[str, str]) -> None:  # noqa: F811

@@ -18,11 +18,12 @@ from typing import Any
 import boto3
 import pytest
 
-from crawlstack import aws, settings
+from crawlstack import aws, jobs, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.local import resources
 from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
-from crawlstack.politeness import HostSlot
+from crawlstack.messages import FetchTask
+from crawlstack.runs.ports import Bundle
 
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 # Every call: done upstream, then its reply lost (a 500); the retry gets through.
@@ -35,7 +36,8 @@ LOSE_EVERY_REPLY = FaultPlan(
 def served() -> Iterator[FaultyEndpoint]:
     """One moto server for the module, the stack's resources on it, a faulty endpoint before it."""
     with (
-        moto_server() as upstream,
+        # moto's backends are per process: start from none, not from queues an earlier test made otherwise.
+        moto_server(reset=True) as upstream,
         FaultyEndpoint(upstream, FaultPlan(failure_rate=0.0)) as endpoint,
         pytest.MonkeyPatch.context() as env,
     ):
@@ -44,7 +46,6 @@ def served() -> Iterator[FaultyEndpoint]:
         env.setenv("AWS_DEFAULT_REGION", "us-east-1")
         env.setenv("AWS_ENDPOINT_URL", endpoint.url)
         aws.reset_clients()
-        # moto's backends are per process: other tests' resources may be there already.
         for key, value in resources.create_all(visibility_timeout=30, exist_ok=True).items():
             env.setenv(key, value)
         try:
@@ -138,34 +139,36 @@ def test_a_retried_host_page_count_counts_once(faulty: FaultyEndpoint, stack_nam
     assert ddb.get_item(TableName=settings.TABLES["hosts"].name, Key=key)["Item"]["pages_admitted"] == {"N": "2"}
 
 
-def test_retried_host_claim_reservation_robots_lock_and_parked_take_hold(
+def test_a_retried_backlog_write_and_hold_find_their_own_writes(
     faulty: FaultyEndpoint, stack_names: aws.StackNames
 ) -> None:
-    h = unique("h")
-    hosts = aws.HostStore(stack_names.hosts)
-    assert hosts.reserve(h, "c#fp1", HostSlot(h), new_next=10.0, window=2) is None
-    slot = hosts.read_slot(h)
-    assert slot.window == {"c#fp1"} and slot.next_slot == 10.0
-    # Another reservation on the state read before the first is refused, with the current state.
-    conflict = hosts.reserve(h, "c#fp2", HostSlot(h), new_next=10.0, window=2)
-    assert conflict is not None and conflict.window == {"c#fp1"}
+    h, c = unique("h"), unique("c")
+    backlog = aws.BacklogStore(stack_names.parked)
+    tasks = [FetchTask(f"http://{h}/{i}", f"fp{i}", h, 1, c, 0.0, 0.0) for i in range(3)]
+    [key] = backlog.add(h, 1, tasks)
+    assert lost(faulty, "BatchWriteItem") == 1
+    # The retry wrote the same bundle under the same key: one copy of each task waits.
+    assert backlog.peek(h, 10) == [Bundle(h, key, tuple(tasks))]
+    # A partly served bundle's rewrite, conditional on the bundle being there, meets its own write.
+    backlog.replace(h, key, tasks[1:])
+    assert backlog.peek(h, 10) == [Bundle(h, key, tuple(tasks[1:]))]
+    assert lost(faulty, "PutItem") == 1
+    backlog.delete(h, key)
+    assert backlog.peek(h, 10) == []
+    # Once served and deleted, a late rewrite (another holder's) does not bring it back.
+    backlog.replace(h, key, tasks[2:])
+    assert backlog.peek(h, 10) == []
 
-    assert hosts.claim(h, now=100.0, lease_until=200.0) is None  # not blocked by its own lease
-    blocked = hosts.claim(h, now=101.0, lease_until=201.0)
-    assert blocked is not None and blocked.in_flight and blocked.free_at == 200.0
-
-    assert hosts.lock_robots(f"http://{h}", until=4e9)
-    assert not hosts.lock_robots(f"http://{h}", until=4e9)
-
-    parked = aws.ParkStore(stack_names.parked)
-    parked.put(h, "0001#c#fp3", "{}")
-    assert parked.take(h, "0001#c#fp3", stamp=100.0, stale_before=0.0)
-    assert not parked.take(h, "0001#c#fp3", stamp=101.0, stale_before=0.0)
-    assert lost(faulty, "UpdateItem") == 4  # the four that succeeded
-    # A taken row is still there; a deleted one is not (an unparker gives its reserved place back then).
-    assert parked.exists(h, "0001#c#fp3")
-    parked.delete(h, "0001#c#fp3")
-    assert not parked.exists(h, "0001#c#fp3")
+    crawls = aws.CrawlStore(stack_names.crawls)
+    crawls.put(CrawlConfig(crawl_id=c))
+    held = aws.HeldStore(stack_names.parked, stack_names.crawls)
+    jobs.stop(c, crawls)
+    assert held.hold(c, "t#fp1", tasks[1].to_json())  # the retry's transaction holds the same row again
+    assert held.held(c, 10) == [("t#fp1", tasks[1].to_json())]
+    assert lost(faulty, "TransactWriteItems") == 1
+    crawls.set_state(c, jobs.RUNNING)
+    assert not held.hold(c, "t#fp2", tasks[2].to_json())  # the crawl runs: a hold, retried or not, is refused
+    assert held.held(c, 10) == [("t#fp1", tasks[1].to_json())]
 
 
 @pytest.mark.parametrize(

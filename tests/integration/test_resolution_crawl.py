@@ -20,7 +20,6 @@ from webs import (
     one,
     page_requests,
     read_jsonl,
-    robots,
 )
 
 from crawlstack.demo.server import LoopbackWeb, Response
@@ -129,10 +128,11 @@ def test_a_crawl_without_record_ids_writes_an_empty_resolved_file(web: LoopbackW
 
 
 # --- links already on their way when the record completes --------------------------------
-# Record r's chain: its seed on B (robots Crawl-delay 2, so the seed's fetch task waits in SQS
-# and never shares a fetch batch with A's slow page), then one page on C that completes r.
-# Meanwhile A is busy with a slow page of a seed without record_id, so every page of r
-# queued for A waits behind it (window full, or host claimed) until after r is complete.
+# Record r's chain: its seed on B, then one page on C that completes r.  Meanwhile A's run is
+# busy with a slow page of a seed without record_id: a host's run is sequential, so every page
+# of r admitted to A's backlog waits behind it until after r is complete, and the run's next
+# look at its backlog finds r complete.  (B's and C's runs are their own: a fetch invocation
+# works its hosts side by side, each flushing its own pages, so A's slow page holds up neither.)
 BUSY_SECONDS = 5.0
 
 
@@ -146,10 +146,7 @@ def record_chain(web: LoopbackWeb, *a_paths: str) -> None:
     """r's pages on B and C: the seed (field a) links to C's page (field b) and to ``a_paths`` on A."""
     web.add_host(
         B,
-        {
-            "/robots.txt": robots("User-agent: *\nCrawl-delay: 2\n"),
-            "/s.html": item(a="alpha", links=(f"{{{{url:{C}}}}}/done.html", *(f"{{{{url:{A}}}}}{p}" for p in a_paths))),
-        },
+        {"/s.html": item(a="alpha", links=(f"{{{{url:{C}}}}}/done.html", *(f"{{{{url:{A}}}}}{p}" for p in a_paths)))},
     )
     web.add_host(C, {"/done.html": item(b="beta")})
 
@@ -174,7 +171,7 @@ def crawl_with_busy_host(crawl: Crawl, web: LoopbackWeb, tmp_path: Path) -> Craw
     return result
 
 
-def test_pages_queued_behind_the_politeness_delay_are_never_requested_once_their_record_is_complete(
+def test_pages_waiting_in_a_busy_hosts_backlog_are_never_requested_once_their_record_is_complete(
     web: LoopbackWeb, crawl: Crawl, tmp_path: Path
 ) -> None:
     queued = [f"/q/{n}.html" for n in range(1, 13)]
@@ -187,7 +184,7 @@ def test_pages_queued_behind_the_politeness_delay_are_never_requested_once_their
 
     # Judged from the server: A served its robots.txt and the slow page, none of r's twelve.
     assert [e.bare_path for e in page_requests(web, A)] == ["/busy.html"], describe(web.log)
-    # Each was queued (it has a crawl-log line) and then skipped, at no request.
+    # Each was queued (it has a crawl-log line) and then skipped by A's run, at no request.
     for path in queued:
         entry = result.log_entry(web.url(A, path))
         assert (entry["outcome"], entry.get("reason")) == ("skipped", "record complete"), result.log_text()

@@ -8,6 +8,9 @@ handler's skip, end to end.
 
 from __future__ import annotations
 
+import gzip
+import json
+import time
 from typing import Any
 
 import pytest
@@ -18,8 +21,8 @@ from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.local.pump import LambdaContext
 from crawlstack.messages import FetchTask
-from crawlstack.politeness import Politeness, window_size
 from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.runs.admission import RunAdmissions, admit
 from crawlstack.urls import fingerprint
 from functions.fetch import handler as fetch
 
@@ -90,52 +93,59 @@ def test_a_fetched_page_is_never_given_back(urls: aws.UrlStore) -> None:
 def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
     stack: dict[str, str], urls: aws.UrlStore, stack_names: aws.StackNames
 ) -> None:
-    # The host does not exist: a request would end the URL 'failed', not 'skipped'.
+    # The host does not exist: a request (robots.txt's or a page's) would end the URL 'failed', not 'skipped'.
     aws.CrawlStore(stack_names.crawls).put(
         CrawlConfig(crawl_id=CRAWL, delay=1.0, seed_hosts=frozenset({"shop.invalid"}))
     )
     aws.ResolvedStore(stack_names.resolved).merge(CRAWL, "r1", ("title",), {"title": "Emma"}, "http://shop.invalid/1")
-    politeness = Politeness(aws.HostStore(stack_names.hosts), aws.ParkStore(stack_names.parked))
-    tasks = []
-    window = window_size(1.0, 8)
-    for n in range(window + 1):
+    admissions = RunAdmissions()
+    for n in range(9):
         url = f"http://shop.invalid/p/{n}.html"
         assert urls.claim(CRAWL, fingerprint(url), url, 1, claimer=f"m-{n}", record_id="r1")
-        task = FetchTask(
-            url=url,
-            fp=fingerprint(url),
-            host="shop.invalid",
-            depth=1,
-            crawl_id=CRAWL,
-            not_before=0.0,
-            delay=1.0,
-            window=window,
-            record_id="r1",
-            want=("title",),
+        admissions.add(
+            FetchTask(
+                url=url,
+                fp=fingerprint(url),
+                host="shop.invalid",
+                depth=1,
+                crawl_id=CRAWL,
+                not_before=0.0,
+                delay=1.0,
+                record_id="r1",
+                want=("title",),
+            )
         )
-        tasks += [ready for _, ready in politeness.admit(task)]
-    assert len(tasks) == window  # the last is parked behind the host's window
+    backlog, runs = aws.BacklogStore(stack_names.parked), aws.RunStore(stack_names.hosts)
+    [run] = admit(admissions, backlog, runs, time.time())
 
     spec = settings.FUNCTIONS["fetch"]
     context = LambdaContext("crawlstack-fetch", spec.memory_mb, spec.timeout_seconds)
-    assert fetch.handler(sqs_event(stack, "fetch", *(t.to_json() for t in tasks)), context) == {"batchItemFailures": []}
+    assert fetch.handler(sqs_event(stack, "fetch", run.to_json()), context) == {"batchItemFailures": []}
 
     items = {i["url"]: i for i in urls.scan_crawl(CRAWL)}
-    for task in tasks:
-        skipped = items.pop(task.url)
+    assert len(items) == 9
+    for skipped in items.values():
         assert (skipped["state"], skipped["reason"], skipped["claimable"]) == ("skipped", RECORD_COMPLETE, True)
-    [last] = items.values()
-    assert last["state"] == "queued"
-    assert not list(aws.BlobStore(stack_names.bucket).keys(settings.PAGES_PREFIX))
-    # The skips left the window without holding the host, and moved the parked task up (it waits for its slot).
-    slot = aws.HostStore(stack_names.hosts).read_slot("shop.invalid")
-    assert slot.window == frozenset({f"{CRAWL}#{fingerprint(last['url'])}"}) and not slot.busy
-    assert aws.ParkStore(stack_names.parked).count() == 0
+    blobs = aws.BlobStore(stack_names.bucket)
+    assert not list(blobs.keys(settings.PAGES_PREFIX))
+    # The crawl log has each skip, with its reason.
+    logged = [
+        json.loads(line)
+        for key in blobs.keys(settings.CRAWL_LOG_PREFIX)
+        for line in gzip.decompress(blobs.get(key)).decode().splitlines()
+    ]
+    assert sorted(e["url"] for e in logged) == sorted(items)
+    assert {(e["outcome"], e["reason"]) for e in logged} == {("skipped", RECORD_COMPLETE)}
+    # No request at all, not even robots.txt's; the skips took none of the host's spacing, and the run ended.
+    assert aws.HostStore(stack_names.hosts).get_robots("http://shop.invalid") is None
+    ended = runs.get("shop.invalid")
+    assert (ended.run_id, ended.holder, ended.last_start) == (None, None, 0.0)
+    assert backlog.peek("shop.invalid", 10) == []
     attrs = aws.client("sqs").get_queue_attributes(
         QueueUrl=stack[settings.ENV_QUEUE_URL["fetch"]],
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
     )["Attributes"]
-    assert int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesDelayed"]) == 1
+    assert int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesDelayed"]) == 0
 
 
 @pytest.mark.parametrize("kind", ["fake", "aws"])
