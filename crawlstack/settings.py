@@ -236,7 +236,13 @@ RUN_FLUSH_BYTES = 4 * 1024 * 1024
 # The hosts of an invocation flush on one grid and share the flush's S3
 # objects (crawlstack.runs.objects): the first to write waits at most this
 # long for the others with unflushed work.
-RUN_FLUSH_GATHER_SECONDS = 0.5
+RUN_FLUSH_GATHER_SECONDS = 0.2
+# A host whose backlog ran dry after fetching pages waits this long for their
+# links (flush, extract, dispatch) before its run ends, looking again every
+# RUN_LINGER_POLL_SECONDS (a Query each), when the wait is cheaper slept
+# than rescheduled (crawlstack.runs.host, HostLoop._linger).
+RUN_LINGER_SECONDS = 3.0
+RUN_LINGER_POLL_SECONDS = 0.1
 RUN_STOP_MARGIN_SECONDS = TOTAL_DEADLINE_SECONDS + 10.0
 RUN_PEEK_BUNDLES = 4
 

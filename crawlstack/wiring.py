@@ -111,8 +111,9 @@ class Services:
             resolved=self.resolved,
             completed=self.completed,
             held=self.held,
-            # Redirects go out at each flush, not at the invocation's end.
+            # Redirects go out at each flush, wake-ups as each host is released: not at the invocation's end.
             send_frontier=self.frontier_queue.send,
+            send_runs=self.fetch_queue.send,
         )
 
     @cached_property
@@ -204,6 +205,14 @@ def services() -> Services:
             rules_dir = os.environ.get(settings.ENV_RULES_DIR)
             _services = Services(load_rules(rules_dir) if rules_dir else RuleSet(), aws.StackNames.from_env())
         return _services
+
+
+def stop_runs() -> None:
+    """Stop the host runs in flight at their next wait (local mode's Ctrl-C); nothing if none were built."""
+    with _lock:
+        svc = _services
+    if svc is not None and "runner" in svc.__dict__:
+        svc.runner.stop()
 
 
 def reset() -> None:

@@ -123,6 +123,8 @@ class Source:
     high_water: int = 0
     # Failed messages come back after this many seconds instead of the visibility timeout.
     retry_after: int | None = None
+    # Seconds a batch may wait for more messages (MaximumBatchingWindowInSeconds); 0: none.
+    batching_window: float = 0.0
     stats: QueueStats = field(default_factory=QueueStats)
     running: int = 0
 
@@ -135,6 +137,8 @@ class EventPump:
         self.handler_errors: list[str] = []
         self._failed_receives = 0
         self._depths: dict[str, tuple[float, int]] = {}
+        # Per source with a batching window: when its batch goes, and what it holds so far.
+        self._gathering: dict[str, tuple[float, list[dict[str, Any]]]] = {}
         # Per source: when to receive again after an empty receive, and the wait after the next one.
         self._next_poll: dict[str, float] = {}
         self._idle_wait: dict[str, float] = {}
@@ -142,7 +146,12 @@ class EventPump:
         # True once run() has returned or raised with no handler running any more.
         self.finished = False
 
-    def run(self, on_tick: Callable[[EventPump], None] | None = None, tick_seconds: float = 0.25) -> None:
+    def run(
+        self,
+        on_tick: Callable[[EventPump], None] | None = None,
+        tick_seconds: float = 0.25,
+        on_interrupt: Callable[[], None] | None = None,
+    ) -> None:
         sqs = aws.client("sqs")
         last_tick = 0.0
         next_empty_check = 0.0
@@ -160,7 +169,7 @@ class EventPump:
                         continue
                     while self._free(source):
                         try:
-                            batch = self._receive(sqs, source)
+                            batch = self._gather(sqs, source)
                         except _AWS_ERRORS as exc:
                             self._aws_error(source, "receive", exc)
                             self._failed_receives += 1
@@ -172,7 +181,9 @@ class EventPump:
                         self._failed_receives = 0
                         if not batch:
                             wait = self._idle_wait.get(source.key, IDLE_SLEEP_SECONDS)
-                            self._next_poll[source.key] = time.monotonic() + wait
+                            until = time.monotonic() + wait
+                            # A batch being gathered goes when its window closes, idle or not.
+                            self._next_poll[source.key] = min(until, self._gathering.get(source.key, (until, []))[0])
                             self._idle_wait[source.key] = min(MAX_IDLE_POLL_SECONDS, wait * 2)
                             break
                         self._idle_wait.pop(source.key, None)
@@ -183,12 +194,14 @@ class EventPump:
                     last_tick = time.monotonic()
                 if delivered:
                     continue
-                if not self._busy() and time.monotonic() >= next_empty_check:
+                if not self._busy() and not self._gathered() and time.monotonic() >= next_empty_check:
                     if self._all_queues_empty():
                         return
                     next_empty_check = time.monotonic() + MAX_IDLE_POLL_SECONDS
                 self._handler_done.wait(IDLE_SLEEP_SECONDS)
         except KeyboardInterrupt:
+            if on_interrupt is not None:
+                on_interrupt()  # cut the running batches short: they stop at their next wait
             with self._lock:
                 running = sum(s.running for s in self.sources)
             if running:
@@ -204,16 +217,40 @@ class EventPump:
             if on_tick:
                 on_tick(self)
 
+    def _gather(self, sqs: Any, source: Source) -> list[dict[str, Any]]:
+        """The batch to invoke now, or [] (nothing, or a batch still within its batching window).
+
+        As an event source mapping with ``MaximumBatchingWindowInSeconds``
+        does, a batch is invoked once it holds ``batch_size`` messages or its
+        window, from its first message, has passed.
+        """
+        if not source.batching_window:
+            return self._receive(sqs, source)
+        until, held = self._gathering.pop(source.key, (0.0, []))
+        got = self._receive(sqs, source, source.batch_size - len(held))
+        if got and not held:
+            until = time.monotonic() + source.batching_window
+        held += got
+        if held and (len(held) >= source.batch_size or time.monotonic() >= until):
+            return held
+        if held:
+            self._gathering[source.key] = (until, held)
+        return []
+
+    def _gathered(self) -> bool:
+        return bool(self._gathering)
+
     @staticmethod
-    def _receive(sqs: Any, source: Source) -> list[dict[str, Any]]:
+    def _receive(sqs: Any, source: Source, most: int | None = None) -> list[dict[str, Any]]:
         """Up to ``batch_size`` messages, ten a call (SQS's most), as many as are visible now.
 
         An event source mapping with a batching window would wait up to the
         window to fill the batch; locally what is there now goes at once.
         """
         batch: list[dict[str, Any]] = []
-        while len(batch) < source.batch_size:
-            want = min(RECEIVE_MAX, source.batch_size - len(batch))
+        most = source.batch_size if most is None else most
+        while len(batch) < most:
+            want = min(RECEIVE_MAX, most - len(batch))
             got = sqs.receive_message(
                 QueueUrl=source.queue_url,
                 MaxNumberOfMessages=want,

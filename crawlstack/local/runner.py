@@ -209,7 +209,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
                 # may find it flushed by another: harmless.
                 warnings.filterwarnings("ignore", message="No application metrics to publish")
                 try:
-                    pump.run(on_tick=tick)
+                    pump.run(on_tick=tick, on_interrupt=wiring.stop_runs)
                 except KeyboardInterrupt:
                     if not pump.finished:
                         raise  # a second Ctrl-C while batches were finishing: stop now
@@ -279,6 +279,7 @@ def _pump(names: dict[str, str], fetch_concurrency: int, extract_concurrency: in
             handler,
             concurrency,
             batch_size=settings.QUEUES[key].batch_size,
+            batching_window=settings.QUEUES[key].batching_window_seconds,
             visibility_timeout=LOCAL_VISIBILITY_TIMEOUT[key],
             retry_after=LOCAL_RETRY_SECONDS[key],
             **extra,

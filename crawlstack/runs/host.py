@@ -112,6 +112,8 @@ class HostLoop:
         self.states: dict[tuple[str, str], UrlState] = {}  # (crawl, fp) -> its state when peeked
         self.read: set[tuple[str, str]] = set()
         self.tried: set[tuple[str, str, int]] = set()  # (crawl, fp, attempt) requested in this run
+        self.fetched_pages = False  # since the backlog last ran dry: their links may be on their way
+        self.linger_until: float | None = None
 
     # -- the loop ----------------------------------------------------------
     def run(self) -> HostEnd:
@@ -120,7 +122,10 @@ class HostLoop:
                 self.flush()
                 bundles = self.r.backlog.peek(self.host, self.r.peek_bundles)
                 if not bundles:
+                    if self._linger():
+                        continue
                     return HostEnd(DONE, self._state_start(self.gap))
+                self.linger_until = None
                 self.ledger.take(bundles)
                 complete = self._complete(bundles)
                 self._read_states(bundles)
@@ -130,6 +135,41 @@ class HostLoop:
                         self.flush()
         except _Stop as stop:
             return HostEnd(stop.end, stop.start)
+
+    def _linger(self) -> bool:
+        """The backlog ran dry: wait a while for the links of the pages just flushed (True: look again).
+
+        A page's links come back through extract and dispatch into this
+        backlog a second or two after its flush; a run that ended at once
+        would be started again by them, a batching window and a lease later.
+        So a host that fetched pages since its backlog last ran dry waits
+        ``RUN_LINGER_SECONDS`` (or until its next start, if later), looking
+        again every ``RUN_LINGER_POLL_SECONDS``, when that wait is cheaper
+        slept than rescheduled (``should_sleep``) and fits the invocation.
+        Its run stays the host's meanwhile, so dispatch's new bundles are
+        its to find (the lost wake-up rule holds: the run ends only after).
+        """
+        now = self.r.clock()
+        if self.r.stopping.is_set():
+            return False
+        if self.linger_until is None:
+            if not self.fetched_pages:
+                return False
+            self.fetched_pages = False
+            until = max(self._state_start(self.gap), now + self.r.linger_seconds)
+            time_left = self.r.deadline - self.r.stop_margin - now
+            if until - now >= time_left or not should_sleep(
+                until - now, self.r.active(), time_left, memory_mb=self.r.memory_mb
+            ):
+                return False
+            self.linger_until = until
+        if now >= self.linger_until:
+            self.linger_until = None
+            return False
+        if self.lease_until < self.linger_until + self.r.renew_before:
+            self.renew(now)
+        self.r.nap(min(self.r.linger_poll_seconds, self.linger_until - now))
+        return True
 
     def flush(self, write_back: bool = True) -> None:
         if self.ledger.dirty():
@@ -171,6 +211,7 @@ class HostLoop:
         start = self._wait(max(self._state_start(delay), task.not_before))
         self.tried.add((task.crawl_id, task.fp, task.attempt))
         self._started(start, delay)
+        self.r.group.dirty(self.host)  # a write now waits a moment for this page too
         result = guarded_fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
         self._responded(result, delay)
         frontier: list[tuple[str, int]] = []
@@ -178,6 +219,8 @@ class HostLoop:
             done = classify(task, result, frontier, self.r.clock, self.r.jitter)
         except Exception as exc:  # a response nothing expected costs its own task, not the run
             done = Fetched(task, "failed", result.status, f"response could not be processed: {failure(exc)}")
+        if done.outcome == "fetched":
+            self.fetched_pages = True
         # What the flush will write, known now: a copy of the task, or its next try, reads it.
         retry_at = done.retry.not_before if done.retry is not None else 0.0
         self.states[(task.crawl_id, task.fp)] = UrlState(
@@ -202,7 +245,7 @@ class HostLoop:
     def _wait(self, start: float) -> float:
         """Sleep until ``start`` (renewing the lease first if it would run short), or stop the loop."""
         now = self.r.clock()
-        if start + self.r.stop_margin > self.r.deadline:
+        if start + self.r.stop_margin > self.r.deadline or self.r.stopping.is_set():
             raise _Stop(DEADLINE, start)
         wait = start - now
         time_left = self.r.deadline - self.r.stop_margin - now
@@ -217,9 +260,11 @@ class HostLoop:
                 # At the grid point, not before: the invocation's other hosts flush then too.
                 since = self.ledger.since
                 if since is not None and self.ledger.bytes < self.r.flush_bytes:
-                    self.r.sleep(max(0.0, min(start, self.r.group.due(since)) - self.r.clock()))
+                    self.r.nap(max(0.0, min(start, self.r.group.due(since)) - self.r.clock()))
                 self.flush()
-            self.r.sleep(max(0.0, start - self.r.clock()))
+            self.r.nap(max(0.0, start - self.r.clock()))
+            if self.r.stopping.is_set():
+                raise _Stop(DEADLINE, start)
         return max(start, self.r.clock())
 
     def renew(self, at: float) -> None:

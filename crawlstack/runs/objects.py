@@ -81,7 +81,7 @@ class Group:
         return self.started + steps * self.flush_seconds
 
     def dirty(self, host: str) -> None:
-        """``host`` has unflushed work: a write waits for it (a while)."""
+        """``host`` has unflushed work, or a request in flight: a write waits for it (a while)."""
         with self._cond:
             self._dirty.add(host)
 

@@ -40,11 +40,13 @@ would start with less than ``LEASE_RENEW_BEFORE_SECONDS`` of it left (a
 request's ``settings.TOTAL_DEADLINE_SECONDS`` and a flush fit in it).  A
 host stops ``RUN_STOP_MARGIN_SECONDS`` before the deadline.  The invocation's
 messages and redirects are returned (``RunResult``) for the caller to send;
-``send_frontier`` sends redirects at each flush instead.
+``send_runs`` sends each run message as it is made, and ``send_frontier``
+redirects at each flush, instead.  ``stop`` ends every host at its next
+wait (as at the deadline): local mode's Ctrl-C.
 
 Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
 ``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_FLUSH_GATHER_SECONDS``, ``RUN_STOP_MARGIN_SECONDS``,
-``RUN_PEEK_BUNDLES``; and
+``RUN_PEEK_BUNDLES``, ``RUN_LINGER_SECONDS``, ``RUN_LINGER_POLL_SECONDS``; and
 ``settings.MAX_SQS_DELAY_SECONDS``, ``settings.ADAPTIVE_DELAY_*``,
 ``settings.RETRY_*``, the fetch function's memory (``should_sleep``).
 """
@@ -98,7 +100,7 @@ class RunResult:
     ends: dict[str, str] = field(default_factory=dict)
     fetched: list[Fetched] = field(default_factory=list)
     warc_keys: list[str] = field(default_factory=list)
-    runs: list[tuple[str, int]] = field(default_factory=list)  # RunMessage bodies, SQS delay
+    runs: list[tuple[str, int]] = field(default_factory=list)  # RunMessage bodies, SQS delay (sent if send_runs)
     frontier: list[tuple[str, int]] = field(default_factory=list)  # redirects, unless sent at each flush
     errors: dict[str, Exception] = field(default_factory=dict)  # host -> why its run failed
     holder: str = ""  # the invocation's holder token
@@ -114,12 +116,13 @@ class HostRunner:
         blobs: Blobs,
         robots: RobotsStore,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         resolved: ResolvedRecords | None = None,
         completed: CompletedRecords | None = None,
         held: Held | None = None,
         jitter: Callable[[], float] = random.random,
         send_frontier: Callable[[list[tuple[str, int]]], object] | None = None,
+        send_runs: Callable[[list[tuple[str, int]]], object] | None = None,
         fetch_robots: Callable[[str, str, http.AddressGuard], http.FetchResult] | None = None,
     ) -> None:
         self.runs = runs
@@ -129,12 +132,15 @@ class HostRunner:
         self.blobs = blobs
         self.robots = robots
         self.clock = clock
+        # Without a sleep of its own, the runner naps on ``stopping``, so ``stop`` cuts every wait short.
         self.sleep = sleep
+        self.stopping = threading.Event()  # shared by every invocation's copy
         self.resolved = resolved
         self.completed = completed if completed is not None else CompletedRecords()
         self.held = held
         self.jitter = jitter
         self.send_frontier = send_frontier
+        self.send_runs = send_runs
         self._fetch_robots = fetch_robots
         self.policies: dict[str, RobotsPolicy] = {}  # origin -> policy, for the container's life
         self.lease_seconds = settings.RUN_LEASE_SECONDS
@@ -142,6 +148,8 @@ class HostRunner:
         self.flush_seconds = settings.RUN_FLUSH_SECONDS
         self.flush_bytes = settings.RUN_FLUSH_BYTES
         self.flush_gather_seconds = settings.RUN_FLUSH_GATHER_SECONDS
+        self.linger_seconds = settings.RUN_LINGER_SECONDS
+        self.linger_poll_seconds = settings.RUN_LINGER_POLL_SECONDS
         self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
         self.peek_bundles = settings.RUN_PEEK_BUNDLES
         # Per invocation (set by run).
@@ -285,8 +293,30 @@ class HostRunner:
             log.warning("host %s: lease not given back: %s", loop.host, failure(exc))
 
     def _emit(self, msg: RunMessage, delay: int) -> None:
+        """A run message, sent at once (``send_runs``), not when the invocation ends.
+
+        A host released for a wake-up must not wait for the invocation's
+        slowest host; and the wake-up carries the run's new id, so the
+        moment between the release and the send is the one where a crash
+        leaves the host's backlog with no message (until an admission finds
+        the run expired): kept as short as it can be.
+        """
+        entry = (msg.to_json(), delay)
+        if self.send_runs is not None:
+            self.send_runs([entry])
         with self._lock:
-            self._result.runs.append((msg.to_json(), delay))
+            self._result.runs.append(entry)
+
+    def nap(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until ``stop``."""
+        if self.sleep is not None:
+            self.sleep(seconds)
+        else:
+            self.stopping.wait(max(0.0, seconds))
+
+    def stop(self) -> None:
+        """Stop every host of every invocation at its next wait: flushed, released, woken later (local Ctrl-C)."""
+        self.stopping.set()
 
 
 __all__ = ["DEADLINE", "DONE", "FAILED", "LOST", "REFUSED", "RESCHEDULED", "HostRunner", "RunResult"]

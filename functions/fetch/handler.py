@@ -59,10 +59,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             metrics.add_metric(name=f"Runs{end.capitalize()}", unit=MetricUnit.Count, value=ends.count(end))
     for item in result.fetched:
         _count(item)
-    # Wake-ups of the hosts that go on; redirects went to the frontier at each flush.
-    svc.fetch_queue.send(result.runs)
-    if result.frontier:
-        svc.frontier_queue.send(result.frontier)
+    # Wake-ups went out as each host was released, redirects at each flush (crawlstack.wiring).
 
     def record_handler(record: SQSRecord) -> None:
         if record.message_id in invalid:

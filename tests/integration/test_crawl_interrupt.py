@@ -166,11 +166,6 @@ def test_sigterm_writes_what_was_done_so_far_and_exits_130(web: LoopbackWeb, tmp
     assert str(log[web.url(B, "/")]["reason"]).startswith("interrupted: ")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an interrupt waits for running fetch invocations, and a host run in flight works its whole backlog: "
-    "crawlstack/local/pump.py lets running batches finish and nothing cuts a running HostRunner's deadline",
-)
 def test_an_interrupt_stops_a_host_run_in_flight(web: LoopbackWeb, tmp_path: Path) -> None:
     # One host's twenty slow pages are one run in one fetch invocation: SIGTERM must not wait for all of them
     # (a container stopping gives a few seconds before SIGKILL, which leaves nothing in OUT/).

@@ -393,11 +393,6 @@ def test_robots_txt_is_fetched_by_the_run_and_its_cached_policy_serves_dispatch(
     assert [path for path, _ in site.requests] == ["/robots.txt", "/"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rescheduled host's wake-up is sent when the whole invocation ends (functions/fetch/handler.py), "
-    "not when the host is released: the slowest host of the invocation holds every other host back",
-)
 def test_a_rescheduled_hosts_wake_up_goes_out_while_its_invocation_works_other_hosts(
     stack: dict[str, str], web: LoopbackWeb
 ) -> None:

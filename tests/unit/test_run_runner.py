@@ -407,3 +407,42 @@ def test_a_run_flushes_once_its_pages_reach_the_flush_bytes(env: Env) -> None:
     outcomes = [e for e in env.journal if e[0] == "outcome"]
     assert outcomes == [("outcome", "c", env.fp(p), "fetched") for p in "abc"]
     assert len(env.crawl_logs()) == 3
+
+
+# -- lingering and stopping --------------------------------------------------------
+
+
+def test_a_host_whose_backlog_runs_dry_waits_for_its_pages_links_in_the_same_run(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Many hosts share the invocation's sleep: lingering is cheaper than being started again.
+    monkeypatch.setattr(env.runner, "active", lambda: 50)
+    msg = env.admit(["a"])
+    real_peek = env.backlog.peek
+    peeks: list[float] = []
+
+    def peek(host: str, limit: int) -> list[Any]:
+        peeks.append(env.clock.now)
+        if len(peeks) == 4:  # the page's links arrive while the run lingers
+            env.backlog.add(HOST, 2, [env.task("b", depth=2)])
+        return real_peek(host, limit)
+
+    monkeypatch.setattr(env.backlog, "peek", peek)
+    result = env.run(msg)
+    assert result.ends == {HOST: "done"} and result.runs == []  # one run, no wake-up
+    assert [u for u, _, _ in env.web.calls] == [env.url("a"), env.url("b")]
+    assert env.state("b") == "fetched"
+    # It looked again every RUN_LINGER_POLL_SECONDS, and gave up RUN_LINGER_SECONDS after its last page.
+    assert peeks[-1] - env.starts()[-1] >= settings.RUN_LINGER_SECONDS - 1e-9
+    assert env.runs.get(HOST).run_id is None
+
+
+def test_a_lone_host_does_not_linger_and_a_stopped_runner_stops_at_the_next_wait(env: Env) -> None:
+    result = env.run(env.admit(["a"]))
+    assert result.ends == {HOST: "done"} and env.clock.sleeps == []  # ended at once: cheaper to be started again
+    env.runner.stop()
+    again = env.run(env.admit(["b", "c"]))
+    assert again.ends == {HOST: "deadline"} and [u for u, _, _ in env.web.calls] == [env.url("a")]
+    [(body, _)] = again.runs
+    assert RunMessage.from_json(body).host == HOST  # woken later: its backlog waits, whole
+    assert [len(b.tasks) for b in env.backlog.peek(HOST, 10)] == [2]
