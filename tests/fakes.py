@@ -228,31 +228,6 @@ class FakeUrls:
             if (crawl_id, fp) in self.items:  # as UrlStore's condition: never an item of its own
                 self.items[(crawl_id, fp)]["note"] = note
 
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
-        with self._lock:
-            item = self.items.get((crawl_id, fp))
-            if item is None:
-                return False
-            state = item.get("state")
-            stale = state == "fetching" and item.get("started_at", 0.0) < stale_before
-            if attempt <= 1:
-                ok = state == "queued" or (stale and item.get("attempt", 1) == 1)
-            else:
-                ok = (state == "retrying" and item.get("attempt") == attempt - 1) or (
-                    stale and item.get("attempt") == attempt
-                )
-            if ok:
-                item.update(state="fetching", started_at=now, attempt=attempt)
-                self.journal.append(("start_fetch", crawl_id, fp, str(attempt)))
-            return ok
-
-    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None:
-        with self._lock:
-            item = self.items.get((crawl_id, fp))
-            if item is None or item.get("state") != "retrying":
-                return None
-            return int(item.get("attempt", 1)), float(item.get("retry_at", 0.0))
-
     def fetch_states(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], UrlState]:
         with self._lock:
             self.reads += 1

@@ -216,53 +216,6 @@ class UrlStore:
             ExpressionAttributeValues=clients.values(n=note[: clients.NOTE_MAX_CHARS]),
         )
 
-    def start_fetch(self, crawl_id: str, fp: str, now: float, stale_before: float, attempt: int = 1) -> bool:
-        """Mark the URL as being fetched by try ``attempt``; False if that try is not the URL's next one.
-
-        Attempt 1 needs the URL ``queued``, a retry needs it ``retrying`` after
-        the try before (``crawlstack.fetcher``); either may take over its own
-        try's ``fetching`` mark older than ``stale_before`` (a fetcher that died).
-
-        A retry whose reply was lost finds its own mark (its token) and is
-        True: else the page would never be fetched.
-        """
-        token = clients.new_token()
-        values: dict[str, Any] = {"fetching": "fetching", "now": now, "stale": stale_before, "n": attempt, "tok": token}
-        if attempt <= 1:
-            # Items from before retries carry no attempt.
-            condition = (
-                "#s = :queued OR (#s = :fetching AND started_at < :stale"
-                " AND (attribute_not_exists(attempt) OR attempt = :n))"
-            )
-            values["queued"] = "queued"
-        else:
-            condition = (
-                "(#s = :retrying AND attempt = :prev) OR (#s = :fetching AND started_at < :stale AND attempt = :n)"
-            )
-            values |= {"retrying": "retrying", "prev": attempt - 1}
-        return clients.conditional_write(
-            "update_item",
-            token=token,
-            TableName=self.name,
-            Key=self.key(crawl_id, fp),
-            UpdateExpression="SET #s = :fetching, started_at = :now, attempt = :n, #t = :tok",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#s": "state", "#t": clients.WRITE_TOKEN},
-            ExpressionAttributeValues=clients.values(**values),
-        )
-
-    def retrying(self, crawl_id: str, fp: str) -> tuple[int, float] | None:
-        """(the try that failed, when the next may start) while the URL waits for a retry, else None."""
-        item = (
-            clients.client("dynamodb")
-            .get_item(TableName=self.name, Key=self.key(crawl_id, fp), ConsistentRead=True)
-            .get("Item")
-        )
-        data = clients.unmarshal(item)
-        if data.get("state") != "retrying":
-            return None
-        return int(data.get("attempt", 1)), float(data.get("retry_at", 0.0))
-
     def note_skip(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         """Record a URL skipped without claiming it, only if the crawl has no item for it yet.
 

@@ -82,7 +82,7 @@ def lost(endpoint: FaultyEndpoint, operation: str) -> int:
     return endpoint.faults[("dynamodb", operation, "after")]
 
 
-def test_a_retried_url_claim_start_fetch_and_unclaim_find_their_own_writes(
+def test_a_retried_url_claim_and_unclaim_find_their_own_writes(
     faulty: FaultyEndpoint, stack_names: aws.StackNames
 ) -> None:
     c = unique("c")
@@ -91,9 +91,7 @@ def test_a_retried_url_claim_start_fetch_and_unclaim_find_their_own_writes(
     assert not urls.claim(c, "fp1", "http://a.test/", 0)  # a second claim is a dedupe hit
     assert lost(faulty, "PutItem") == 1  # only the first claim succeeded: only its reply was lost
 
-    assert urls.start_fetch(c, "fp1", now=100.0, stale_before=0.0)
-    assert not urls.start_fetch(c, "fp1", now=101.0, stale_before=0.0)  # another copy of the task
-    assert urls.state(c, "fp1") == "fetching"
+    assert urls.state(c, "fp1") == "queued"
 
     assert urls.claim(c, "fp2", "http://a.test/2", 0, record_id="r")
     assert urls.unclaim(c, "fp2", "r", "record complete", stale_before=0.0)

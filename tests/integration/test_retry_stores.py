@@ -1,20 +1,24 @@
 """The conditions retries rely on, on the embedded emulator and on the tests' fakes alike.
 
-``UrlStore.start_fetch`` per try, ``retrying``, ``unclaim`` of a URL waiting
-for a retry.  Each test runs against ``crawlstack.aws`` (moto) and
-``tests/fakes.py``, so the fakes keep DynamoDB's semantics.  The host's
+``UrlStore.fetch_states`` (what ``crawlstack.tries.next_try`` decides a try
+on), the outcome of a try and ``unclaim`` of a URL waiting for a retry.
+Each test runs against ``crawlstack.aws`` (moto) and ``tests/fakes.py``, so
+the fakes keep DynamoDB's semantics.  The host's
 adaptive delay is the run item's, recorded by the lease holder's release
 (``tests/integration/test_runs_port.py``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from fakes import FakeUrls
 
 from crawlstack import aws
+from crawlstack.messages import FetchTask
+from crawlstack.tries import UrlState, next_try
 from crawlstack.urls import fingerprint
 
 CRAWL = "itest"
@@ -29,39 +33,34 @@ def urls(request: pytest.FixtureRequest) -> Any:
     return aws.UrlStore(request.getfixturevalue("stack_names").urls)
 
 
-def test_each_try_starts_once_and_only_after_the_one_before(urls: Any) -> None:
+def test_each_try_is_fetched_once_and_only_after_the_one_before(urls: Any) -> None:
     assert urls.claim(CRAWL, FP, URL, 1, claimer="m-1", record_id="r1")
-    assert not urls.start_fetch(CRAWL, FP, 100.0, 0.0, attempt=2)  # no try 1 yet
-    assert urls.start_fetch(CRAWL, FP, 100.0, 0.0)
-    assert not urls.start_fetch(CRAWL, FP, 101.0, 0.0)  # a copy of try 1
-    assert urls.retrying(CRAWL, FP) is None
-    urls.set_outcome(CRAWL, FP, "retrying", status=503, reason="503", retry_at=130.5)
-    assert urls.retrying(CRAWL, FP) == (1, 130.5)
+    task = FetchTask(URL, FP, "shop.invalid", 1, CRAWL, 0.0, 1.0)
+
+    def state() -> UrlState | None:
+        return urls.fetch_states([(CRAWL, FP), (CRAWL, "not-claimed")]).get((CRAWL, FP))
+
+    assert urls.fetch_states([(CRAWL, "not-claimed")]) == {}
+    assert state() == UrlState("queued", 1, 0.0)
+    assert next_try(replace(task, attempt=2), state())[0] is False  # no try 1 yet
+    assert next_try(task, state()) == (True, None)
+    urls.set_outcome(CRAWL, FP, "retrying", status=503, reason="503", retry_at=130.5, attempt=1)
+    assert state() == UrlState("retrying", 1, 130.5)
     # A redelivered frontier message cannot claim it back to queued.
     assert not urls.claim(CRAWL, FP, URL, 1, claimer="m-1", record_id="r1")
-    assert not urls.start_fetch(CRAWL, FP, 131.0, 0.0)  # try 1 again: never
-    assert not urls.start_fetch(CRAWL, FP, 131.0, 0.0, attempt=3)
-    assert urls.start_fetch(CRAWL, FP, 131.0, 0.0, attempt=2)
-    assert not urls.start_fetch(CRAWL, FP, 132.0, 0.0, attempt=2)  # its copy
-    # A dead holder's try 2 is taken over by try 2 only, once its mark is stale.
-    assert not urls.start_fetch(CRAWL, FP, 999.0, 500.0)
-    assert urls.start_fetch(CRAWL, FP, 999.0, 500.0, attempt=2)
-    urls.set_outcome(CRAWL, FP, "failed", status=503, reason="503 Service Unavailable after 2 attempts")
-    assert urls.retrying(CRAWL, FP) is None
-    assert not urls.start_fetch(CRAWL, FP, 2000.0, 1500.0, attempt=3)
-
-
-def test_a_stale_first_try_without_an_attempt_may_still_be_taken_over(urls: Any) -> None:
-    assert urls.claim(CRAWL, FP, URL, 1)
-    assert urls.start_fetch(CRAWL, FP, 100.0, 0.0)
-    assert not urls.start_fetch(CRAWL, FP, 150.0, 50.0)
-    assert urls.start_fetch(CRAWL, FP, 300.0, 200.0)
+    assert next_try(task, state()) == (False, replace(task, attempt=2, not_before=130.5))  # try 1 again: never
+    assert next_try(replace(task, attempt=3), state()) == (False, None)
+    assert next_try(replace(task, attempt=2), state()) == (True, None)
+    urls.set_outcome(CRAWL, FP, "failed", status=503, reason="503 Service Unavailable after 2 attempts", attempt=2)
+    assert state() == UrlState("failed", 2, 130.5)
+    assert next_try(replace(task, attempt=2), state()) == (False, None)  # its copy
+    assert next_try(replace(task, attempt=3), state()) == (False, None)
 
 
 def test_a_url_waiting_for_a_retry_may_be_given_back_by_its_record(urls: Any) -> None:
     assert urls.claim(CRAWL, FP, URL, 1, claimer="m-1", record_id="r1")
-    assert urls.start_fetch(CRAWL, FP, 100.0, 0.0)
-    urls.set_outcome(CRAWL, FP, "retrying", status=500, retry_at=110.0)
+    urls.set_outcome(CRAWL, FP, "retrying", status=500, retry_at=110.0, attempt=1)
     assert not urls.unclaim(CRAWL, FP, "r2", "record complete", 0.0)
     assert urls.unclaim(CRAWL, FP, "r1", "record complete", 0.0)
-    assert not urls.start_fetch(CRAWL, FP, 111.0, 0.0, attempt=2)
+    task = FetchTask(URL, FP, "shop.invalid", 1, CRAWL, 110.0, 1.0, attempt=2)
+    assert next_try(task, urls.fetch_states([(CRAWL, FP)]).get((CRAWL, FP))) == (False, None)

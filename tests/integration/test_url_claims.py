@@ -65,20 +65,14 @@ def test_unclaim_only_by_the_claiming_record_and_only_before_the_page_is_fetched
     assert urls.claim(CRAWL, FP, URL, 1, claimer="m-a", record_id="r1")
     assert item(urls)["record_id"] == "r1"
     assert not urls.unclaim(CRAWL, FP, "r2", RECORD_COMPLETE, stale_before=0.0)
-    # Being fetched (and not stale): left alone.
-    assert urls.start_fetch(CRAWL, FP, now=1000.0, stale_before=0.0)
-    assert not urls.unclaim(CRAWL, FP, "r1", RECORD_COMPLETE, stale_before=999.0)
-    # Its fetcher died long ago: the URL is given back.
     assert urls.unclaim(CRAWL, FP, "r1", RECORD_COMPLETE, stale_before=1001.0)
     given = item(urls)
     assert (given["state"], given["reason"], given["claimable"]) == ("skipped", RECORD_COMPLETE, True)
     assert not urls.unclaim(CRAWL, FP, "r1", RECORD_COMPLETE, stale_before=1001.0)
-    assert not urls.start_fetch(CRAWL, FP, now=1002.0, stale_before=1001.0)
 
     # Another seed takes it; a late copy of r1's task can no longer take it back.
     assert urls.claim(CRAWL, FP, URL, 2, claimer="m-b")
     assert not urls.unclaim(CRAWL, FP, "r1", RECORD_COMPLETE, stale_before=2000.0)
-    assert urls.start_fetch(CRAWL, FP, now=1003.0, stale_before=0.0)
     urls.set_outcome(CRAWL, FP, "fetched", status=200)
     assert not urls.claim(CRAWL, FP, URL, 2, claimer="m-c")
 
