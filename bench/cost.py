@@ -119,25 +119,41 @@ def site(host: int, hosts: int, pages: int) -> Any:
     return respond
 
 
-def design_floor(batch: int = settings.SQS_BATCH_SIZE) -> dict[str, float]:
-    """Dollars per million pages that today's design's own contracts cost, at full batches, whatever the code.
+def design_floor(
+    delay: float = settings.DEFAULT_DELAY_SECONDS, hosts: int = settings.QUEUES["fetch"].batch_size
+) -> dict[str, float]:
+    """Dollars per million pages that the design's own contracts cost, whatever the code, by service.
 
-    Today's design: 10-page fetch batches and per-URL state writes, which the
-    per-host-run redesign (issue 14) removes; this floor is not that design's.
+    The design (``crawlstack.runs``): a fetch invocation works ``hosts``
+    hosts at once, each busy at ``delay`` seconds a page, and they flush
+    together every ``settings.RUN_FLUSH_SECONDS``.
 
-    Per page: the dedupe's conditional write and the record's item (1 write
-    unit each); per fetch batch of ``batch`` pages: three S3 PUTs (the WARC,
-    its records for Athena, its crawl log) and the extract's GET of the WARC,
-    and three SQS requests on each queue (one send or S3 notification, one
-    receive, one delete of ``batch`` messages; a page's links are one
-    frontier message).  Left out, so this is below any real figure: every
-    politeness write (slot, claim, release, parking), the URL's start and
-    outcome, robots.txt, and every Lambda second.
+    * Per page, DynamoDB: the urls table's dedupe claim and the page's
+      outcome, and the results table's record: a write unit each.
+    * Per flush, amortised over its ``hosts x RUN_FLUSH_SECONDS / delay``
+      pages (at least one): three S3 PUTs (the WARC, its crawl-log object,
+      extract's records object), extract's GET of the WARC, and the WARC's
+      extract-queue message (S3's delivery, a receive, a delete).
+    * SQS, amortised: a page's links are one frontier message, sent,
+      received and deleted ``SQS_BATCH_SIZE`` at a time (three requests per
+      ten pages); a host's run message (sent, received and deleted ten at a
+      time) once per run, amortised over the ``(fetch timeout -
+      RUN_STOP_MARGIN_SECONDS) / delay`` pages of a run.
+
+    Left out, so this is below any real figure: each run's lease, renewals
+    and release, admission's backlog bundles and run schedules, robots.txt,
+    every read, and every Lambda second and request.
     """
+    if delay <= 0:
+        raise ValueError("the floor amortises a flush over a delay's pages: give a delay > 0")
+    pages_per_flush = max(1.0, hosts * settings.RUN_FLUSH_SECONDS / delay)
+    run_seconds = settings.FUNCTIONS["fetch"].timeout_seconds - settings.RUN_STOP_MARGIN_SECONDS
+    pages_per_run = max(1.0, run_seconds / delay)
+    per_message = 3 / settings.SQS_BATCH_SIZE  # send, receive, delete, ten messages a call
     per_page = {
-        "dynamodb": 2 * PRICES["ddb_wru"],
-        "s3": (3 * PRICES["s3_put"] + PRICES["s3_get"]) / batch,
-        "sqs": 3 * len(settings.QUEUES) * PRICES["sqs_requests"] / batch,
+        "dynamodb": 3 * PRICES["ddb_wru"],
+        "s3": (3 * PRICES["s3_put"] + PRICES["s3_get"]) / pages_per_flush,
+        "sqs": (per_message + 3 / pages_per_flush + per_message / pages_per_run) * PRICES["sqs_requests"],
     }
     return {k: round(v * 1_000_000, 3) for k, v in per_page.items()}
 
@@ -223,7 +239,7 @@ def crawl(web: Web, extract_instances: int = EXTRACT_INSTANCES) -> dict[str, Any
         "log_bytes_per_page": {
             f: {kind: round(n / pages, 1) for kind, n in v.items()} for f, v in sorted(log_bytes.items())
         },
-        "pages_per_fetch_batch": round(pages / max(1, summary["invocations"].get("fetch", 0)), 2),
+        "pages_per_fetch_invocation": round(pages / max(1, summary["invocations"].get("fetch", 0)), 2),
         "unbilled_calls": {f"{s}:{o}": n for (s, o), n in sorted(bill.unbilled_calls.items())},
     }
 
@@ -263,7 +279,8 @@ def figures(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     floor = design_floor()
     out.append(
         _fig(
-            "today's design's floor: 10-page batches, per-URL state writes (arithmetic, see notes)",
+            f"the design's floor at {settings.DEFAULT_DELAY_SECONDS:g} s: claim, outcome and record a page, "
+            "a flush's objects shared (arithmetic, see notes)",
             round(sum(floor.values()), 2),
             "$",
         )
@@ -295,8 +312,8 @@ def notes(runs: dict[str, dict[str, Any]]) -> str:
         parts.append(
             f"{key} web at delay 0: ${total:.2f} a million pages, which {verdict} "
             f"(<= ${TARGET_USD_PER_MILLION:g}, stretch ${STRETCH_USD_PER_MILLION:g}); "
-            f"{run['units_per_page']['ddb_wru']:.2f} write units and {run['pages_per_fetch_batch']:.1f} pages "
-            "a fetch batch."
+            f"{run['units_per_page']['ddb_wru']:.2f} write units and {run['pages_per_fetch_invocation']:.1f} pages "
+            "a fetch invocation."
         )
     for web in WEBS:
         run = runs.get(web.key)
@@ -304,34 +321,58 @@ def notes(runs: dict[str, dict[str, Any]]) -> str:
             parts.append(
                 f"At {web.delay:g} s ({web.shape}): ${run['usd_per_million_pages']['total']:.2f} a million pages, "
                 f"Lambda ${run['usd_per_million_pages']['lambda']:.2f} of it (fetch "
-                f"{run['handler_ms_per_page'].get('fetch', 0):.0f} ms a page, slot waits included), "
-                f"{run['pages_per_fetch_batch']:.1f} pages a fetch batch; a small web, so each host's fixed "
-                "costs (robots.txt, its claim) weigh more than on a big one. Where a sleep or a reschedule was "
-                "decided: not reported yet (it comes with the per-host-run redesign, issue 14)."
+                f"{run['handler_ms_per_page'].get('fetch', 0):.0f} ms a page, sleeps included), "
+                f"{run['pages_per_fetch_invocation']:.1f} pages a fetch invocation. A small web: an invocation's "
+                f"sleep is shared by its {web.hosts} hosts, not the {settings.QUEUES['fetch'].batch_size} of a "
+                "full batch, and each flush's objects and each host's fixed costs (robots.txt, its run's lease "
+                "and release) by few pages; bench/paper.py works these out at scale. Where a sleep or a "
+                "reschedule was decided is in the fetch function's RunsDone and RunsRescheduled metrics "
+                "(metrics.jsonl), which this benchmark does not read."
             )
     floor = design_floor()
+    fast = design_floor(1.0)
+    delay = settings.DEFAULT_DELAY_SECONDS
+    hosts = settings.QUEUES["fetch"].batch_size
     parts.append(
-        "Where a page's write units go: the hosts table holds its slot reservation and the host's claim and "
-        "release; the urls table its dedupe claim and the start and outcome of its fetch; the results table its "
-        "record. S3: three PUTs per fetch batch (the WARC, its records, its crawl log). Today's design's floor at "
-        f"full batches of {settings.SQS_BATCH_SIZE}, before any politeness write and any Lambda second "
-        "(bench/cost.py `design_floor`: the dedupe write and the record a page; three PUTs and a GET per batch; "
-        f"three SQS requests per batch on each queue): ${sum(floor.values()):.2f} a million pages (DynamoDB "
-        f"${floor['dynamodb']:.2f}, S3 ${floor['s3']:.2f}, SQS ${floor['sqs']:.2f}). It assumes 10-page batches "
-        "and per-URL state writes, which the per-host-run redesign (issue 14) removes: it bounds today's code, "
-        "not the redesign's."
+        "Where a page's write units go: the urls table holds its dedupe claim (a duplicate link is dropped on a "
+        "read first) and its outcome, with no write before the request (a batched consistent read of the "
+        "URLs' states per peek of a backlog instead); the results table its record; the hosts table each "
+        "host's run (a conditional schedule per dispatch batch that admits to the host; per fetch invocation a "
+        "lease, a renewal every "
+        f"{settings.RUN_LEASE_SECONDS - settings.RUN_LEASE_RENEW_BEFORE_SECONDS:g} s and a release), its page-cap "
+        "counter and its robots.txt; the parked table the hosts' backlog bundles (put at admission, replaced or "
+        "deleted at a flush). S3: per flush of a fetch invocation's hosts, one WARC and one crawl-log object a "
+        "crawl, and extract's records object. The design's floor (bench/cost.py `design_floor`), before any "
+        "run or admission write, any read and any Lambda second: the dedupe claim, the outcome and the record "
+        "a page (a write unit each); a flush's three PUTs, extract's GET and the WARC's three extract-queue "
+        f"requests over its pages ({hosts} hosts x {settings.RUN_FLUSH_SECONDS:g} s / delay: "
+        f"{hosts * settings.RUN_FLUSH_SECONDS / delay:.0f} at {delay:g} s); the frontier's send, receive and "
+        f"delete per {settings.SQS_BATCH_SIZE} pages (a page's links are one message); a host's run message "
+        "per run of (fetch timeout - stop margin) / delay pages. At the stack's default delay of "
+        f"{delay:g} s: ${sum(floor.values()):.2f} a million pages (DynamoDB ${floor['dynamodb']:.2f}, S3 "
+        f"${floor['s3']:.3f}, SQS ${floor['sqs']:.3f}); at 1 s ${sum(fast.values()):.2f}. The three write units "
+        f"alone are ${floor['dynamodb']:.2f}, above the stretch target of ${STRETCH_USD_PER_MILLION:g}."
     )
     deep_fetch_log = runs["deep"]["log_bytes_per_page"].get("fetch", {}).get("logger") if "deep" in runs else None
-    fetch_log = f" ({deep_fetch_log:.0f} bytes a page on the deep web)" if deep_fetch_log is not None else ""
+    if deep_fetch_log is None:
+        fetch_log = ""
+    elif deep_fetch_log >= 100:
+        fetch_log = (
+            f"; fetch's logger lines are most of the logs share ({deep_fetch_log:.0f} bytes a page on the deep web)"
+        )
+    else:
+        fetch_log = (
+            f"; fetch's logger lines at INFO are {deep_fetch_log:.0f} bytes a page on the deep web (a page's "
+            "outcome is logged at DEBUG: its crawl-log line is the record)"
+        )
     parts.append(
         "Lambda is billed on each handler call's wall time, sleeps included, on this host's CPU (not Graviton) "
         "with handler threads sharing one interpreter; the extract instances run at once, but they share one "
         "process's memory of links already sent (crawlstack.wiring builds one set of services a process), so "
         "fewer duplicate links reach dispatch than four separate Lambda containers would send. Logs: the "
         "functions' logger lines at INFO and their EMF metric lines; Lambda's START/END/REPORT lines are not "
-        "sent (system log level WARN); fetch's INFO line per page is most of the logs share"
-        f"{fetch_log}. Left out: X-Ray traces, CloudWatch custom metrics (per metric-month, not "
-        "per page), log storage, Lambda's billed init time."
+        f"sent (system log level WARN){fetch_log}. Left out: X-Ray traces, CloudWatch custom metrics (per "
+        "metric-month, not per page), log storage, Lambda's billed init time."
     )
     return "\n\n".join(parts)
 
