@@ -115,11 +115,12 @@ def test_the_bill_prices_each_service_at_list_prices() -> None:
 def test_the_design_floor_is_its_contracts_writes_and_puts_at_list_prices() -> None:
     design_floor = benches.load("cost").design_floor
 
-    # Per page: dedupe and record; per batch of 10: 3 PUTs and a GET, 3 requests on each of 3 queues.
-    assert design_floor(10) == {"dynamodb": 1.25, "s3": 1.54, "sqs": 0.36}
-    # Smaller batches cost more per page; the writes per page stay.
-    smaller = design_floor(5)
-    assert smaller["dynamodb"] == 1.25 and smaller["s3"] == pytest.approx(3.08) and smaller["sqs"] == 0.72
+    # Per page: dedupe claim, outcome, record (a WRU each); at 5 s a flush holds 100 hosts x 5 s / 5 s = 100 pages.
+    assert design_floor(5.0) == {"dynamodb": 1.875, "s3": 0.154, "sqs": 0.135}
+    fast = design_floor(1.0)  # 500 pages a flush; the writes per page stay
+    assert fast["dynamodb"] == 1.875 and fast["s3"] == pytest.approx(0.031) and fast["sqs"] == pytest.approx(0.123)
+    with pytest.raises(ValueError):
+        design_floor(0.0)
 
 
 def test_lambda_requests_and_log_ingestion_at_list_prices() -> None:
