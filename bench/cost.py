@@ -9,7 +9,9 @@ one record per page (``bench/rules/cost.json``: title and heading):
 * ``today``: 10 hosts x 40 pages, the web this benchmark crawled before, at
   ``--delay 0``;
 * the deep web's shape at 1 s and 5 s delays, smaller so politeness fits in
-  a minute: 4 hosts x 30 pages at 1 s, 4 hosts x 8 pages at 5 s.
+  a minute: 4 hosts x 30 pages at 1 s, 4 hosts x 8 pages at 5 s;
+* ``hosts-100``: 100 hosts x 10 pages at ``--delay 0``, for AWS calls per
+  page with many hosts.
 
 Each is crawled with ``crawlstack crawl --local --endpoint-url
 --extract-concurrency 4`` (four extract instances at once, so duplicate links
@@ -31,7 +33,7 @@ empty receives are local mode's own and are not priced (see the billing
 module); deployed, an event source mapping's idle long polls cost a few
 cents a day whatever the crawl.
 
-    python bench/cost.py [--only deep,today,delay-1,delay-5] [--extract-concurrency 4]
+    python bench/cost.py [--only deep,today,delay-1,delay-5,hosts-100] [--extract-concurrency 4]
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ WEBS = (
     Web("today", 10, 40, 0.0, "today's web"),
     Web("delay-1", 4, 30, 1.0, "the deep web's shape, smaller"),
     Web("delay-5", 4, 8, 5.0, "the deep web's shape, smaller"),
+    # Issue 14 measures 100 hosts by AWS calls per page (local mode's emulator cannot serve them politely).
+    Web("hosts-100", 100, 10, 0.0, "many hosts, shallow backlogs"),
 )
 
 
