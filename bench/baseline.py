@@ -336,6 +336,11 @@ class _Outcomes:
     def add_note(self, crawl_id: str, fp: str, note: str) -> None:
         self.calls += 1
 
+    def depths(self, crawl_id: str, fps: Any) -> dict[str, int]:
+        """No stored depths: each page keeps the one its WARC says (a code that reads them pays the call)."""
+        self.calls += 1
+        return {}
+
 
 def _child_rules(data: Path, spec: dict[str, Any]) -> tuple[float, float, float, str]:
     from crawlstack.rules.mapping import compile_mapping
