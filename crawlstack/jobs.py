@@ -41,7 +41,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
-from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, admit
+from crawlstack.runs.admission import RunAdmissions, admit_and_send
 from crawlstack.runs.ports import Backlog, Runs
 
 RUNNING = "running"
@@ -136,15 +136,7 @@ def resume(
             admissions = RunAdmissions()
             for _, task in tasks:
                 admissions.add(replace(task, not_before=0.0))
-            # On a failure admit raises with the runs it won, which must still go out.
-            try:
-                won = admit(admissions, backlog, runs, clock())
-            except AdmissionFailed as exc:
-                if exc.messages:
-                    send_runs(exc.messages)
-                raise
-            if won:
-                send_runs(won)
+            admit_and_send(admissions, backlog, runs, clock(), send_runs)
             for key, _ in tasks:
                 held.release(crawl_id, key)
                 sent += 1

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.messages import FetchTask, RunMessage
-from crawlstack.runs.admission import AdmissionFailed, admit, new_run_id
+from crawlstack.runs.admission import admit_and_send, new_run_id
 from crawlstack.runs.ports import Backlog, Runs
 
 
@@ -59,18 +59,10 @@ def flush_runs(
     """Admit the batch's gathered tasks and send the run messages of the runs started; those messages.
 
     On a failure the runs already won are sent before ``AdmissionFailed``
-    propagates (their runs exist, and nothing else would start them); the
-    batch then fails and is redelivered (``crawlstack.runs.admission``).
-    ``outbox.runs`` is left as it was: ``Outbox.clear`` forgets it.
+    propagates; the batch then fails and is redelivered
+    (``crawlstack.runs.admission``).  ``outbox.runs`` is left as it was:
+    ``Outbox.clear`` forgets it.
     """
     if not outbox.runs:
         return []
-    try:
-        messages = admit(outbox.runs, backlog, runs, clock(), new_run_id)
-    except AdmissionFailed as exc:
-        if exc.messages:
-            send(exc.messages)
-        raise
-    if messages:
-        send(messages)
-    return messages
+    return admit_and_send(outbox.runs, backlog, runs, clock(), send, new_run_id)

@@ -132,3 +132,27 @@ def admit(
         except Exception as exc:
             raise AdmissionFailed(host, won) from exc
     return won
+
+
+def admit_and_send(
+    admissions: RunAdmissions,
+    backlog: Backlog,
+    runs: Runs,
+    now: float,
+    send: Callable[[list[RunMessage]], object],
+    new_run_id: Callable[[], str] = new_run_id,
+) -> list[RunMessage]:
+    """``admit``, then ``send`` the run messages won; those messages.
+
+    On a failure the runs already won are sent before ``AdmissionFailed``
+    propagates: their runs exist, and nothing else would start them.
+    """
+    try:
+        won = admit(admissions, backlog, runs, now, new_run_id)
+    except AdmissionFailed as exc:
+        if exc.messages:
+            send(exc.messages)
+        raise
+    if won:
+        send(won)
+    return won

@@ -9,6 +9,7 @@ the redelivered message goes on, and a failure that repeats ends in the DLQ.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -53,10 +54,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     result = svc.runner.run(messages, deadline, memory_mb=int(context.memory_limit_in_mb))
     for host, error in result.errors.items():
         logger.warning("host run failed", host=host, reason=failure(error))
-    ends = list(result.ends.values())
-    for end in ("done", "rescheduled", "deadline", "lost", "refused", "failed"):
-        if ends.count(end):
-            metrics.add_metric(name=f"Runs{end.capitalize()}", unit=MetricUnit.Count, value=ends.count(end))
+    for end, count in Counter(result.ends.values()).items():  # done, rescheduled, deadline, lost, refused, failed
+        metrics.add_metric(name=f"Runs{end.capitalize()}", unit=MetricUnit.Count, value=count)
     for item in result.fetched:
         _count(item)
     # Wake-ups went out as each host was released, redirects at each flush (crawlstack.wiring).

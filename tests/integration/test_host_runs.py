@@ -62,17 +62,7 @@ def enqueue(svc: wiring.Services, urls: list[str], delay: float) -> list[RunMess
 def event(*messages: RunMessage) -> dict[str, Any]:
     return {
         "Records": [
-            {
-                "messageId": f"m{i}",
-                "receiptHandle": f"r{i}",
-                "body": msg.to_json(),
-                "attributes": {"ApproximateReceiveCount": "1"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:crawlstack-fetch",
-                "awsRegion": "us-east-1",
-            }
+            _record({"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "Body": msg.to_json()})
             for i, msg in enumerate(messages)
         ]
     }
