@@ -237,12 +237,15 @@ RUN_FLUSH_BYTES = 4 * 1024 * 1024
 # objects (crawlstack.runs.objects): the first to write waits at most this
 # long for the others with unflushed work.
 RUN_FLUSH_GATHER_SECONDS = 0.2
+# ...and its writes are at least this far apart: hosts that run dry one after
+# another (at a small delay, each with a page or two unflushed) share one.
+RUN_FLUSH_MIN_GAP_SECONDS = 1.0
 # A host whose backlog ran dry after fetching pages waits this long for their
 # links (flush, extract, dispatch) before its run ends, looking again every
 # RUN_LINGER_POLL_SECONDS (a Query each), when the wait is cheaper slept
 # than rescheduled (crawlstack.runs.host, HostLoop._linger).
 RUN_LINGER_SECONDS = 3.0
-RUN_LINGER_POLL_SECONDS = 0.1
+RUN_LINGER_POLL_SECONDS = 0.25
 RUN_STOP_MARGIN_SECONDS = TOTAL_DEADLINE_SECONDS + 10.0
 RUN_PEEK_BUNDLES = 4
 

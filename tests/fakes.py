@@ -412,10 +412,11 @@ class FakeBacklog:
                 self.items.setdefault(host, {})[keys[-1]] = tuple(bundle)
             return keys
 
-    def peek(self, host: str, limit: int) -> list[Bundle]:
+    def peek(self, host: str, limit: int, after: str | None = None) -> list[Bundle]:
         with self._lock:
             self.calls.append(("peek", host))
-            rows = sorted(self.items.get(host, {}).items())[: max(limit, 0)]
+            rows = [r for r in sorted(self.items.get(host, {}).items()) if after is None or r[0] > after]
+            rows = rows[: max(limit, 0)]
             return [Bundle(host, key, tasks) for key, tasks in rows]
 
     def replace(self, host: str, key: str, tasks: Sequence[FetchTask]) -> None:

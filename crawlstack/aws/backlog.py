@@ -124,7 +124,7 @@ class BacklogStore:
             self._write_batch(requests[i : i + BATCH_SIZE])
         return keys
 
-    def peek(self, host: str, limit: int) -> list[Bundle]:
+    def peek(self, host: str, limit: int, after: str | None = None) -> list[Bundle]:
         bundles: list[Bundle] = []
         request: dict[str, Any] = {
             "TableName": self.name,
@@ -134,6 +134,8 @@ class BacklogStore:
             "ConsistentRead": True,
             "ScanIndexForward": True,
         }
+        if after is not None:
+            request["ExclusiveStartKey"] = clients.key(host=host, order=after)
         while len(bundles) < limit:  # more than one page only past the 1 MB a Query returns
             resp = clients.client("dynamodb").query(**request, Limit=limit - len(bundles))
             items = [clients.unmarshal(i) for i in resp.get("Items", []) if "tasks" in i]

@@ -81,6 +81,10 @@ class Ledger:
             if bundle.key not in self._bundles:
                 self._bundles[bundle.key] = _Progress(bundle)
 
+    def newest(self) -> str | None:
+        """The key of the last bundle in hand (None: none), past which the backlog is read on."""
+        return max(self._bundles, default=None)
+
     def unserved(self) -> list[tuple[str, int, FetchTask]]:
         """The tasks in hand not yet served, shallowest bundle first, in order."""
         return [

@@ -119,9 +119,15 @@ class HostLoop:
     def run(self) -> HostEnd:
         try:
             while True:
-                self.flush()
-                bundles = self.r.backlog.peek(self.host, self.r.peek_bundles)
+                if self._flush_due(self.r.clock()):
+                    self.flush()
+                # Bundles served but not yet flushed are still stored: read on past them.
+                bundles = self.r.backlog.peek(self.host, self.r.peek_bundles, after=self.ledger.newest())
                 if not bundles:
+                    if self.ledger.dirty():
+                        # Dry: the pages are flushed now, so their links can come back.
+                        self.flush()
+                        continue
                     if self._linger():
                         continue
                     return HostEnd(DONE, self._state_start(self.gap))
@@ -172,8 +178,18 @@ class HostLoop:
         return True
 
     def flush(self, write_back: bool = True) -> None:
-        if self.ledger.dirty():
-            self.r.flushed(self.ledger.flush(self.r.clock(), write_back))
+        """Make the work since the last flush durable, in the invocation's next write (``Group``).
+
+        A host joins a write that is gathering at once; otherwise it waits
+        for the next write's slot (``RUN_FLUSH_MIN_GAP_SECONDS`` after the
+        last), so hosts running dry one after another share one write.
+        """
+        if not self.ledger.dirty():
+            return
+        group = self.r.group
+        if not group.gathering() and (wait := group.slot() - self.r.clock()) > 0:
+            self.r.nap(wait)
+        self.r.flushed(self.ledger.flush(self.r.clock(), write_back))
 
     def _pick(self) -> tuple[str, int, FetchTask] | None:
         """The first task in order that is due by the host's next start; else the one due soonest."""
@@ -256,7 +272,7 @@ class HostLoop:
         if self.lease_until < max(start, now) + self.r.renew_before:
             self.renew(max(start, now))
         if wait > 0:
-            if self.ledger.dirty() and self._flush_due(start):
+            if self.ledger.dirty() and self._flush_due(start, join=False):
                 # At the grid point, not before: the invocation's other hosts flush then too.
                 since = self.ledger.since
                 if since is not None and self.ledger.bytes < self.r.flush_bytes:
@@ -273,9 +289,16 @@ class HostLoop:
             raise _Stop(LOST, at)
         self.lease_until = until
 
-    def _flush_due(self, at: float) -> bool:
+    def _flush_due(self, at: float, join: bool = True) -> bool:
+        """Whether to flush by ``at``: RUN_FLUSH_BYTES unflushed, the grid's point, or (``join``) a write gathering."""
         since = self.ledger.since
-        return self.ledger.bytes >= self.r.flush_bytes or (since is not None and at >= self.r.group.due(since))
+        if since is None:
+            return self.ledger.dirty() and join and self.r.group.gathering()
+        return (
+            self.ledger.bytes >= self.r.flush_bytes
+            or at >= self.r.group.due(since)
+            or (join and self.r.group.gathering())
+        )
 
     def _started(self, start: float, delay: float) -> None:
         self.last_start = start

@@ -8,13 +8,22 @@ grid (every ``RUN_FLUSH_SECONDS`` from the invocation's start,
 write waits (at most ``RUN_FLUSH_GATHER_SECONDS``) for the others with
 unflushed work, then writes one WARC and one crawl-log object per crawl for
 all of them; each goes on with its own outcomes and backlog once the
-objects are durable.  A host in a long request joins the next write.  If
-the write fails, it fails for every host in it (each host's run fails and
-its bundles stay, as with a failure of its own).
+objects are durable.  While a write gathers (``Group.gathering``), a host
+with unflushed work joins it at its next task rather than writing alone
+later; a host in a long request joins the next write.  If the write fails,
+it fails for every host in it (each host's run fails and its bundles stay,
+as with a failure of its own).
+
+Writes are at least ``RUN_FLUSH_MIN_GAP_SECONDS`` apart: a host whose
+backlog ran dry must flush for its pages' links to come back, and at a
+small delay hosts run dry one after another, each a flush of a page or two.
+A host that would write sooner waits for the slot (``Group.slot``,
+in the host's own wait), and the hosts that wait for one slot share it.
 
 ``write_objects`` is the same write for one host alone.
 
-Settings: ``settings.RUN_FLUSH_SECONDS``, ``settings.RUN_FLUSH_GATHER_SECONDS``.
+Settings: ``settings.RUN_FLUSH_SECONDS``, ``settings.RUN_FLUSH_GATHER_SECONDS``,
+``settings.RUN_FLUSH_MIN_GAP_SECONDS``.
 """
 
 from __future__ import annotations
@@ -64,16 +73,19 @@ class Group:
         gather_seconds: float,
         clock: Callable[[], float] = time.time,
         wait_clock: Callable[[], float] = time.monotonic,
+        min_gap_seconds: float = 0.0,
     ) -> None:
         self.put = put
         self.started = started
         self.flush_seconds = flush_seconds
         self.gather_seconds = gather_seconds
+        self.min_gap_seconds = min_gap_seconds
         self.clock = clock
         self.wait_clock = wait_clock
         self._cond = threading.Condition()
         self._dirty: set[str] = set()  # hosts with unflushed work
         self._open: _Write | None = None
+        self._next_slot = -math.inf  # when the next write may begin (``clock``)
 
     def due(self, since: float) -> float:
         """When work done at ``since`` is flushed: the next point of the invocation's flush grid after it."""
@@ -84,6 +96,16 @@ class Group:
         """``host`` has unflushed work, or a request in flight: a write waits for it (a while)."""
         with self._cond:
             self._dirty.add(host)
+
+    def slot(self) -> float:
+        """When a write may begin (``clock``): joining one that is gathering needs no slot."""
+        with self._cond:
+            return self._next_slot
+
+    def gathering(self) -> bool:
+        """A write is open: a host with unflushed work that joins it now shares its objects."""
+        with self._cond:
+            return self._open is not None
 
     def write(self, host: str, pending: list[Fetched], now: float) -> str | None:
         """Write ``pending`` with what other hosts flush now; the WARC's key if ``pending`` has an exchange."""
@@ -104,6 +126,7 @@ class Group:
                 while self._dirty - batch.hosts and (left := until - self.wait_clock()) > 0:
                     self._cond.wait(left)
                 self._open = None
+                self._next_slot = self.clock() + self.min_gap_seconds
         if leader:
             try:
                 batch.key = write_objects(self.put, batch.pending, now)

@@ -140,8 +140,13 @@ class Backlog(Protocol):
         """Store ``tasks`` (all of ``host`` and ``depth``) in as few bundles as fit an item; their keys."""
         ...
 
-    def peek(self, host: str, limit: int) -> list[Bundle]:
-        """The host's first ``limit`` bundles, shallowest first (a consistent read)."""
+    def peek(self, host: str, limit: int, after: str | None = None) -> list[Bundle]:
+        """The host's first ``limit`` bundles, shallowest first (a consistent read).
+
+        ``after``: only bundles whose key sorts after it, so a holder with
+        served bundles in hand, not yet flushed (and so still stored),
+        reads on past them rather than reading them again.
+        """
         ...
 
     def replace(self, host: str, key: str, tasks: Sequence[FetchTask]) -> None:

@@ -45,7 +45,8 @@ redirects at each flush, instead.  ``stop`` ends every host at its next
 wait (as at the deadline): local mode's Ctrl-C.
 
 Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
-``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_FLUSH_GATHER_SECONDS``, ``RUN_STOP_MARGIN_SECONDS``,
+``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_FLUSH_GATHER_SECONDS``, ``RUN_FLUSH_MIN_GAP_SECONDS``,
+``RUN_STOP_MARGIN_SECONDS``,
 ``RUN_PEEK_BUNDLES``, ``RUN_LINGER_SECONDS``, ``RUN_LINGER_POLL_SECONDS``; and
 ``settings.MAX_SQS_DELAY_SECONDS``, ``settings.ADAPTIVE_DELAY_*``,
 ``settings.RETRY_*``, the fetch function's memory (``should_sleep``).
@@ -148,6 +149,7 @@ class HostRunner:
         self.flush_seconds = settings.RUN_FLUSH_SECONDS
         self.flush_bytes = settings.RUN_FLUSH_BYTES
         self.flush_gather_seconds = settings.RUN_FLUSH_GATHER_SECONDS
+        self.flush_min_gap_seconds = settings.RUN_FLUSH_MIN_GAP_SECONDS
         self.linger_seconds = settings.RUN_LINGER_SECONDS
         self.linger_poll_seconds = settings.RUN_LINGER_POLL_SECONDS
         self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
@@ -194,7 +196,12 @@ class HostRunner:
     def _run(self, messages: Iterable[RunMessage], deadline: float) -> RunResult:
         self._lock = threading.Lock()
         self.group = Group(
-            self.blobs.put, self.clock(), self.flush_seconds, self.flush_gather_seconds, clock=self.clock
+            self.blobs.put,
+            self.clock(),
+            self.flush_seconds,
+            self.flush_gather_seconds,
+            clock=self.clock,
+            min_gap_seconds=self.flush_min_gap_seconds,
         )
         self.holder = uuid.uuid4().hex
         self.deadline = deadline

@@ -109,6 +109,18 @@ def test_bundles_of_one_depth_are_served_in_the_order_they_were_added(impl: Impl
     assert urls_of(bundles) == [f"https://{HOST}/{i}" for i in range(12)]
 
 
+def test_peek_after_a_key_reads_on_past_it(impl: Impl) -> None:
+    first = impl.backlog.add(HOST, 1, [task(f"https://{HOST}/a")])
+    second = impl.backlog.add(HOST, 1, [task(f"https://{HOST}/b")])
+    deeper = impl.backlog.add(HOST, 2, [task(f"https://{HOST}/c", 2)])
+    assert [b.key for b in impl.backlog.peek(HOST, 5, after=first[0])] == [*second, *deeper]
+    assert [b.key for b in impl.backlog.peek(HOST, 1, after=first[0])] == second
+    assert impl.backlog.peek(HOST, 5, after=deeper[0]) == []
+    # A key that is no longer stored (deleted since) still places the read.
+    impl.backlog.delete(HOST, second[0])
+    assert [b.key for b in impl.backlog.peek(HOST, 5, after=second[0])] == deeper
+
+
 def test_a_long_list_is_cut_into_bundles_within_the_budget_and_none_is_lost(impl: Impl) -> None:
     tasks = [task(url) for url in long_urls(2000)]
     keys = impl.backlog.add(HOST, 1, tasks)

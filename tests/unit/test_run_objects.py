@@ -101,3 +101,26 @@ def test_hosts_of_one_invocation_write_a_warc_per_flush_not_per_host(monkeypatch
     assert len([f for f in result.fetched if f.outcome == "fetched"]) == 48
     # 12 s of requests, flushed every 5 s on one grid, and once at the end: 3 WARCs, not one per host per flush.
     assert len(env.warcs()) <= 4, env.warcs()
+
+
+def test_writes_are_spaced_by_the_minimum_gap_and_a_gathering_write_is_open_to_join() -> None:
+    now = [10.0]
+    group = Group(FakeBlobs().put, started=0.0, flush_seconds=5.0, gather_seconds=0.0, clock=lambda: now[0],
+                  min_gap_seconds=1.0)  # fmt: skip
+    assert group.slot() < now[0] and not group.gathering()
+    group.write("a.test", [fetched("a.test", "x")], now[0])
+    assert group.slot() == 11.0 and not group.gathering()
+
+
+def test_hosts_that_run_dry_one_after_another_share_a_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    # At a small delay each host runs dry a moment after the one before, with a page or two unflushed.
+    hosts = [f"h{i}.test" for i in range(4)]
+    env = Env(monkeypatch, delay=0.1, clock=SharedClock(workers=len(hosts)))
+    env.runner = env.make_runner()
+    messages = [env.admit([str(p) for p in range(i + 1)], host=h) for i, h in enumerate(hosts)]
+    result = env.run(*messages)
+    assert result.ends == dict.fromkeys(hosts, "done")
+    assert len([f for f in result.fetched if f.outcome == "fetched"]) == 10
+    # The first to run dry writes at once; the rest, dry within RUN_FLUSH_MIN_GAP_SECONDS, share the next write.
+    assert settings.RUN_FLUSH_MIN_GAP_SECONDS >= 0.5
+    assert len(env.warcs()) == 2, env.warcs()

@@ -421,11 +421,11 @@ def test_a_host_whose_backlog_runs_dry_waits_for_its_pages_links_in_the_same_run
     real_peek = env.backlog.peek
     peeks: list[float] = []
 
-    def peek(host: str, limit: int) -> list[Any]:
+    def peek(host: str, limit: int, after: str | None = None) -> list[Any]:
         peeks.append(env.clock.now)
         if len(peeks) == 4:  # the page's links arrive while the run lingers
             env.backlog.add(HOST, 2, [env.task("b", depth=2)])
-        return real_peek(host, limit)
+        return real_peek(host, limit, after)
 
     monkeypatch.setattr(env.backlog, "peek", peek)
     result = env.run(msg)
