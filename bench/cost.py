@@ -132,8 +132,9 @@ def design_floor(
     hosts at once, each busy at ``delay`` seconds a page, and they flush
     together every ``settings.RUN_FLUSH_SECONDS``.
 
-    * Per page, DynamoDB: the urls table's dedupe claim and the page's
-      outcome, and the results table's record: a write unit each.
+    * Per page, DynamoDB: the urls table's dedupe claim and the results
+      table's record, a write unit each (a first try's outcome is the
+      crawl log's: ``crawlstack.fetch_outcomes.logged_only``).
     * Per flush, amortised over its ``hosts x RUN_FLUSH_SECONDS / delay``
       pages (at least one): three S3 PUTs (the WARC, its crawl-log object,
       extract's records object), extract's GET of the WARC, and the WARC's
@@ -155,7 +156,7 @@ def design_floor(
     pages_per_run = max(1.0, run_seconds / delay)
     per_message = 3 / settings.SQS_BATCH_SIZE  # send, receive, delete, ten messages a call
     per_page = {
-        "dynamodb": 3 * PRICES["ddb_wru"],
+        "dynamodb": 2 * PRICES["ddb_wru"],
         "s3": (3 * PRICES["s3_put"] + PRICES["s3_get"]) / pages_per_flush,
         "sqs": (per_message + 3 / pages_per_flush + per_message / pages_per_run) * PRICES["sqs_requests"],
     }
@@ -283,7 +284,7 @@ def figures(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     floor = design_floor()
     out.append(
         _fig(
-            f"the design's floor at {settings.DEFAULT_DELAY_SECONDS:g} s: claim, outcome and record a page, "
+            f"the design's floor at {settings.DEFAULT_DELAY_SECONDS:g} s: claim and record a page, "
             "a flush's objects shared (arithmetic, see notes)",
             round(sum(floor.values()), 2),
             "$",
@@ -339,23 +340,23 @@ def notes(runs: dict[str, dict[str, Any]]) -> str:
     hosts = settings.QUEUES["fetch"].batch_size
     parts.append(
         "Where a page's write units go: the urls table holds its dedupe claim (a duplicate link is dropped on a "
-        "read first) and its outcome, with no write before the request (a batched consistent read of the "
-        "URLs' states per peek of a backlog instead); the results table its record; the hosts table each "
+        "read first), and nothing more for a page fetched on its first try (its outcome is its flush's "
+        "crawl-log line; a retry's state is written and read); the results table its record; the crawls table "
+        "a count of the flush's outcomes per crawl; the hosts table each "
         "host's run (a conditional schedule per dispatch batch that admits to the host; per fetch invocation a "
         "lease, a renewal every "
         f"{settings.RUN_LEASE_SECONDS - settings.RUN_LEASE_RENEW_BEFORE_SECONDS:g} s and a release), its page-cap "
         "counter and its robots.txt; the parked table the hosts' backlog bundles (put at admission, replaced or "
         "deleted at a flush). S3: per flush of a fetch invocation's hosts, one WARC and one crawl-log object a "
         "crawl, and extract's records object. The design's floor (bench/cost.py `design_floor`), before any "
-        "run or admission write, any read and any Lambda second: the dedupe claim, the outcome and the record "
+        "run or admission write, any read and any Lambda second: the dedupe claim and the record "
         "a page (a write unit each); a flush's three PUTs, extract's GET and the WARC's three extract-queue "
         f"requests over its pages ({hosts} hosts x {settings.RUN_FLUSH_SECONDS:g} s / delay: "
         f"{hosts * settings.RUN_FLUSH_SECONDS / delay:.0f} at {delay:g} s); the frontier's send, receive and "
         f"delete per {settings.SQS_BATCH_SIZE} pages (a page's links are one message); a host's run message "
         "per run of (fetch timeout - stop margin) / delay pages. At the stack's default delay of "
         f"{delay:g} s: ${sum(floor.values()):.2f} a million pages (DynamoDB ${floor['dynamodb']:.2f}, S3 "
-        f"${floor['s3']:.3f}, SQS ${floor['sqs']:.3f}); at 1 s ${sum(fast.values()):.2f}. The three write units "
-        f"alone are ${floor['dynamodb']:.2f}, above the stretch target of ${STRETCH_USD_PER_MILLION:g}."
+        f"${floor['s3']:.3f}, SQS ${floor['sqs']:.3f}); at 1 s ${sum(fast.values()):.2f}."
     )
     deep_fetch_log = runs["deep"]["log_bytes_per_page"].get("fetch", {}).get("logger") if "deep" in runs else None
     if deep_fetch_log is None:

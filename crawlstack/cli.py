@@ -27,7 +27,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -611,7 +611,7 @@ def _cell(value: Any) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from crawlstack.deployed import URL_STATES, Queues, Tables
+    from crawlstack.deployed import URL_STATES, Queues, Tables, url_counts
 
     stack = _stack(args)
     queues = Queues(stack.connection)
@@ -633,8 +633,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     rows = []
     for crawl_id in crawls:
-        counts: Mapping[str, int] = states.get(crawl_id, {})
         config = configs.get(crawl_id, {})
+        counts = url_counts(states.get(crawl_id, {}), config)
         budget = ""
         if config.get("max_pages") is not None:
             budget = f"{config.get('pages_admitted', 0)}/{config['max_pages']}"

@@ -8,8 +8,11 @@ Glue table's partition projection expects (``infra/analytics.py``); the
 name is a hash of the batch's tasks, never anything from a URL, so a
 redelivered batch overwrites its own object instead of adding lines twice.
 
-Local mode keeps writing ``OUT/crawl-log.jsonl`` from the urls table
-(``crawlstack.local.runner``); these objects are the deployed stack's log.
+A page fetched or skipped on its first try has its outcome here alone: the
+urls table keeps only its claim (``fetch_outcomes.logged_only``).  So a
+URL's end is its urls-table item where that holds one, else the last line
+here (``outcome_of``): local mode's ``OUT/crawl-log.jsonl`` is built so
+(``crawlstack.local.runner``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ class Blobs(Protocol):
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
+class ReadBlobs(Protocol):
+    def keys(self, prefix: str) -> Iterable[str]: ...
+    def get(self, key: str) -> bytes: ...
+
+
 def partition_path(prefix: str, crawl_id: str, now: float) -> str:
     """``<prefix>crawl_id=<id>/dt=<day>/``: Hive-style, as the Glue tables' partition projection reads it.
 
@@ -42,10 +50,15 @@ def partition_path(prefix: str, crawl_id: str, now: float) -> str:
     else is percent-encoded so a key never gains a ``/`` or ``=`` from an id.
     """
     day = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
-    return f"{prefix}crawl_id={quote(crawl_id, safe='-_.')}/dt={day}/"
+    return f"{crawl_prefix(prefix, crawl_id)}dt={day}/"
 
 
-def log_line(item: Fetched, now: float) -> dict[str, Any]:
+def crawl_prefix(prefix: str, crawl_id: str) -> str:
+    """``<prefix>crawl_id=<id>/``: every day's objects of one crawl."""
+    return f"{prefix}crawl_id={quote(crawl_id, safe='-_.')}/"
+
+
+def log_line(item: Fetched, now: float, warc: str | None = None) -> dict[str, Any]:
     task = item.task
     fetched_at = now
     if item.exchange is not None:
@@ -61,11 +74,14 @@ def log_line(item: Fetched, now: float) -> dict[str, Any]:
         "fetched_at": fetched_at,
         # As in local mode's crawl-log.jsonl: the body was cut at MAX_BODY_BYTES.
         "truncated": item.truncated or None,
+        "attempt": task.attempt,
+        # The WARC that holds the exchange, if there was one.
+        "warc": warc if item.exchange is not None else None,
     }
 
 
-def crawl_log_objects(fetched: Iterable[Fetched], now: float) -> dict[str, bytes]:
-    """Key -> gzipped JSON lines, one object per crawl in the batch."""
+def crawl_log_objects(fetched: Iterable[Fetched], now: float, warc: str | None = None) -> dict[str, bytes]:
+    """Key -> gzipped JSON lines, one object per crawl in the batch (``warc``: the WARC of its exchanges)."""
     by_crawl: dict[str, list[Fetched]] = {}
     for item in fetched:
         by_crawl.setdefault(item.task.crawl_id, []).append(item)
@@ -74,7 +90,7 @@ def crawl_log_objects(fetched: Iterable[Fetched], now: float) -> dict[str, bytes
         # A retry's attempt is in the hash, so its lines never replace an earlier try's.
         digest = hashlib.sha256("|".join(sorted(i.task.attempt_key for i in items)).encode())
         key = f"{partition_path(settings.CRAWL_LOG_PREFIX, crawl_id, now)}{digest.hexdigest()[:24]}.jsonl.gz"
-        body = "".join(json.dumps(log_line(i, now), ensure_ascii=False) + "\n" for i in items)
+        body = "".join(json.dumps(log_line(i, now, warc), ensure_ascii=False) + "\n" for i in items)
         # mtime=0: the same lines give the same bytes, so a redelivery is a true overwrite.
         objects[key] = gzip.compress(body.encode("utf-8"), mtime=0)
     return objects
@@ -86,6 +102,63 @@ def write_crawl_log(blobs: Blobs, fetched: Iterable[Fetched], now: float) -> lis
     for key, data in objects.items():
         blobs.put(key, data, CONTENT_TYPE)
     return list(objects)
+
+
+# The urls-table states that are a URL's end; any other (``queued``: only its
+# claim) defers to the crawl log.
+TABLE_ENDS = frozenset({"fetched", "skipped", "failed", "dropped"})
+LOG_ENDS = frozenset({"fetched", "skipped", "failed"})
+
+
+def read_lines(data: bytes) -> list[dict[str, Any]]:
+    """One crawl-log object's lines."""
+    return [json.loads(line) for line in gzip.decompress(data).decode("utf-8").splitlines() if line.strip()]
+
+
+def last_lines(lines: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each URL's last try's line (by try, then time): what the crawl log says became of it."""
+    last: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        url = line.get("url")
+        if not isinstance(url, str) or line.get("outcome") not in (*LOG_ENDS, "retry"):
+            continue
+        order = (line.get("attempt") or 1, line.get("fetched_at") or 0.0)
+        seen = last.get(url)
+        if seen is None or order >= (seen.get("attempt") or 1, seen.get("fetched_at") or 0.0):
+            last[url] = line
+    return last
+
+
+def outcome_of(item: dict[str, Any], logged: dict[str, Any] | None) -> dict[str, Any]:
+    """A URL's end, as its urls-table ``item`` and its crawl log's last line (``logged``) say together.
+
+    The table's state where it holds an end (it is written after the log,
+    and extract's failures land there only); else the crawl log's outcome,
+    with its status, reason, truncation and try.  Neither: ``state`` as the
+    table has it (``queued``, ``retrying``: never ended).  A line older than
+    the item's claim (``seen_at``) tells of a claim since taken over (a URL
+    passed over for a complete record, claimed again), not of this one.
+    """
+    state = item.get("state", "queued")
+    if state in TABLE_ENDS or logged is None or logged.get("outcome") not in LOG_ENDS:
+        return item
+    if (logged.get("fetched_at") or 0.0) < (item.get("seen_at") or 0.0):
+        return item
+    merged = {**item, "state": logged["outcome"], "attempt": logged.get("attempt") or item.get("attempt", 1)}
+    for key in ("status", "reason", "truncated", "warc"):
+        if logged.get(key) is not None:
+            merged[key] = logged[key]
+    return merged
+
+
+def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -> list[dict[str, Any]]:
+    """The crawl's urls-table ``items``, each with its crawl-log objects' last line merged in (``outcome_of``)."""
+    logged = last_lines(
+        line
+        for key in blobs.keys(crawl_prefix(settings.CRAWL_LOG_PREFIX, crawl_id))
+        for line in read_lines(blobs.get(key))
+    )
+    return [outcome_of(item, logged.get(item.get("url", ""))) for item in items]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,6 +278,23 @@ class Queues:
 URL_STATES = ("queued", "fetching", "fetched", "skipped", "failed", "retrying")
 
 
+def url_counts(states: Mapping[str, int], crawl: Mapping[str, Any]) -> Counter[str]:
+    """A crawl's URLs by state: the urls table's, with the outcomes only the crawl log holds.
+
+    A page fetched or skipped on its first try keeps only its claim
+    (``queued``) in the urls table; the crawl item counts those outcomes
+    at each flush.  So they move from ``queued`` to their outcome here.
+    The counters count tries: after a crash, a page fetched again counts
+    twice (and ``queued`` is then that much short, never below zero).
+    """
+    counts = Counter({state: int(n) for state, n in states.items()})
+    for outcome in settings.LOGGED_OUTCOMES:
+        logged = int(crawl.get(f"{settings.LOGGED_COUNTER_PREFIX}{outcome}") or 0)
+        counts[outcome] += logged
+        counts["queued"] = max(0, counts["queued"] - logged)
+    return counts
+
+
 class Tables:
     """Reads of the stack's tables for ``status`` and ``records``."""
 
@@ -329,7 +346,8 @@ class Tables:
             return {crawl_id: unmarshal(item)} if item else {}
         kwargs: dict[str, Any] = {
             "TableName": table,
-            "ProjectionExpression": "crawl_id, #s, max_pages, pages_admitted",
+            "ProjectionExpression": "crawl_id, #s, max_pages, pages_admitted, "
+            + ", ".join(f"{settings.LOGGED_COUNTER_PREFIX}{o}" for o in settings.LOGGED_OUTCOMES),
             "ExpressionAttributeNames": {"#s": "state"},
         }
         found = {}

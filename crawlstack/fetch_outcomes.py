@@ -74,6 +74,10 @@ class Urls(Protocol):
 class Crawls(Protocol):
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
 
+    def count_logged(self, crawl_id: str, counts: dict[str, int]) -> None:
+        """Add ``counts`` (outcome -> tries) to the crawl's counts of outcomes only the crawl log holds."""
+        ...
+
 
 class Blobs(Protocol):
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
@@ -160,6 +164,20 @@ def warc_key(tasks: list[FetchTask], now: float) -> str:
     digest = hashlib.sha256("|".join(sorted(t.attempt_key for t in tasks)).encode()).hexdigest()[:24]
     day = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
     return f"{settings.PAGES_PREFIX}dt={day}/{digest}.warc.gz"
+
+
+def logged_only(item: Fetched) -> bool:
+    """Whether the crawl log alone holds this outcome, with no write to the urls table.
+
+    A page fetched, or skipped by robots.txt, on its first try needs
+    nothing more from the urls table: its claim is all dedupe reads, and the
+    crawl-log object of its flush is the record of what became of it (a
+    write unit a page saved).  The table still gets what a later decision
+    reads: a retry's state and try (``crawlstack.tries.next_try``), the end
+    of a URL that was retried, and failures.  The crawls table counts the
+    outcomes left out (``Crawls.count_logged``), for ``crawlstack status``.
+    """
+    return not item.recorded and item.task.attempt <= 1 and item.outcome in settings.LOGGED_OUTCOMES
 
 
 def record_outcome(urls: OutcomeUrls, item: Fetched, key: str | None) -> None:

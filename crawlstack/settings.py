@@ -290,6 +290,11 @@ TABLES = {
     ),
 }
 
+# A first try's outcomes that the crawl log alone holds (crawlstack.fetch_outcomes.logged_only),
+# counted on the crawl's item in the crawls table as logged_<outcome> for `crawlstack status`.
+LOGGED_OUTCOMES = ("fetched", "skipped")
+LOGGED_COUNTER_PREFIX = "logged_"
+
 BUCKET_NAME = "crawlstack-pages"
 PAGES_PREFIX = "pages/"
 RECORDS_PREFIX = "records/"

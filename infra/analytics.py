@@ -43,6 +43,8 @@ CRAWL_LOG_COLUMNS = (
     ("host", "string"),
     ("fetched_at", "double"),
     ("truncated", "boolean"),
+    ("attempt", "int"),
+    ("warc", "string"),
 )
 PARTITION_KEYS = (("crawl_id", "string"), ("dt", "string"))
 

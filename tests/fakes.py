@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
+from crawlstack.crawllog import url_ends
 from crawlstack.dispatch.ports import Claim
 from crawlstack.jobs import UnknownCrawl
 from crawlstack.messages import FetchTask
@@ -76,7 +78,12 @@ class FakeCrawls:
         self.configs = {c.crawl_id: c for c in configs}
         self.defaults = defaults or CrawlConfig()
         self.pages: dict[str, int] = {}
+        self.logged: dict[str, Counter[str]] = {}  # crawl -> outcome -> tries only the crawl log holds
         self._lock = threading.Lock()
+
+    def count_logged(self, crawl_id: str, counts: dict[str, int]) -> None:
+        with self._lock:
+            self.logged.setdefault(crawl_id, Counter()).update({k: n for k, n in counts.items() if n})
 
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
         with self._lock:
@@ -146,9 +153,10 @@ class FakeUrls:
     never fetched) may be claimed again.
     """
 
-    def __init__(self, journal: list[tuple[str, ...]] | None = None) -> None:
+    def __init__(self, journal: list[tuple[str, ...]] | None = None, clock: Callable[[], float] = time.time) -> None:
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.journal = journal if journal is not None else []
+        self.clock = clock  # a claim's seen_at
         self.reads = 0  # fetch_states calls
         self._lock = threading.Lock()
 
@@ -164,7 +172,7 @@ class FakeUrls:
             ):
                 return Claim(False, old.get("depth"), old.get("state"))
             # put_item: the whole item is replaced.
-            item: dict[str, Any] = {"url": url, "depth": depth, "state": "queued"}
+            item: dict[str, Any] = {"url": url, "depth": depth, "state": "queued", "seen_at": self.clock()}
             if claimer:
                 item["claimed_by"] = claimer
             if record_id:
@@ -268,6 +276,12 @@ class FakeBlobs:
     def keys(self, prefix: str = "") -> list[str]:
         with self._lock:
             return sorted(k for _, k in self.objects if k.startswith(prefix))
+
+
+def url_outcome(urls: FakeUrls, blobs: FakeBlobs, crawl_id: str, fp: str) -> dict[str, Any]:
+    """A URL's end as the crawl reports it: its urls-table item with its crawl log (``crawllog.url_ends``)."""
+    [item] = url_ends([urls.item(crawl_id, fp)], blobs, crawl_id)
+    return item
 
 
 class FakeResults:

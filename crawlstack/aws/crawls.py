@@ -7,9 +7,12 @@ import time
 
 from botocore.exceptions import ClientError
 
-from crawlstack import jobs
+from crawlstack import jobs, settings
 from crawlstack.aws import clients
 from crawlstack.config import CrawlConfig
+
+# The token of the write of the crawl item's counts of outcomes only the crawl log holds.
+LOGGED_TOKEN = "logged_token"
 
 
 class CrawlStore:
@@ -72,6 +75,33 @@ class CrawlStore:
             raise
         with self._lock:
             self._cache.pop(crawl_id, None)
+
+    def count_logged(self, crawl_id: str, counts: dict[str, int]) -> None:
+        """Add ``counts`` (outcome -> tries) to the crawl item's ``logged_<outcome>`` counters.
+
+        Once per crawl per flush: the outcomes the crawl log alone holds
+        (``crawlstack.fetch_outcomes.logged_only``), which ``crawlstack
+        status`` adds to the urls table's.  As with the page budget, the
+        write stores its token (an attribute of its own) and its condition
+        refuses a second add by the same call, so a retry after a lost
+        reply does not count twice; a refused condition is that earlier
+        success.
+        """
+        counts = {outcome: n for outcome, n in counts.items() if n}
+        if not counts:
+            return
+        names = {"#t": LOGGED_TOKEN} | {f"#c{i}": f"{settings.LOGGED_COUNTER_PREFIX}{o}" for i, o in enumerate(counts)}
+        clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=clients.key(crawl_id=crawl_id),
+            UpdateExpression="SET #t = :tok ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(counts))),
+            ConditionExpression="attribute_not_exists(#t) OR #t <> :tok",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=clients.values(
+                tok=clients.new_token(), **{f"c{i}": n for i, n in enumerate(counts.values())}
+            ),
+        )
 
     def count_page(self, crawl_id: str, max_pages: int) -> bool:
         """Take one page from the budget; False once it is spent (``take_pages`` of 1)."""

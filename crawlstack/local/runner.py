@@ -5,7 +5,8 @@ to the frontier exactly as a deployed user would, runs the event pump until
 nothing is queued, delayed or in flight, and writes ``OUT/``:
 
 * ``records.jsonl``: one line per extracted record;
-* ``crawl-log.jsonl``: one line per URL the crawl met (duplicates aside):
+* ``crawl-log.jsonl``: one line per URL the crawl met (duplicates aside), from
+  the urls table and the crawl-log objects (``crawlstack.crawllog.outcome_of``):
   ``fetched``, ``skipped`` or ``failed``, or ``dropped`` by dispatch before
   dedupe (invalid, out of scope, a port not allowed, a spider trap, over the
   budget or its host's cap), each with its reason; ``attempts`` when a URL
@@ -49,6 +50,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
+from crawlstack.crawllog import url_ends
 from crawlstack.local import resources
 from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
@@ -390,7 +392,8 @@ def _write_outputs(
     outcomes: Counter[str] = Counter()
     per_host: dict[str, Counter[str]] = {}
     with _replacing(out / "crawl-log.jsonl") as fh:
-        for item in log_items:
+        # A first try's page is fetched or skipped in the crawl log's objects alone.
+        for item in url_ends(log_items, blobs, crawl_id):
             state = item.get("state", "queued")
             line: dict[str, Any] = {"url": item["url"], "outcome": state, "depth": item.get("depth", 0)}
             if state not in ("fetched", "skipped", "failed", "dropped"):

@@ -9,9 +9,11 @@ outcomes with their exchanges, redirects for the frontier, next tries.
    (``write``: shared with the other hosts flushing at once,
    ``crawlstack.runs.objects``);
 2. the redirects, to the frontier (``send_frontier``, or kept for the caller);
-3. each URL's outcome (``fetch_outcomes.record_outcome``; a retry's state
-   ``retrying``), then each retry's next try into the backlog (its
-   ``next_try`` needs ``retrying``);
+3. each URL's outcome that the urls table needs (``fetch_outcomes.record_outcome``:
+   a retry's state ``retrying``, a retried URL's end, a failure; a page
+   fetched or skipped on its first try is the crawl log's alone,
+   ``fetch_outcomes.logged_only``), then each retry's next try into the
+   backlog (its ``next_try`` needs ``retrying``);
 4. the bundles: deleted once every task is served, a partly served one
    written back with what is left (not after the lease is lost: the next
    holder may be serving it).
@@ -28,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from crawlstack.fetch_outcomes import Fetched, OutcomeUrls, record_outcome
+from crawlstack.fetch_outcomes import Fetched, OutcomeUrls, logged_only, record_outcome
 from crawlstack.messages import FetchTask
 from crawlstack.runs.ports import Backlog, Bundle
 
@@ -136,7 +138,7 @@ class Ledger:
         else:
             sent = list(frontier)
         for item in pending:
-            if not item.recorded:
+            if not item.recorded and not logged_only(item):
                 record_outcome(self.urls, item, key)
         by_depth: dict[int, list[FetchTask]] = {}
         for retry in retries:

@@ -16,7 +16,7 @@
   ``not_before`` (a retry's backoff).  The wait is slept
   (``should_sleep``, priced against the hosts working in the invocation) or
   the host is rescheduled; then the request (unless the URL's state, read
-  once per peek, says this try is done: ``next_try``), its outcome
+  once per peek for a retry, says this try is done: ``next_try``), its outcome
   (``crawlstack.fetch_outcomes``).  A 429 or 503 doubles the adaptive delay
   (each in a row again, up to the cap: the host's requests are sequential,
   so each went at the pace the one before set), a success lets it decay; a
@@ -318,17 +318,20 @@ class HostLoop:
 
     # -- per peek ----------------------------------------------------------
     def _read_states(self, bundles: list[Bundle]) -> None:
-        """The urls table's state of each task peeked and not read before: one batched read, no write.
+        """The urls table's state of each retry peeked and not read before: one batched read, no write.
 
-        What a URL's try needs (``next_try``) is read here, not claimed by a
-        write per request: the lease makes this holder the host's only
-        requester, and the bundle is deleted only after the outcomes are
-        written, so on the normal path no page is fetched twice; a page a
-        dead holder fetched and never flushed is fetched again (allowed).
-        ``tried`` catches a task copied twice into the backlog (a redelivered
-        dispatch) before the first copy's outcome is written.
+        A retry (try 2 or later) needs the state its try before left
+        (``next_try``): read here, not claimed by a write per request.  A
+        first try needs nothing read: the lease makes this holder the host's
+        only requester, and a bundle leaves the backlog only once its pages
+        are flushed, so on the normal path no page is fetched twice.  What
+        a failure leaves is fetched again (allowed): a page a dead holder
+        fetched and never flushed, or a second copy of a task that a
+        redelivered dispatch admitted after the first was flushed (a first
+        try's outcome is the crawl log's alone, ``fetch_outcomes.logged_only``).
+        ``tried`` catches a copy served in the same run.
         """
-        keys = {(t.crawl_id, t.fp) for b in bundles for t in b.tasks} - self.read
+        keys = {(t.crawl_id, t.fp) for b in bundles for t in b.tasks if t.attempt > 1} - self.read
         if keys:
             self.states.update(self.r.urls.fetch_states(keys))
             self.read |= keys

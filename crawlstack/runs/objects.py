@@ -31,25 +31,38 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crawlstack.crawllog import CONTENT_TYPE, crawl_log_objects
-from crawlstack.fetch_outcomes import Fetched, warc_key
+from crawlstack.fetch_outcomes import Fetched, logged_only, warc_key
 from crawlstack.warc import write_warc
 
 Put = Callable[[str, bytes, str], None]
+Count = Callable[[str, dict[str, int]], None]
 
 
-def write_objects(put: Put, pending: list[Fetched], now: float) -> str | None:
-    """One WARC of ``pending``'s exchanges and its crawl-log objects; the WARC's key (None: no exchange)."""
+def write_objects(put: Put, pending: list[Fetched], now: float, count: Count | None = None) -> str | None:
+    """One WARC of ``pending``'s exchanges and its crawl-log objects; the WARC's key (None: no exchange).
+
+    Then, once they are durable, ``count`` adds each crawl's outcomes that
+    only the crawl log holds (``fetch_outcomes.logged_only``) to its counts.
+    """
     key = None
     exchanges = [f.exchange for f in pending if f.exchange is not None]
     if exchanges:
         key = warc_key([f.task for f in pending], now)
         put(key, write_warc(exchanges), "application/warc")
-    for log_key, data in crawl_log_objects(pending, now).items():
+    for log_key, data in crawl_log_objects(pending, now, key).items():
         put(log_key, data, CONTENT_TYPE)
+    if count is not None:
+        by_crawl: dict[str, Counter[str]] = {}
+        for item in pending:
+            if logged_only(item):
+                by_crawl.setdefault(item.task.crawl_id, Counter())[item.outcome] += 1
+        for crawl_id, counts in by_crawl.items():
+            count(crawl_id, dict(counts))
     return key
 
 
@@ -74,8 +87,10 @@ class Group:
         clock: Callable[[], float] = time.time,
         wait_clock: Callable[[], float] = time.monotonic,
         min_gap_seconds: float = 0.0,
+        count: Count | None = None,
     ) -> None:
         self.put = put
+        self.count = count
         self.started = started
         self.flush_seconds = flush_seconds
         self.gather_seconds = gather_seconds
@@ -129,7 +144,7 @@ class Group:
                 self._next_slot = self.clock() + self.min_gap_seconds
         if leader:
             try:
-                batch.key = write_objects(self.put, batch.pending, now)
+                batch.key = write_objects(self.put, batch.pending, now, self.count)
             except BaseException as exc:
                 batch.error = exc
             with self._cond:

@@ -202,6 +202,7 @@ class HostRunner:
             self.flush_gather_seconds,
             clock=self.clock,
             min_gap_seconds=self.flush_min_gap_seconds,
+            count=self.crawls.count_logged,
         )
         self.holder = uuid.uuid4().hex
         self.deadline = deadline

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from outcomes import crawl_outcomes
 from webs import describe, page, robots
 
 from crawlstack import aws, settings, wiring
@@ -297,8 +298,7 @@ def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(
     assert archived[canonicalize(pages[0])].body.startswith(b"<html><body><h1> Book 0 </h1>")
     assert archived[canonicalize(pages[0])].metadata["crawl_id"] == CRAWL
 
-    store = aws.UrlStore(stack_names.urls)
-    items = {i["url"]: i for i in store.scan_crawl(CRAWL)}
+    items = crawl_outcomes(stack_names, CRAWL)
     for url in pages:
         item = items[canonicalize(url)]
         assert (item["state"], item["status"], item["warc"]) == ("fetched", 200, key)
@@ -365,7 +365,7 @@ def test_fetch_drops_stale_and_invalid_run_messages_and_fails_only_a_failed_host
     event = sqs_event(stack, "fetch", message["Body"], message["Body"], ids=["m-run", "m-dup"])
     assert fetch.handler(event, context("fetch")) == {"batchItemFailures": []}
     assert [path for path, _ in site.requests] == ["/robots.txt", "/a.html"]
-    assert aws.UrlStore(stack_names.urls).state(CRAWL, fingerprint(canonicalize(url))) == "fetched"
+    assert crawl_outcomes(stack_names, CRAWL)[canonicalize(url)]["state"] == "fetched"
     assert backlog(stack) == []
 
 
@@ -380,15 +380,14 @@ def test_robots_txt_is_fetched_by_the_run_and_its_cached_policy_serves_dispatch(
     assert len(backlog(stack)) == 2
     assert fetch.handler(sqs_event(stack, "fetch", message["Body"]), context("fetch")) == {"batchItemFailures": []}
     assert [path for path, _ in site.requests] == ["/robots.txt", "/"]
-    urls = aws.UrlStore(stack_names.urls)
-    skipped = next(i for i in urls.scan_crawl(CRAWL) if i["url"] == canonicalize(first))
+    skipped = crawl_outcomes(stack_names, CRAWL)[canonicalize(first)]
     assert (skipped["state"], skipped["reason"]) == ("skipped", "robots: disallowed by robots.txt")
 
     # A container that finds the run's cached robots.txt skips a disallowed URL at once: no backlog, no run.
     wiring.reset()
     assert dispatch_and_collect(stack, later) == []
     assert backlog(stack) == []
-    skipped = next(i for i in urls.scan_crawl(CRAWL) if i["url"] == canonicalize(later))
+    skipped = crawl_outcomes(stack_names, CRAWL)[canonicalize(later)]
     assert (skipped["state"], skipped["reason"]) == ("skipped", "robots: disallowed by robots.txt")
     assert [path for path, _ in site.requests] == ["/robots.txt", "/"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from outcomes import crawl_outcomes
 from test_handlers import ADDRESS, UA, Site, context, drain, sqs_event
 from test_handlers import site as web_site  # noqa: F401 (fixtures are found by the name they are bound to)
 from test_handlers import stack as emulated  # noqa: F401
@@ -70,8 +71,9 @@ def test_two_crawls_on_one_host_fetch_the_same_url_once_each(
     assert {t.fp for t in tasks} == {fp}
     fetch_bodies(emulated, [message["Body"]])
     assert page_requests(web_site) == ["/same.html", "/same.html"]
-    store = aws.UrlStore(stack_names.urls)
-    assert store.state("c1", fp) == store.state("c2", fp) == "fetched"
+    url_key = canonicalize(url)
+    assert crawl_outcomes(stack_names, "c1")[url_key]["state"] == crawl_outcomes(stack_names, "c2")[url_key]["state"]
+    assert crawl_outcomes(stack_names, "c1")[url_key]["state"] == "fetched"
     assert waiting(stack_names) == []
     assert aws.RunStore(stack_names.hosts).get(ADDRESS).run_id is None
 
@@ -122,7 +124,8 @@ def test_stop_holds_work_and_resume_sends_it_back_once(
     assert drain(emulated, "fetch") == []  # the resumed run is live: it finds the dispatched URL in the backlog
     fetch_bodies(emulated, [run["Body"]])
     assert sorted(page_requests(web_site)) == ["/a.html", "/b.html", "/c.html", "/c.html"]
-    assert {aws.UrlStore(stack_names.urls).state("c1", fingerprint(canonicalize(u))) for u in (a, b, c)} == {"fetched"}
+    ends = crawl_outcomes(stack_names, "c1")
+    assert {ends[canonicalize(u)]["state"] for u in (a, b, c)} == {"fetched"}
     assert aws.BacklogStore(stack_names.parked).waiting() == 0  # no task, and no held row, is left
     assert aws.RunStore(stack_names.hosts).get(ADDRESS).run_id is None
 

@@ -114,6 +114,16 @@ def test_a_retried_page_budget_counts_once(faulty: FaultyEndpoint, stack_names: 
     assert item["pages_admitted"] == {"N": "2"}
 
 
+def test_a_retried_count_of_logged_outcomes_counts_once(faulty: FaultyEndpoint, stack_names: aws.StackNames) -> None:
+    c = unique("c")
+    crawls = aws.CrawlStore(stack_names.crawls)
+    crawls.count_logged(c, {"fetched": 3, "skipped": 1})
+    crawls.count_logged(c, {"fetched": 2})
+    ddb = aws.client("dynamodb")
+    item = ddb.get_item(TableName=settings.TABLES["crawls"].name, Key={"crawl_id": {"S": c}})["Item"]
+    assert (item["logged_fetched"], item["logged_skipped"]) == ({"N": "5"}, {"N": "1"})
+
+
 def test_a_retried_budget_chunk_counts_once_and_says_what_was_admitted(
     faulty: FaultyEndpoint, stack_names: aws.StackNames
 ) -> None:

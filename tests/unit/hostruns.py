@@ -14,7 +14,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakes import FakeBacklog, FakeBlobs, FakeClock, FakeCrawls, FakeHeld, FakeHosts, FakeResolved, FakeRuns, FakeUrls
+from fakes import (
+    FakeBacklog,
+    FakeBlobs,
+    FakeClock,
+    FakeCrawls,
+    FakeHeld,
+    FakeHosts,
+    FakeResolved,
+    FakeRuns,
+    FakeUrls,
+    url_outcome,
+)
 
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig
@@ -141,7 +152,7 @@ class Env:
     ) -> None:
         self.clock = clock or FakeClock()
         self.journal: list[tuple[str, ...]] = []
-        self.urls = FakeUrls(self.journal)
+        self.urls = FakeUrls(self.journal, clock=self.clock)
         self.blobs = FakeBlobs(journal=self.journal)
         self.crawls = FakeCrawls(CrawlConfig(crawl_id="c", delay=delay, user_agent=UA, **config))
         self.hosts = FakeHosts(self.clock)
@@ -269,9 +280,22 @@ class Env:
         return [at for url, _, at in self.web.calls if url.startswith(f"http://{host}/")]
 
     def state(self, path: str, host: str = HOST) -> str | None:
-        return self.urls.state("c", self.fp(path, host))
+        """The URL's end as the crawl reports it (urls table and crawl log); None: never claimed."""
+        if self.urls.state("c", self.fp(path, host)) is None:
+            return None
+        state: str | None = self.item(path, host).get("state")
+        return state
 
     def item(self, path: str, host: str = HOST) -> dict[str, Any]:
+        """The URL's urls-table item with its crawl log's last line merged in (``crawllog.outcome_of``)."""
+        return url_outcome(self.urls, self.blobs, "c", self.fp(path, host))
+
+    def outcome(self, task: FetchTask) -> dict[str, Any]:
+        """``task``'s URL's end as the crawl reports it (``item`` for a task)."""
+        return url_outcome(self.urls, self.blobs, task.crawl_id, task.fp)
+
+    def table_item(self, path: str, host: str = HOST) -> dict[str, Any]:
+        """The URL's urls-table item alone."""
         return self.urls.item("c", self.fp(path, host))
 
     def warcs(self) -> list[str]:

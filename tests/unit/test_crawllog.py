@@ -69,6 +69,8 @@ def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
             "host": "a.example",
             "fetched_at": NOW - 5,
             "truncated": None,
+            "attempt": 1,
+            "warc": None,
         },
         {
             "url": "http://b.example/robots-no",
@@ -80,6 +82,8 @@ def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
             "host": "b.example",
             "fetched_at": NOW,
             "truncated": None,
+            "attempt": 1,
+            "warc": None,
         },
     ]
     [other] = lines(blobs.get(by_crawl["crawl_id=other"]))

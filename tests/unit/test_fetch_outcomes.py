@@ -70,14 +70,17 @@ def test_a_run_becomes_one_warc_and_outcomes_are_written_after_it(env: Env) -> N
         meta = pages[t.url].metadata
         assert (meta["crawl_id"], meta["fp"], meta["depth"], meta["record_id"]) == ("c", t.fp, 1, "r1")
         assert meta["truncated"] is False and meta["want"] == ["title"]
-        item = env.urls.item("c", t.fp)
+        # The crawl log holds a first try's page; the urls table keeps its claim alone.
+        assert env.table_item(t.url.rsplit("/", 1)[1])["state"] == "queued"
+        item = env.item(t.url.rsplit("/", 1)[1])
         assert (item["state"], item["status"], item["warc"]) == ("fetched", 200, key)
+    assert env.crawls.logged == {"c": {"fetched": 4}}
 
-    # The WARC, then the crawl log, then the outcomes, and only then the bundle goes.
+    # The WARC, then the crawl log, and only then the bundle goes: no outcome write.
     writes = [e for e in env.journal if e[0] in ("put", "outcome", "delete")]
     assert writes[0] == ("put", key)
     assert writes[1][0] == "put" and writes[1][1].startswith(settings.CRAWL_LOG_PREFIX)
-    assert [e[0] for e in writes[2:]] == ["outcome"] * 4 + ["delete"]
+    assert [e[0] for e in writes[2:]] == ["delete"]
     assert env.left() == []
 
 
@@ -132,8 +135,8 @@ def test_with_send_frontier_redirects_go_out_at_the_flush_before_the_outcomes(en
     [[(body, delay)]] = env.sent
     assert delay == 0
     assert FrontierMessage.from_json(body).url == "http://example.com/new"
-    order = [e[0] for e in env.journal if e[0] in ("put", "send_frontier", "outcome")]
-    assert order == ["put", "put", "send_frontier", "outcome"]
+    order = [e[0] for e in env.journal if e[0] in ("put", "send_frontier", "delete")]
+    assert order == ["put", "put", "send_frontier", "delete"]
 
 
 def test_too_many_redirects_fail(env: Env) -> None:
@@ -143,7 +146,7 @@ def test_too_many_redirects_fail(env: Env) -> None:
     assert (fetched.outcome, fetched.reason) == ("failed", f"more than {MAX_REDIRECT_HOPS} redirects")
     assert failure_class(fetched.reason) == "redirects"
     assert result.frontier == []
-    assert env.urls.state("c", t.fp) == "failed"
+    assert env.outcome(t)["state"] == "failed"
 
 
 def test_a_redirect_without_location_is_a_page(env: Env) -> None:
@@ -198,7 +201,7 @@ def test_non_text_content_is_skipped_and_not_archived(env: Env) -> None:
     img, page = env.task("logo.png"), env.task("page")
     env.web.page(img.url, body=b"", headers=[("Content-Type", "image/png")])
     result = env.run(env.add([img, page]))
-    item = env.urls.item("c", img.fp)
+    item = env.outcome(img)
     assert (item["state"], item["reason"], item["status"]) == ("skipped", "content-type image/png is not text", 200)
     assert "warc" not in item
     [key] = result.warc_keys
@@ -211,9 +214,9 @@ def test_a_binary_body_claiming_html_is_skipped_and_a_corrupt_one_failed(env: En
     env.web.page(broken.url, body=b"", corrupt=True, error="corrupt compressed body: invalid block type")
     result = env.run(env.add([fake, broken]))
     assert result.warc_keys == [] and env.warcs() == []
-    item = env.urls.item("c", fake.fp)
+    item = env.outcome(fake)
     assert (item["state"], item["reason"], item["status"]) == ("skipped", "binary body claiming to be text/html", 200)
-    item = env.urls.item("c", broken.fp)
+    item = env.outcome(broken)
     assert (item["state"], item["reason"]) == ("failed", "corrupt compressed body: invalid block type")
     assert failure_class(item["reason"]) == "corrupt_body"
 
@@ -225,7 +228,7 @@ def test_a_run_with_nothing_to_store_writes_no_warc_but_its_crawl_log(env: Env) 
     result = env.run(env.add([pdf, down]))
     assert result.warc_keys == [] and env.warcs() == []
     assert len(env.crawl_logs()) == 1
-    item = env.urls.item("c", down.fp)
+    item = env.outcome(down)
     assert (item["state"], item["reason"]) == ("failed", "DNS lookup failed: no such host")
     assert "status" not in item and failure_class(item["reason"]) == "dns"
     assert len(env.web.calls) == 2  # a DNS failure is not retried
@@ -244,7 +247,7 @@ def test_a_truncated_body_is_kept_and_says_so(env: Env) -> None:
     t = env.task("big")
     env.web.page(t.url, truncated=True)
     env.run(env.add([t]))
-    item = env.urls.item("c", t.fp)
+    item = env.outcome(t)
     assert item["state"] == "fetched" and item["truncated"] is True
     assert item["reason"] == f"body truncated at {settings.MAX_BODY_BYTES} bytes"
     [page] = read_warc(env.blobs.get(item["warc"]))
@@ -275,7 +278,7 @@ def test_a_response_that_raises_fails_its_own_task_only(env: Env) -> None:
     assert outcomes[bad.url][0] == "failed"
     assert outcomes[bad.url][1].startswith("response could not be read: RuntimeError at ")
     assert "boom" not in outcomes[bad.url][1]
-    assert (env.urls.state("c", good.fp), env.urls.state("c", bad.fp)) == ("fetched", "failed")
+    assert (env.outcome(good)["state"], env.outcome(bad)["state"]) == ("fetched", "failed")
 
 
 def test_a_response_that_cannot_be_classified_fails_its_own_task_only(
@@ -294,7 +297,7 @@ def test_a_response_that_cannot_be_classified_fails_its_own_task_only(
     assert result.errors == {}
     reasons = {f.task.url: f.reason for f in result.fetched}
     assert reasons[bad.url].startswith("response could not be processed: ValueError at ")
-    assert env.urls.state("c", bad.fp) == "failed" and env.urls.state("c", good.fp) == "fetched"
+    assert env.outcome(bad)["state"] == "failed" and env.outcome(good)["state"] == "fetched"
 
 
 def test_a_store_error_fails_the_host_not_the_page_and_loses_nothing(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -333,12 +336,19 @@ def test_two_copies_of_a_task_fetch_once(env: Env) -> None:
     assert env.left() == []
 
 
-def test_a_task_already_done_is_not_fetched_again(env: Env) -> None:
-    t = env.task("done")
-    env.urls.set_outcome("c", t.fp, "fetched", status=200)
+def test_a_retry_already_done_is_not_fetched_again(env: Env) -> None:
+    t = replace(env.task("done"), attempt=2)
+    env.urls.set_outcome("c", t.fp, "fetched", status=200, attempt=2)
     result = env.run(env.add([t]))
     assert result.fetched == [] and result.warc_keys == [] and env.web.calls == []
     assert result.ends == {HOST: "done"} and env.left() == []
+
+
+def test_a_first_try_reads_no_state(env: Env) -> None:
+    # A first try's outcome is the crawl log's: the urls table would say only "queued".
+    result = env.run(env.add([env.task("a"), env.task("b")]))
+    assert [f.outcome for f in result.fetched] == ["fetched"] * 2
+    assert env.urls.reads == 0
 
 
 # --- a task's own time -----------------------------------------------------------------
@@ -370,18 +380,18 @@ def test_a_failure_before_the_request_gives_the_host_back(slow: Env, monkeypatch
     msg = slow.admit(["a"])
     assert msg is not None
 
-    def broken(keys: Any) -> dict[Any, Any]:
+    def broken(origin: str) -> Any:
         raise RuntimeError("DynamoDB unavailable")
 
-    real = slow.urls.fetch_states
-    monkeypatch.setattr(slow.urls, "fetch_states", broken)
+    real = slow.hosts.get_robots
+    monkeypatch.setattr(slow.hosts, "get_robots", broken)
     result = slow.run(msg)
     assert result.ends == {HOST: "failed"} and isinstance(result.errors[HOST], RuntimeError)
     run = slow.runs.get(HOST)
     # Given back under the same run id, no request recorded: the redelivery need not wait a delay.
     assert (run.holder, run.run_id, run.last_start) == (None, msg.run_id, 0.0)
     assert slow.web.calls == [] and len(slow.left()) == 1
-    monkeypatch.setattr(slow.urls, "fetch_states", real)
+    monkeypatch.setattr(slow.hosts, "get_robots", real)
     t0 = slow.clock.now
     assert slow.run(msg).ends == {HOST: "done"}
     assert slow.starts() == [t0]
@@ -401,13 +411,14 @@ def test_a_task_of_a_complete_record_is_skipped_with_no_request_and_one_read(env
     skips = sorted((f.task.url, f.outcome, f.reason) for f in result.fetched if f.task in done)
     assert skips == [(t.url, "skipped", RECORD_COMPLETE) for t in done]
     for t in done:
-        item = env.urls.item("c", t.fp)
+        item = env.outcome(t)
         assert (item["state"], item["reason"], item["claimable"]) == ("skipped", RECORD_COMPLETE, True)
-    assert env.urls.state("c", other.fp) == "fetched"
-    # Only the fetched page is archived; the skipped ones' outcomes are written once, by the skip.
+    assert env.outcome(other)["state"] == "fetched"
+    # Only the fetched page is archived; the skipped ones' outcomes are written once, by the skip,
+    # and the fetched page's is the crawl log's.
     [key] = result.warc_keys
     assert [p.url for p in read_warc(env.blobs.get(key))] == [other.url]
-    assert sorted(e[2] for e in env.journal if e[0] == "outcome") == sorted(t.fp for t in (*done, other))
+    assert sorted(e[2] for e in env.journal if e[0] == "outcome") == sorted(t.fp for t in done)
 
 
 def test_tasks_without_record_id_or_want_cost_no_read(env: Env) -> None:
@@ -461,16 +472,17 @@ def test_a_skipped_url_may_still_be_claimed_and_fetched_for_another_record(env: 
     env.run(env.add([t]))
     assert env.state("shared") == "skipped"
     # A seed without record_id reaches the page later: its claim takes the URL over.
+    env.clock.advance(1)
     assert env.urls.claim("c", t.fp, t.url, 2, claimer="m-other")
     other = replace(t, record_id=None, want=(), depth=2)
     # A redelivered copy of the complete record's task neither fetches it nor takes it back...
     assert env.run(env.add([t])).fetched == []
-    item = env.urls.item("c", t.fp)
+    item = env.outcome(t)
     assert (item["state"], item["claimed_by"]) == ("queued", "m-other") and "claimable" not in item
     # ...and the other record's task fetches it, once.
     [fetched] = env.run(env.add([other, t])).fetched
     assert (fetched.task.record_id, fetched.outcome) == (None, "fetched")
-    assert env.urls.state("c", t.fp) == "fetched" and len(env.web.calls) == 1
+    assert env.outcome(t)["state"] == "fetched" and len(env.web.calls) == 1
     assert not env.urls.claim("c", t.fp, t.url, 3, claimer="m-third")
 
 
@@ -481,7 +493,7 @@ def test_a_page_an_earlier_holder_left_fetching_is_skipped_once_its_record_is_co
     env.clock.advance(1)
     # The lease makes its holder the host's one requester: whatever was fetching before it is over.
     [skipped] = env.run(env.add([t])).fetched
-    assert skipped.reason == RECORD_COMPLETE and env.urls.state("c", t.fp) == "skipped"
+    assert skipped.reason == RECORD_COMPLETE and env.outcome(t)["state"] == "skipped"
     assert env.web.calls == []
 
 

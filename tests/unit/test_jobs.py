@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 from dispatching import build_dispatcher
-from fakes import FakeBacklog, FakeBlobs, FakeClock, FakeCrawls, FakeHeld, FakeHosts, FakeRuns, FakeUrls
+from fakes import FakeBacklog, FakeBlobs, FakeClock, FakeCrawls, FakeHeld, FakeHosts, FakeRuns, FakeUrls, url_outcome
 
 from crawlstack import http, jobs, settings
 from crawlstack.config import CrawlConfig
@@ -54,7 +54,8 @@ class Sim:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *configs: CrawlConfig) -> None:
         self.clock = FakeClock()
         self.crawls = FakeCrawls(*configs)
-        self.urls = FakeUrls()
+        self.urls = FakeUrls(clock=self.clock)
+        self.blobs = FakeBlobs()
         self.hosts = FakeHosts(self.clock)
         self.held = FakeHeld(self.crawls)
         self.backlog = FakeBacklog()
@@ -66,7 +67,7 @@ class Sim:
             self.backlog,
             self.urls,
             self.crawls,
-            FakeBlobs(),
+            self.blobs,
             self.hosts,
             clock=self.clock,
             sleep=self.clock.sleep,
@@ -164,7 +165,7 @@ def test_two_crawls_fetch_the_same_urls_once_each_and_share_the_hosts_spacing(si
     # Dedupe is per crawl: each URL once for each crawl, from the one backlog of the host.
     assert Counter(url for url, _ in sim.requests) == dict.fromkeys(same, 2)
     for crawl_id in ("a", "b"):
-        assert {sim.urls.state(crawl_id, fingerprint(u)) for u in same} == {"fetched"}
+        assert {url_outcome(sim.urls, sim.blobs, crawl_id, fingerprint(u))["state"] for u in same} == {"fetched"}
     # Politeness is per host across crawls: one request a delay, no slower.
     assert sim.gaps() == [DELAY] * (2 * len(same) - 1)
     sim.assert_nothing_left()
@@ -194,7 +195,7 @@ def test_a_stopped_crawl_makes_no_request_holds_its_work_and_its_host_neighbour_
     assert sim.held.count() == len(left)
     # All dispatched before the stop: what was held are fetch tasks, taken out of the backlog, still claimed.
     assert all(key.startswith(jobs.TASK_KEY) for key, _ in sim.held.held("a", 100))
-    assert {sim.urls.state("a", fingerprint(u)) for u in left} == {"queued"}
+    assert {url_outcome(sim.urls, sim.blobs, "a", fingerprint(u))["state"] for u in left} == {"queued"}
 
     sim.on_request = lambda url: None
     resumed_at = sim.clock.now

@@ -62,7 +62,7 @@ def test_a_503_is_archived_recorded_retrying_and_served_again_after_its_retry_af
     [key] = result.warc_keys
     [page] = read_warc(env.blobs.get(key))
     assert (page.url, page.status, page.body) == (t.url, 503, b"busy")
-    item = env.urls.item("c", t.fp)
+    item = env.outcome(t)
     assert (item["state"], item["status"], item["attempt"], item["warc"]) == ("retrying", 503, 1, key)
     assert item["retry_at"] == pytest.approx(t0 + 7)
     # The next try: the same task, attempt 2, back in the host's backlog, not before the Retry-After.
@@ -78,7 +78,7 @@ def test_a_503_is_archived_recorded_retrying_and_served_again_after_its_retry_af
     again = env.run(wake(env, result))
     assert [f.outcome for f in again.fetched] == ["fetched"]
     assert env.starts() == [t0, t0 + 7]
-    assert env.urls.item("c", t.fp)["attempt"] == 2
+    assert env.outcome(t)["attempt"] == 2
 
 
 def test_retry_after_as_an_http_date_and_as_seconds() -> None:
@@ -150,7 +150,7 @@ def test_a_page_that_always_fails_is_tried_exactly_max_attempts_times_then_faile
     assert outcomes[-1][1] == "500 Internal Server Error after 3 attempts"
     assert failure_class(outcomes[-1][1]) == "http_error" in FAILURE_CLASSES
     assert results[-1].ends == {HOST: "done"} and env.left() == []  # no fourth try
-    item = env.urls.item("c", t.fp)
+    item = env.outcome(t)
     assert (item["state"], item["status"], item["attempt"]) == ("failed", 500, 3)
     # Each try's exchange has a WARC of its own: a retry never overwrites the earlier try's.
     assert len({k for r in results for k in r.warc_keys}) == 3 and len(env.warcs()) == 3
@@ -164,7 +164,7 @@ def test_a_page_that_recovers_is_fetched_on_its_third_try(env: Env) -> None:
     env.web.answers(t.url, 503, 503, 200)
     results = env.settle(env.add([t]))
     assert [f.outcome for f in fetched_of(results)] == ["retry", "retry", "fetched"]
-    item = env.urls.item("c", t.fp)
+    item = env.outcome(t)
     assert (item["state"], item["status"], item["attempt"]) == ("fetched", 200, 3)
     [page] = read_warc(env.blobs.get(item["warc"]))
     assert page.status == 200 and page.metadata["attempt"] == 3
@@ -232,7 +232,7 @@ def test_a_redelivered_earlier_try_never_fetches_again(env: Env, monkeypatch: py
     assert late.fetched == [] and env.left() == [] and len(env.web.calls) == 2
 
 
-def test_a_retry_lost_before_it_was_added_is_added_by_the_redelivered_try(
+def test_a_retry_lost_before_it_was_added_is_tried_again_by_the_redelivered_message(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     t = env.task("lost")
@@ -248,16 +248,18 @@ def test_a_retry_lost_before_it_was_added_is_added_by_the_redelivered_try(
     monkeypatch.setattr(env.backlog, "add", add)
     result = env.run(msg)
     assert result.ends == {HOST: "failed"}
-    planned = env.urls.item("c", t.fp)["retry_at"]
+    planned = env.outcome(t)["retry_at"]
     assert env.state("lost") == "retrying" and env.left() == [t]  # the outcome is written, the bundle stayed
     monkeypatch.setattr(env.backlog, "add", real_add)
-    # The message comes back later; the try it carries finds the URL retrying and adds the next try.
+    # The message comes back later.  A first try reads no state (its outcome is the crawl
+    # log's), so the try it carries is made again: a refetch after a crash, never a lost URL.
     env.clock.advance(600)
     env.web.page(t.url)
     results = env.settle(msg)
-    assert [(f.outcome, f.task.attempt) for f in fetched_of(results)] == [("fetched", 2)]
+    assert [(f.outcome, f.task.attempt) for f in fetched_of(results)] == [("fetched", 1)]
     assert planned < env.clock.now and env.starts()[-1] == env.clock.now  # overdue: at once
     assert len(env.web.calls) == 2 and env.left() == []
+    assert env.state("lost") == "fetched"
 
 
 def test_a_retry_keeps_the_hosts_delay_and_the_hosts_other_urls_go_on_meanwhile(slow: Env) -> None:
@@ -293,7 +295,7 @@ def test_a_retry_of_a_complete_record_gives_the_url_back(env: Env) -> None:
     env.complete("r1")
     [skipped] = env.run(wake(env, first)).fetched
     assert skipped.outcome == "skipped" and len(env.web.calls) == 1
-    item = env.urls.item("c", t.fp)
+    item = env.outcome(t)
     assert (item["state"], item["claimable"]) == ("skipped", True)
 
 
