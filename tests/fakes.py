@@ -535,6 +535,7 @@ class FakeRuns:
 
     def get(self, host: str) -> HostRun:
         with self._lock:
+            self.calls.append(("get", host))
             return self._run(host)
 
     def _run(self, host: str) -> HostRun:

@@ -7,19 +7,23 @@ admits many URLs), then ``admit`` writes them once the batch is done:
 1. for each host, its tasks of each depth go to the backlog
    (``Backlog.add``: one bundle, or a few if they outgrow
    ``settings.BACKLOG_BUNDLE_BYTES``);
-2. then, once per host, ``Runs.schedule`` with a new run id.  The winner's
-   ``RunMessage`` is returned for the caller to send; a loser sends
-   nothing, since the host's current run will find the new bundles.
+2. then, once per host, a consistent read of its run (``Runs.get``) and,
+   if it has none (or one past its ``run_expires``), ``Runs.schedule``
+   with a new run id.  The winner's ``RunMessage`` is returned for the
+   caller to send; a loser sends nothing, since the host's current run
+   will find the new bundles.
 
-**Schedule after every add.**  The lost wake-up (``crawlstack.runs.ports``):
+**Look after every add.**  The lost wake-up (``crawlstack.runs.ports``):
 the holder ends its run *before* its last look at the backlog, and
-admission adds *before* it schedules, so whichever comes second sees the
-other's write.  That holds only if every add is followed by a ``schedule``:
-a container that remembered "this host has a live run" and skipped it would
-be wrong as soon as the holder released the run, and the bundle would wait
-with no run to serve it.  So there is no such memory: one conditional write
-per host per batch (a failed condition costs a write unit, like a success)
-is the price of never stranding a URL.
+admission adds *before* it looks at the run, so whichever comes second
+sees the other's write.  That holds only if every add is followed by a
+look at the run item as it is now: a container that remembered "this host
+has a live run" would be wrong as soon as the holder released the run,
+and the bundle would wait with no run to serve it.  A consistent read
+sees every write before it, as the conditional write's own check does, so
+a live run found by the read is the refusal ``schedule`` would have met
+(``has_live_run``), for a read unit rather than the write unit a refused
+condition is billed; a host with no run pays both.
 
 **Failures.**  Hosts are admitted one after another; the first failure
 stops the rest and raises ``AdmissionFailed`` (the store's error as its
@@ -54,7 +58,7 @@ from dataclasses import dataclass, field
 
 from crawlstack import settings
 from crawlstack.messages import FetchTask, RunMessage
-from crawlstack.runs.ports import Backlog, Runs
+from crawlstack.runs.ports import Backlog, HostRun, Runs
 
 
 class AdmissionFailed(Exception):
@@ -107,6 +111,11 @@ class RunAdmissions:
         self._seen.clear()
 
 
+def has_live_run(run: HostRun, now: float) -> bool:
+    """Whether ``Runs.schedule`` at ``now`` would be refused: the host has a run not past its ``run_expires``."""
+    return run.run_id is not None and run.run_expires >= now
+
+
 def admit(
     admissions: RunAdmissions,
     backlog: Backlog,
@@ -126,6 +135,8 @@ def admit(
             for depth, tasks in depths:
                 backlog.add(host, depth, tasks)
             # After every add, whatever this container saw of the host's run before: the lost wake-up.
+            if has_live_run(runs.get(host), now):
+                continue
             run_id = new_run_id()
             if runs.schedule(host, run_id, now, expires):
                 won.append(RunMessage(host, run_id))

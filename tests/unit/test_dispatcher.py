@@ -99,7 +99,8 @@ def test_a_hosts_links_gather_by_depth_and_each_depth_goes_to_its_backlog_in_one
         ("add", "example.com", "1", "2"),
         ("add", "example.com", "2", "1"),
     ]
-    assert runs.calls == [("schedule", "example.com", "run-1")]  # one run per host, however many links
+    # One look at the run and one run per host, however many links.
+    assert runs.calls == [("get", "example.com"), ("schedule", "example.com", "run-1")]
     assert [[t.url for t in bundle.tasks] for bundle in backlog.peek("example.com", 10)] == [[SEED], [a, b], [c]]
 
 
@@ -555,4 +556,4 @@ def test_in_turns_a_small_budget_goes_to_every_pages_first_links_and_each_host_g
     flush_runs(outbox, backlog, runs, sent.extend, clock=env.clock, new_run_id=lambda: "run")
     assert sent == [RunMessage(host, "run") for host in hosts]
     assert [call[:2] for call in backlog.calls] == [("add", host) for host in hosts]
-    assert [call[:2] for call in runs.calls] == [("schedule", host) for host in hosts]
+    assert [call[:2] for call in runs.calls if call[0] == "schedule"] == [("schedule", host) for host in hosts]

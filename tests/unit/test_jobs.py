@@ -246,7 +246,7 @@ def test_resume_puts_a_held_task_back_without_its_old_backoff(sim: Sim) -> None:
     [bundle] = sim.backlog.peek(HOST, 10)
     assert bundle.key.startswith("0002#") and bundle.tasks == (replace(task, not_before=0.0),)
     assert sim.held.count() == 0
-    assert [call[:2] for call in sim.runs.calls] == [("schedule", HOST)]
+    assert [call[:2] for call in sim.runs.calls] == [("get", HOST), ("schedule", HOST)]
 
 
 class FailingOnce(FakeBacklog):

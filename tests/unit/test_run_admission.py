@@ -16,7 +16,8 @@ from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.run_enqueue import RunEnqueue, flush_runs
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
 from crawlstack.robots import RobotsPolicy, RobotsRecord
-from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, admit, run_expires
+from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, admit, has_live_run, run_expires
+from crawlstack.runs.ports import HostRun
 from crawlstack.urls import fingerprint
 
 NOW = 10_000.0
@@ -95,8 +96,10 @@ def test_one_schedule_per_host_per_batch_and_each_winner_emits_a_message() -> No
         ("add", "a.com", "0"),
         ("add", "a.com", "1"),
         ("add", "a.com", "2"),
+        ("get", "a.com"),
         ("schedule", "a.com", "run-1"),
         ("add", "b.com", "1"),
+        ("get", "b.com"),
         ("schedule", "b.com", "run-2"),
     ]
     expires = NOW + settings.MAX_SQS_DELAY_SECONDS + settings.RUN_SCHEDULE_GRACE_SECONDS
@@ -118,14 +121,22 @@ def test_only_the_winner_emits_a_run_message() -> None:
     assert runs.get("a.com").run_id == "first"
 
 
-def test_a_host_with_a_live_run_gets_bundles_and_no_message_and_is_asked_every_batch() -> None:
+def test_a_host_with_a_live_run_gets_bundles_and_no_message_and_is_looked_at_every_batch() -> None:
     backlog, runs = FakeBacklog(), FakeRuns()
     live_run(runs, "a.com")
     for batch in range(3):
         assert admit(gathered(task("a.com", f"b{batch}")), backlog, runs, NOW, ids()) == []
     assert bundles(backlog, "a.com") == [("b0",), ("b1",), ("b2",)]
-    assert schedules(runs).count("a.com") == 4  # live_run's own, then one per batch: no memory of the live run
+    # One consistent read per batch, no memory of the live run; no refused schedule (a write unit each).
+    assert [c for c in runs.calls if c[0] == "get"] == [("get", "a.com")] * 3
+    assert schedules(runs) == ["a.com"]  # live_run's own
     assert runs.get("a.com").run_id == "live"
+
+
+def test_a_run_past_its_expiry_or_none_is_scheduled_and_a_live_one_is_not() -> None:
+    assert not has_live_run(HostRun("a.com"), NOW)
+    assert not has_live_run(HostRun("a.com", run_id="old", run_expires=NOW - 1.0), NOW)
+    assert has_live_run(HostRun("a.com", run_id="live", run_expires=NOW), NOW)
 
 
 def test_an_expired_run_is_replaced() -> None:
@@ -209,7 +220,8 @@ def test_a_failed_schedule_leaves_the_bundle_and_the_redelivery_starts_the_run()
 # --- the lost wake-up ---------------------------------------------------------------------------
 
 # Where the holder's two last steps fall in an admission: 0 before its add,
-# 1 between its add and its schedule, 2 after its schedule.
+# 1 between its add and its look at the run, 2 after that look (its read,
+# or a schedule: the first of them).
 POINTS = (0, 1, 2)
 INTERLEAVINGS = [(release, peek) for release in POINTS for peek in POINTS if release <= peek]
 
@@ -222,7 +234,7 @@ class Holder:
         self.saw: list[str] = []
 
     def step(self, point: int) -> None:
-        for action in self.at.get(point, []):
+        for action in self.at.pop(point, []):
             if action == "release":
                 assert self.runs.release(self.host, "holder", NOW - 1.0, 0.0, None, next_run=None)
             else:
@@ -246,6 +258,11 @@ class HookedRuns(FakeRuns):
         won = super().schedule(host, run_id, now, expires)
         self.holder.step(2)
         return won
+
+    def get(self, host: str) -> HostRun:
+        run = super().get(host)
+        self.holder.step(2)
+        return run
 
 
 def race(
