@@ -278,9 +278,15 @@ class HostLoop:
                 if since is not None and self.ledger.bytes < self.r.flush_bytes:
                     self.r.nap(max(0.0, min(start, self.r.group.due(since)) - self.r.clock()))
                 self.flush()
-            self.r.nap(max(0.0, start - self.r.clock()))
-            if self.r.stopping.is_set():
-                raise _Stop(DEADLINE, start)
+            # Until the request starts (``Group.dirty``; robots.txt's: ``_fetch_robots``), or the loop stops.
+            self.r.group.expect(self.host, start)
+            try:
+                self.r.nap(max(0.0, start - self.r.clock()))
+                if self.r.stopping.is_set():
+                    raise _Stop(DEADLINE, start)
+            except BaseException:
+                self.r.group.expect(self.host, None)
+                raise
         return max(start, self.r.clock())
 
     def renew(self, at: float) -> None:
@@ -363,6 +369,7 @@ class HostLoop:
     def _fetch_robots(self, origin: str, config: CrawlConfig) -> RobotsRecord:
         # The lease makes this holder the host's one requester: no lock on the origin is needed.
         start = self._wait(self._state_start(config.delay))
+        self.r.group.expect(self.host, None)  # no page of its own to flush
         self._started(start, config.delay)
         result = self.r.fetch_robots(origin, config.user_agent, http.AddressGuard(config.allow_private))
         finished = result.finished_at or self.r.clock()

@@ -8,9 +8,11 @@ grid (every ``RUN_FLUSH_SECONDS`` from the invocation's start,
 write waits (at most ``RUN_FLUSH_GATHER_SECONDS``) for the others with
 unflushed work, then writes one WARC and one crawl-log object per crawl for
 all of them; each goes on with its own outcomes and backlog once the
-objects are durable.  While a write gathers (``Group.gathering``), a host
-with unflushed work joins it at its next task rather than writing alone
-later; a host in a long request joins the next write.  If the write fails,
+objects are durable.  The first to write also waits for hosts whose next
+request starts within that moment (``Group.expect``).  While a write
+gathers (``Group.gathering``), a host with unflushed work joins it at its
+next task rather than writing alone later; a host in a long request joins
+the next write.  If the write fails,
 it fails for every host in it (each host's run fails and its bundles stay,
 as with a failure of its own).
 
@@ -99,6 +101,7 @@ class Group:
         self.wait_clock = wait_clock
         self._cond = threading.Condition()
         self._dirty: set[str] = set()  # hosts with unflushed work
+        self._soon: dict[str, float] = {}  # hosts waiting to start a request: when (``clock``)
         self._open: _Write | None = None
         self._next_slot = -math.inf  # when the next write may begin (``clock``)
 
@@ -111,11 +114,33 @@ class Group:
         """``host`` has unflushed work, or a request in flight: a write waits for it (a while)."""
         with self._cond:
             self._dirty.add(host)
+            self._soon.pop(host, None)
+            self._cond.notify_all()
+
+    def expect(self, host: str, start: float | None) -> None:
+        """``host``'s next request starts at ``start`` (``clock``; None: it no longer waits for one).
+
+        A write gathering now waits for a host whose request starts within
+        its gathering time, as for one with a request in flight: hosts
+        that fetch their first pages together flush them together, rather
+        than the first one alone and the rest a slot later.
+        """
+        with self._cond:
+            if start is None:
+                self._soon.pop(host, None)
+            else:
+                self._soon[host] = start
 
     def slot(self) -> float:
         """When a write may begin (``clock``): joining one that is gathering needs no slot."""
         with self._cond:
             return self._next_slot
+
+    def _waited_for(self, joined: set[str], soon: float) -> bool:
+        """Hosts not in the write with unflushed work, a request in flight, or one starting by ``soon``."""
+        return bool(self._dirty - joined) or any(
+            start <= soon for host, start in self._soon.items() if host not in joined
+        )
 
     def gathering(self) -> bool:
         """A write is open: a host with unflushed work that joins it now shares its objects."""
@@ -138,7 +163,8 @@ class Group:
                     self._cond.wait()
             else:
                 until = self.wait_clock() + self.gather_seconds
-                while self._dirty - batch.hosts and (left := until - self.wait_clock()) > 0:
+                soon = self.clock() + self.gather_seconds
+                while self._waited_for(batch.hosts, soon) and (left := until - self.wait_clock()) > 0:
                     self._cond.wait(left)
                 self._open = None
                 self._next_slot = self.clock() + self.min_gap_seconds

@@ -124,3 +124,28 @@ def test_hosts_that_run_dry_one_after_another_share_a_write(monkeypatch: pytest.
     # The first to run dry writes at once; the rest, dry within RUN_FLUSH_MIN_GAP_SECONDS, share the next write.
     assert settings.RUN_FLUSH_MIN_GAP_SECONDS >= 0.5
     assert len(env.warcs()) == 2, env.warcs()
+
+
+@pytest.mark.parametrize(("starts_at", "waited"), [(10.2, 0.5), (11.0, 0.0)])
+def test_the_first_writer_waits_for_a_host_whose_request_starts_within_the_gathering_time(
+    monkeypatch: pytest.MonkeyPatch, starts_at: float, waited: float
+) -> None:
+    now = [0.0]
+    group = Group(FakeBlobs().put, started=0.0, flush_seconds=5.0, gather_seconds=0.5, clock=lambda: 10.0,
+                  wait_clock=lambda: now[0])  # fmt: skip
+    group.expect("next.test", starts_at)  # fetching its first page in a moment, or not for a second
+    real_wait = threading.Condition.wait
+
+    def wait(self: threading.Condition, timeout: float | None = None) -> bool:
+        now[0] += timeout or 0.0
+        return real_wait(self, 0)
+
+    monkeypatch.setattr(threading.Condition, "wait", wait)
+    assert group.write("first.test", [fetched("first.test", "a")], 10.0) is not None
+    assert now[0] == pytest.approx(waited)
+    # Once its request starts it is dirty instead, no longer expected: after its own write nobody is waited for.
+    group.dirty("next.test")
+    group.write("next.test", [fetched("next.test", "b")], 10.0)
+    before = now[0]
+    group.write("last.test", [fetched("last.test", "c")], 10.0)
+    assert now[0] == before
