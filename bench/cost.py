@@ -190,6 +190,7 @@ def crawl(web: Web, extract_instances: int = EXTRACT_INSTANCES) -> dict[str, Any
         elapsed = time.monotonic() - started
         summary = json.loads(Path(out, "summary.json").read_text())
         records = len(Path(out, "records.jsonl").read_text().splitlines())
+        decisions = fetch_decisions(Path(out, "metrics.jsonl"))
         page_requests = sum(1 for r in server.log if not r.path.endswith("robots.txt"))
 
     pages = summary["pages_fetched"]
@@ -245,8 +246,50 @@ def crawl(web: Web, extract_instances: int = EXTRACT_INSTANCES) -> dict[str, Any
             f: {kind: round(n / pages, 1) for kind, n in v.items()} for f, v in sorted(log_bytes.items())
         },
         "pages_per_fetch_invocation": round(pages / max(1, summary["invocations"].get("fetch", 0)), 2),
+        "sleep_or_wake": decisions,
         "unbilled_calls": {f"{s}:{o}": n for (s, o), n in sorted(bill.unbilled_calls.items())},
     }
+
+
+# The fetch function's metrics of what each wait became (functions/fetch/handler.py).
+DECISION_METRICS = {
+    "RunWaitsSlept": "waits slept",
+    "RunSecondsSlept": "seconds slept",
+    "RunsRescheduled": "runs rescheduled",
+    "RunsDeadline": "runs at the deadline",
+    "RunsDone": "runs done",
+}
+
+
+def fetch_decisions(metrics_file: Path) -> dict[str, float]:
+    """Sleep or be woken, as the fetch function counted it (``DECISION_METRICS``) in ``OUT/metrics.jsonl``."""
+    totals = dict.fromkeys(DECISION_METRICS.values(), 0.0)
+    for line in metrics_file.read_text().splitlines():
+        try:
+            emf = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(emf, dict) or emf.get("service") != "fetch":
+            continue
+        for name, label in DECISION_METRICS.items():
+            values = emf.get(name)
+            if isinstance(values, list):
+                totals[label] += sum(float(v) for v in values)
+            elif isinstance(values, int | float):
+                totals[label] += float(values)
+    return {k: round(v, 2) for k, v in totals.items()}
+
+
+def sleep_or_wake_note(decided: dict[str, float]) -> str:
+    """Where each wait was slept or left to a delayed run message, as the fetch function counted it."""
+    if not decided:
+        return ""
+    return (
+        f"Sleep or be woken (should_sleep, per wait; metrics.jsonl): {decided['waits slept']:.0f} waits slept "
+        f"({decided['seconds slept']:.1f} s in all, lingering for links included), "
+        f"{decided['runs rescheduled']:.0f} runs rescheduled to a delayed message, "
+        f"{decided['runs at the deadline']:.0f} at the invocation's deadline, {decided['runs done']:.0f} done."
+    )
 
 
 def _fig(label: str, value: Any, unit: str = "", target: str | None = None, meets: bool | None = None) -> dict:
@@ -281,6 +324,14 @@ def figures(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                     "$",
                 )
             )
+            decided = run.get("sleep_or_wake") or {}
+            if decided:
+                out.append(
+                    _fig(
+                        f"waits slept / runs rescheduled, delay {web.delay:g} s",
+                        f"{decided['waits slept']:.0f} / {decided['runs rescheduled']:.0f}",
+                    )
+                )
     floor = design_floor()
     out.append(
         _fig(
@@ -330,9 +381,8 @@ def notes(runs: dict[str, dict[str, Any]]) -> str:
                 f"{run['pages_per_fetch_invocation']:.1f} pages a fetch invocation. A small web: an invocation's "
                 f"sleep is shared by its {web.hosts} hosts, not the {settings.QUEUES['fetch'].batch_size} of a "
                 "full batch, and each flush's objects and each host's fixed costs (robots.txt, its run's lease "
-                "and release) by few pages; bench/paper.py works these out at scale. Where a sleep or a "
-                "reschedule was decided is in the fetch function's RunsDone and RunsRescheduled metrics "
-                "(metrics.jsonl), which this benchmark does not read."
+                "and release) by few pages; bench/paper.py works these out at scale. "
+                + sleep_or_wake_note(run.get("sleep_or_wake") or {})
             )
     floor = design_floor()
     fast = design_floor(1.0)
@@ -343,7 +393,8 @@ def notes(runs: dict[str, dict[str, Any]]) -> str:
         "read first), and nothing more for a page fetched on its first try (its outcome is its flush's "
         "crawl-log line; a retry's state is written and read); the results table its record; the crawls table "
         "a count of the flush's outcomes per crawl; the hosts table each "
-        "host's run (a conditional schedule per dispatch batch that admits to the host; per fetch invocation a "
+        "host's run (a conditional schedule when a dispatch batch that admits to the host finds it has none, a "
+        "consistent read of it otherwise; per fetch invocation a "
         "lease, a renewal every "
         f"{settings.RUN_LEASE_SECONDS - settings.RUN_LEASE_RENEW_BEFORE_SECONDS:g} s and a release), its page-cap "
         "counter and its robots.txt; the parked table the hosts' backlog bundles (put at admission, replaced or "

@@ -181,6 +181,12 @@ class FakeUrls:
             self.journal.append(("claim", crawl_id, fp))
             return Claim(True)
 
+    def seen_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Claim | None]:
+        wanted = list(dict.fromkeys(keys))
+        with self._lock:
+            self.journal.append(("seen_many", str(len(wanted))))
+        return {key: self.seen(*key) for key in wanted}
+
     def seen(self, crawl_id: str, fp: str) -> Claim | None:
         with self._lock:
             old = self.items.get((crawl_id, fp))

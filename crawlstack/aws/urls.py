@@ -47,6 +47,13 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float | Decimal) and not isinstance(value, bool) else None
 
 
+def _lost_claim(data: dict[str, Any]) -> Claim | None:
+    """What ``seen`` says of an item: a lost claim, or None if it may be claimed (``claimable``)."""
+    if data.get("claimable") is True:
+        return None
+    return Claim(False, _int(data.get("depth")), data.get("state"), data.get("claimed_by"))
+
+
 class UrlStore:
     """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
 
@@ -109,6 +116,27 @@ class UrlStore:
             return Claim(False, _int(seen.get("depth")), seen.get("state"))
         return Claim(True)
 
+    def seen_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Claim | None]:
+        """``seen`` of each key: one BatchGetItem per 100 keys (a half read unit each, found or not)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[tuple[str, str], Claim | None] = dict.fromkeys(wanted)
+        for start in range(0, len(wanted), 100):
+            request: dict[str, Any] = {
+                self.name: {
+                    "Keys": [self.key(crawl_id, fp) for crawl_id, fp in wanted[start : start + 100]],
+                    "ProjectionExpression": "pk, #d, #s, claimable, claimed_by",
+                    "ExpressionAttributeNames": {"#d": "depth", "#s": "state"},
+                }
+            }
+            while request:
+                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
+                for raw in resp.get("Responses", {}).get(self.name, []):
+                    data = clients.unmarshal(raw)
+                    crawl_id, _, fp = str(data["pk"]).rpartition("#")
+                    found[(crawl_id, fp)] = _lost_claim(data)
+                request = resp.get("UnprocessedKeys") or {}
+        return found
+
     def seen(self, crawl_id: str, fp: str) -> Claim | None:
         item = (
             clients.client("dynamodb")
@@ -120,12 +148,7 @@ class UrlStore:
             )
             .get("Item")
         )
-        if not item:
-            return None
-        data = clients.unmarshal(item)
-        if data.get("claimable") is True:
-            return None
-        return Claim(False, _int(data.get("depth")), data.get("state"), data.get("claimed_by"))
+        return _lost_claim(clients.unmarshal(item)) if item else None
 
     def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool:
         """Give a URL not yet fetched the smaller ``depth`` it was found at again; False if it is fetched or shallower.

@@ -4,7 +4,11 @@ A read comes first (``Urls.seen``, eventually consistent): a URL the crawl
 has already is dropped on that read, for a tenth of what a refused
 conditional write is billed (half a read unit against a write unit), and
 most links dispatch sees are such duplicates: every extract container
-sends each link it finds once.  Only a URL the read does not find, or one
+sends each link it finds once.  The batch's reads are made together
+before it is dispatched (``prepare``: ``Urls.seen_many``, a call per 100
+URLs rather than one each); a URL the batch names twice is read once
+there, and its later links read again when their turn comes, after the
+first one's claim.  Only a URL the read does not find, or one
 its own message claimed (a redelivery), or one found again at a smaller
 depth, goes on to the conditional put.
 
@@ -22,6 +26,8 @@ Settings: none.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.ports import Claim, Urls
@@ -34,9 +40,22 @@ class Dedupe:
     def __init__(self, urls: Urls) -> None:
         self.urls = urls
 
+    def prepare(self, links: Iterable[Link]) -> None:
+        """Read, in one go, what the crawl has of the batch's URLs: each URL's first link keeps the answer."""
+        first: dict[tuple[str, str], Link] = {}
+        for link in links:
+            if link.invalid is None:
+                first.setdefault((link.msg.crawl_id, link.fp), link)
+        if not first:
+            return
+        for key, claim in self.urls.seen_many(first).items():
+            if key in first:
+                first[key].prefetched = (claim,)
+
     def __call__(self, link: Link, outbox: Outbox) -> Decision | None:
         msg = link.msg
-        seen = self.urls.seen(msg.crawl_id, link.fp)
+        # Read with the batch (``prepare``), or now.
+        seen = link.prefetched[0] if link.prefetched is not None else self.urls.seen(msg.crawl_id, link.fp)
         redelivered = bool(link.message_id) and seen is not None and seen.claimed_by == link.message_id
         if seen is not None and not redelivered and not _nearer(msg.depth, seen):
             return Decision(link.url, "deduped")

@@ -40,6 +40,7 @@ class Dispatcher:
         self.scope = scope
         self.limits = limits
         self.robots = robots
+        self.dedupe = dedupe
         self.record_complete = record_complete
         steps: list[Step] = [canonicalise, scope, limits.known_spent]
         if record_complete is not None:
@@ -47,10 +48,12 @@ class Dispatcher:
         steps += [robots.load, dedupe, robots.check, limits.take, enqueue]
         self.chain = Chain(steps)
 
-    def prepare(self, messages: Iterable[FrontierMessage]) -> None:
-        """Before a batch: read, in one go, which records its messages resolve are complete."""
+    def prepare(self, links: Iterable[Link]) -> None:
+        """Before a batch: read, in one go, which records its links resolve are complete, and which URLs are known."""
+        links = list(links)
         if self.record_complete is not None:
-            self.record_complete.prepare(messages)
+            self.record_complete.prepare(link.msg for link in links)
+        self.dedupe.prepare(links)
 
     def dispatch(self, msg: FrontierMessage | Link, outbox: Outbox, message_id: str = "") -> Decision:
         """What becomes of one message (or a Link made of it, whose canonical URL may be known already)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from crawlstack.config import CrawlConfig
+from crawlstack.dispatch.ports import Claim
 from crawlstack.messages import FrontierMessage
 from crawlstack.robots import RobotsPolicy
 from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, looks_canonical
@@ -45,6 +46,8 @@ class Link:
     config: CrawlConfig | None = None
     # Set by Robots.load: the origin's robots.txt.
     policy: RobotsPolicy | None = None
+    # Set by Dedupe.prepare: what the batch's one read found of the URL, (claim or None,); None: not read.
+    prefetched: tuple[Claim | None] | None = None
 
     @classmethod
     def of(cls, msg: FrontierMessage | Link, message_id: str = "") -> Link:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,6 +39,10 @@ class Urls(Protocol):
         None when there is no item, or it is ``claimable``; a read may miss a
         claim just written, which the conditional claim then finds.
         """
+        ...
+
+    def seen_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Claim | None]:
+        """``seen`` of each (crawl, fingerprint), in batched reads (eventually consistent)."""
         ...
 
     def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool: ...

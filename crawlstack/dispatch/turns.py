@@ -10,7 +10,7 @@ write and one run schedule, however many of its links the batch held.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from crawlstack.dispatch.link import Decision, Link
@@ -26,7 +26,7 @@ class Dispatches(Protocol):
 
 def dispatch_in_turns(
     dispatcher: Dispatches,
-    batch: Iterable[tuple[K, str, list[FrontierMessage]]],
+    batch: Iterable[tuple[K, str, list[FrontierMessage] | list[Link]]],
     outbox: Outbox,
     on_decision: Callable[[FrontierMessage, Decision], None] | None = None,
     before: Callable[[Link], None] | None = None,
@@ -34,24 +34,27 @@ def dispatch_in_turns(
     """Dispatch a batch's messages a link at a time from each: the first link of every message, then the second...
 
     ``batch``: (key, message id, links) per queue message (a bundle's links,
-    or one message).  ``before`` is called with each link before it is
-    dispatched (the handler binds its log keys; the link's fingerprint,
-    worked out then, is the one dispatch uses), ``on_decision`` with what
-    became of its message.
+    or one message; as ``Link``s when the batch was prepared with them).
+    ``before`` is called with each link before it is dispatched (the
+    handler binds its log keys; the link's fingerprint, worked out then, is
+    the one dispatch uses), ``on_decision`` with what became of its message.
 
     Returns the exception of each message one of whose links failed; its
     later links are not dispatched (its redelivery finds the ones before
     claimed by its own id).
     """
     failed: dict[K, Exception] = {}
-    pending = [(key, message_id, iter(links)) for key, message_id, links in batch]
+    pending: list[tuple[K, str, Iterator[FrontierMessage | Link]]] = [
+        (key, message_id, iter(links)) for key, message_id, links in batch
+    ]
     while pending:
         still = []
         for key, message_id, links in pending:
-            msg = next(links, None)
-            if msg is None:
+            item = next(links, None)
+            if item is None:
                 continue
-            link = Link(msg, message_id)
+            link = Link.of(item, message_id)
+            msg = link.msg
             if before is not None:
                 before(link)
             try:

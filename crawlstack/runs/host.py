@@ -169,6 +169,7 @@ class HostLoop:
             ):
                 return False
             self.linger_until = until
+            self.r.slept(until - now)
         if now >= self.linger_until:
             self.linger_until = None
             return False
@@ -272,6 +273,7 @@ class HostLoop:
         if self.lease_until < max(start, now) + self.r.renew_before:
             self.renew(max(start, now))
         if wait > 0:
+            self.r.slept(wait)
             if self.ledger.dirty() and self._flush_due(start, join=False):
                 # At the grid point, not before: the invocation's other hosts flush then too.
                 since = self.ledger.since

@@ -105,6 +105,9 @@ class RunResult:
     frontier: list[tuple[str, int]] = field(default_factory=list)  # redirects, unless sent at each flush
     errors: dict[str, Exception] = field(default_factory=dict)  # host -> why its run failed
     holder: str = ""  # the invocation's holder token
+    # Waits for a host's next start that should_sleep chose to sleep (a rescheduled one ends its run instead).
+    waits_slept: int = 0
+    seconds_slept: float = 0.0
 
 
 class HostRunner:
@@ -170,6 +173,12 @@ class HostRunner:
         """Hosts still working in this invocation: they share its sleep."""
         with self._lock:
             return self._active
+
+    def slept(self, seconds: float) -> None:
+        """A host sleeps ``seconds`` until its next start, rather than being woken later (``should_sleep``)."""
+        with self._lock:
+            self._result.waits_slept += 1
+            self._result.seconds_slept += seconds
 
     def flushed(self, flushed: Flushed) -> None:
         with self._lock:

@@ -41,13 +41,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     # Each body parsed once (a bundle holds up to 50 links); one batched read of
     # the records the batch resolves (invalid messages are reported below).
     parsed = {(r.get("messageId"), r.get("body", "")): _messages(r.get("body", "")) for r in event.get("Records", [])}
-    svc.dispatcher.prepare(m for messages in parsed.values() if isinstance(messages, list) for m in messages)
+    # Each link made once: its canonical URL and fingerprint serve the batch's reads and its dispatch.
+    links = {
+        key: [Link(m, key[0] or "") for m in messages] for key, messages in parsed.items() if isinstance(messages, list)
+    }
+    svc.dispatcher.prepare(link for batch in links.values() for link in batch)
     # A link bundle (crawlstack.messages) is one message: a link that fails
     # fails it, and its redelivery finds the links before it already claimed.
     # The whole batch at once, not per record: its messages take turns, a link from each at a time.
     failed = dispatch_in_turns(
         svc.dispatcher,
-        ((key, key[0] or "", messages) for key, messages in parsed.items() if isinstance(messages, list)),
+        ((key, key[0] or "", batch) for key, batch in links.items()),
         outbox,
         on_decision=_count,
         before=_bind_logs,

@@ -56,6 +56,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         logger.warning("host run failed", host=host, reason=failure(error))
     for end, count in Counter(result.ends.values()).items():  # done, rescheduled, deadline, lost, refused, failed
         metrics.add_metric(name=f"Runs{end.capitalize()}", unit=MetricUnit.Count, value=count)
+    # Sleep or be woken (crawlstack.runs.schedule.should_sleep): the waits slept; RunsRescheduled, the others.
+    if result.waits_slept:
+        metrics.add_metric(name="RunWaitsSlept", unit=MetricUnit.Count, value=result.waits_slept)
+        metrics.add_metric(name="RunSecondsSlept", unit=MetricUnit.Seconds, value=round(result.seconds_slept, 3))
     for item in result.fetched:
         _count(item)
     # Wake-ups went out as each host was released, redirects at each flush (crawlstack.wiring).

@@ -36,6 +36,27 @@ def test_seen_gives_a_claimed_urls_depth_state_and_claimer(urls: Urls) -> None:
     assert urls.seen(CRAWL, FP) == Claim(False, 1, "queued", "m1")
 
 
+def test_seen_many_says_what_seen_says_of_each_key(urls: Urls) -> None:
+    assert urls.claim(CRAWL, FP, URL, 3, claimer="m1")
+    assert urls.note_skip(CRAWL, "fp-skipped", "http://a.example/s", 2, RECORD_COMPLETE)
+    keys = [(CRAWL, FP), (CRAWL, "fp-skipped"), (CRAWL, "fp-never"), ("other crawl", FP), (CRAWL, FP)]
+    assert urls.seen_many(keys) == {
+        (CRAWL, FP): Claim(False, 3, "queued", "m1"),
+        (CRAWL, "fp-skipped"): None,  # claimable
+        (CRAWL, "fp-never"): None,
+        ("other crawl", FP): None,
+    }
+    assert urls.seen_many([]) == {}
+
+
+def test_seen_many_reads_past_a_hundred_keys(urls: Urls) -> None:
+    for i in range(0, 230, 23):
+        assert urls.claim(CRAWL, f"fp-{i}", f"http://a.example/{i}", 1)
+    found = urls.seen_many((CRAWL, f"fp-{i}") for i in range(230))
+    assert len(found) == 230
+    assert {fp for (_, fp), claim in found.items() if claim is not None} == {f"fp-{i}" for i in range(0, 230, 23)}
+
+
 def test_seen_is_none_for_a_url_a_complete_record_passed_over(urls: Urls) -> None:
     assert urls.note_skip(CRAWL, FP, URL, 2, RECORD_COMPLETE)
     assert urls.seen(CRAWL, FP) is None  # claimable: the next message claims it

@@ -159,3 +159,24 @@ def test_the_log_meter_counts_each_function_s_logger_and_emf_lines(tmp_path: Pat
         "(other)": {"logger": None, "emf": len("not json\n")},
     }
     assert meter.by_function()["billing-test-fn"] == {"logger": 7, "emf": 0}
+
+
+def test_the_cost_bench_reads_what_each_wait_became_from_the_fetch_functions_metrics(tmp_path: Path) -> None:
+    cost = benches.load("cost")
+    lines = [
+        {"service": "fetch", "RunWaitsSlept": [3.0], "RunSecondsSlept": [2.5], "RunsDone": [1.0]},
+        {"service": "fetch", "RunsRescheduled": [2.0], "RunWaitsSlept": [1.0], "RunSecondsSlept": [0.5]},
+        {"service": "dispatch", "RunsDone": [9.0]},  # not fetch's
+    ]
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
+    decided = cost.fetch_decisions(metrics)
+    assert decided == {
+        "waits slept": 4.0,
+        "seconds slept": 3.0,
+        "runs rescheduled": 2.0,
+        "runs at the deadline": 0.0,
+        "runs done": 1.0,
+    }
+    note = cost.sleep_or_wake_note(decided)
+    assert "4 waits slept" in note and "2 runs rescheduled" in note

@@ -227,6 +227,38 @@ def test_dedupe_drops_a_known_url_on_a_read_and_writes_only_to_claim_or_lower_it
     assert urls.items[("c", fingerprint(skipped))]["state"] == "queued"
 
 
+def test_dedupe_reads_a_batch_in_one_go_and_a_url_named_twice_again_after_its_first_claim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    urls = FakeUrls()
+    known, new = "http://example.com/known", "http://example.com/new"
+    assert urls.claim("c", fingerprint(known), known, 0, claimer="m0")
+    dedupe = Dedupe(urls)
+    batch = [
+        Link(FrontierMessage(url=new, crawl_id="c"), message_id="m1"),
+        Link(FrontierMessage(url=known, crawl_id="c"), message_id="m1"),
+        Link(FrontierMessage(url=new, crawl_id="c"), message_id="m2"),
+        Link(FrontierMessage(url="http://example.com/%zz", crawl_id="c"), message_id="m1"),
+    ]
+    dedupe.prepare(batch)
+    assert urls.journal[-1] == ("seen_many", "2")  # the invalid URL is not read, a URL named twice once
+    reads: list[str] = []
+    claims: list[str] = []
+    real_seen, real_claim = urls.seen, urls.claim
+    monkeypatch.setattr(urls, "seen", lambda crawl_id, fp: reads.append(fp) or real_seen(crawl_id, fp))
+    monkeypatch.setattr(
+        urls, "claim", lambda crawl_id, fp, *a, **k: claims.append(fp) or real_claim(crawl_id, fp, *a, **k)
+    )
+    assert [dedupe(one, Outbox()) for one in batch[:3]] == [
+        None,
+        Decision(known, "deduped"),
+        Decision(new, "deduped"),
+    ]
+    # Only the second naming is read again, at its turn: it finds the first one's claim, so no refused write.
+    assert reads == [fingerprint(new)]
+    assert claims == [fingerprint(new)]
+
+
 def test_budget_and_caps_skip_the_first_url_over_a_limit_then_drop_at_no_write() -> None:
     crawls, urls = FakeCrawls(config(max_pages=1)), FakeUrls()
     limits = BudgetAndCaps(crawls, urls, FakeScopeStore(urls))

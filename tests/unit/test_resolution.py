@@ -10,7 +10,7 @@ from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeResolved, Fak
 
 from crawlstack import aws, http, settings, wiring
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatch import Outbox
+from crawlstack.dispatch import Link, Outbox
 from crawlstack.extractor import Extracted, Extractor
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecord, found, found_fields
@@ -227,12 +227,15 @@ class DispatchEnv:
 
     def batch(self, *messages: FrontierMessage) -> list[tuple[str, str, int]]:
         """Dispatch a batch as the handler does; (action, reason, fetch tasks gathered) per message."""
-        self.dispatcher.prepare(messages)
-        out = []
+        links = []
         for msg in messages:
-            outbox = Outbox()
             self.sent += 1  # every message has its own id, as in SQS
-            decision = self.dispatcher.dispatch(msg, outbox, message_id=f"m{self.sent}")
+            links.append(Link(msg, f"m{self.sent}"))
+        self.dispatcher.prepare(links)
+        out = []
+        for link in links:
+            outbox = Outbox()
+            decision = self.dispatcher.dispatch(link, outbox, message_id=link.message_id)
             out.append((decision.action, decision.reason, len(outbox.runs)))
         return out
 

@@ -105,6 +105,7 @@ def test_a_lone_host_with_a_long_delay_is_rescheduled_and_many_hosts_sleep(monke
     assert msg is not None
     result = env.run(msg)
     assert result.ends == {HOST: "rescheduled"} and len(env.starts()) == 1
+    assert result.waits_slept == 0  # its one wait was left to the delayed message
     [(body, delay)] = result.runs
     wake = RunMessage.from_json(body)
     assert wake.host == HOST and wake.run_id != msg.run_id and delay == 4
@@ -124,6 +125,9 @@ def test_a_lone_host_with_a_long_delay_is_rescheduled_and_many_hosts_sleep(monke
     assert break_even_wait(len(hosts)) > 3.0
     result = many.run(*[many.admit(["1", "2"], host=h) for h in hosts])
     assert result.ends == dict.fromkeys(hosts, "done") and result.runs == []
+    # Each host slept its wait between its two pages, then lingered a while for their links.
+    assert result.waits_slept == 2 * len(hosts)
+    assert result.seconds_slept == pytest.approx((3.0 + settings.RUN_LINGER_SECONDS) * len(hosts))
 
 
 # -- flushing ----------------------------------------------------------------
