@@ -52,7 +52,9 @@ class Dispatcher:
         """Before a batch: read, in one go, which records its links resolve are complete, and which URLs are known."""
         links = list(links)
         if self.record_complete is not None:
-            self.record_complete.prepare(link.msg for link in links)
+            complete = self.record_complete
+            complete.prepare(link.msg for link in links)
+            links = [link for link in links if not complete.complete(link.msg)]  # skipped before dedupe
         self.dedupe.prepare(links)
 
     def dispatch(self, msg: FrontierMessage | Link, outbox: Outbox, message_id: str = "") -> Decision:

@@ -40,12 +40,13 @@ class RecordComplete:
         self._incomplete = keys - read_complete(self.resolved, self.completed, keys) if keys else set()
 
     def __call__(self, link: Link, outbox: Outbox) -> Decision | None:
-        if not self._complete(link.msg):
+        if not self.complete(link.msg):
             return None
         self.urls.note_skip(link.msg.crawl_id, link.fp, link.url, link.msg.depth, RECORD_COMPLETE)
         return Decision(link.url, "skipped", RECORD_COMPLETE, "record-complete")
 
-    def _complete(self, msg: FrontierMessage) -> bool:
+    def complete(self, msg: FrontierMessage) -> bool:
+        """Whether ``msg``'s record is complete: from memory once its batch is prepared."""
         if not msg.record_id or not msg.want:
             return False
         key = (msg.crawl_id, msg.record_id)
