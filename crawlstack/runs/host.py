@@ -311,10 +311,23 @@ class HostLoop:
     def _started(self, start: float, delay: float) -> None:
         self.last_start = start
         self.gap = delay
-        # Our own request follows any the item's earlier holder may have sent.
-        self.before = replace(self.before, holder=self.r.holder)
+        # Our own request follows any the item's earlier holder may have sent (first_start waited for
+        # them): from now on only our last start counts, not a lease (ours read back, or one taken over).
+        self.before = replace(self.before, holder=None, lease_until=0.0)
+
+    def _arrived(self, result: http.FetchResult) -> None:
+        """Count the host's delay from when the response began (``responded_at``): the server had the request then.
+
+        Counted from the planned start, a request held up before it went
+        out (a busy process) or slowed by its connect lets the next one
+        reach the server less than the delay after it; counted from the
+        response's end, every gap would also take the body's download.
+        A request that got no response counts from when it began.
+        """
+        self.last_start = max(self.last_start, result.responded_at or result.started_at)
 
     def _responded(self, result: http.FetchResult, delay: float) -> None:
+        self._arrived(result)
         status = result.status
         if status in settings.SLOWDOWN_STATUSES:
             self.adaptive = slowed(delay, self.adaptive)
@@ -374,6 +387,7 @@ class HostLoop:
         self.r.group.expect(self.host, None)  # no page of its own to flush
         self._started(start, config.delay)
         result = self.r.fetch_robots(origin, config.user_agent, http.AddressGuard(config.allow_private))
+        self._arrived(result)
         finished = result.finished_at or self.r.clock()
         retry_after = parse_retry_after(result.header("retry-after"), finished)
         record = RobotsRecord.from_fetch(origin, result.status, result.body, result.error, retry_after)

@@ -64,13 +64,13 @@ def test_a_503_is_archived_recorded_retrying_and_served_again_after_its_retry_af
     assert (page.url, page.status, page.body) == (t.url, 503, b"busy")
     item = env.outcome(t)
     assert (item["state"], item["status"], item["attempt"], item["warc"]) == ("retrying", 503, 1, key)
-    assert item["retry_at"] == pytest.approx(t0 + 7)
+    assert item["retry_at"] == pytest.approx(t0 + 7, abs=1e-6)
     # The next try: the same task, attempt 2, back in the host's backlog, not before the Retry-After.
     [retry] = env.left()
     assert replace(retry, attempt=1, not_before=t.not_before) == t
-    assert retry.attempt == 2 and retry.not_before == pytest.approx(t0 + 7)
+    assert retry.attempt == 2 and retry.not_before == pytest.approx(t0 + 7, abs=1e-6)
     # The host itself pauses until then, and is woken when the retry is due.
-    assert env.runs.get(HOST).pause_until == pytest.approx(t0 + 7)
+    assert env.runs.get(HOST).pause_until == pytest.approx(t0 + 7, abs=1e-6)
     assert result.ends == {HOST: "rescheduled"}
     assert result.runs[0][1] == 7
 
@@ -102,7 +102,7 @@ def test_a_malformed_retry_after_is_ignored_and_the_backoff_applies(env: Env, va
     [tried] = result.fetched
     assert tried.outcome == "retry"
     [retry] = env.left()
-    assert retry.not_before == pytest.approx(t0 + 0.5 * backoff_ceiling(1))
+    assert retry.not_before == pytest.approx(t0 + 0.5 * backoff_ceiling(1), abs=1e-6)
     assert retry_after_seconds(value, t0) is None
     assert env.runs.get(HOST).pause_until == 0.0  # no pause asked for
 
@@ -203,7 +203,7 @@ def test_a_retry_after_beyond_the_cap_fails_at_once_and_pauses_the_host_at_most_
     [failed] = result.fetched
     assert failed.outcome == "failed" and env.left() == []
     assert failed.reason == "503 Service Unavailable: Retry-After of 86400s is beyond the 900s cap"
-    assert env.runs.get(HOST).pause_until == pytest.approx(t0 + settings.RETRY_AFTER_MAX_SECONDS)
+    assert env.runs.get(HOST).pause_until == pytest.approx(t0 + settings.RETRY_AFTER_MAX_SECONDS, abs=1e-6)
 
 
 def test_a_redelivered_earlier_try_never_fetches_again(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -64,12 +64,52 @@ def test_a_run_spaces_its_requests_by_the_delay_and_ends_the_run(env: Env) -> No
     assert env.backlog.peek(HOST, 10) == [] and result.runs == []
 
 
+@pytest.mark.parametrize(("first_byte", "gap"), [(0.0, 0.25), (0.05, 0.30)])
+def test_the_delay_counts_from_the_response_and_a_slow_body_takes_none_of_it(
+    env: Env, first_byte: float, gap: float
+) -> None:
+    # Headers come ``first_byte`` after the request (the server had it by then), the body 0.1 s later.
+    msg = env.admit(["a", "b", "c"])
+    for url, page in list(env.web.pages.items()):
+
+        def slow(page: Any = page) -> Any:
+            sent = env.clock.now
+            env.clock.advance(first_byte + 0.1)
+            return replace(page(), started_at=sent, responded_at=sent + first_byte)
+
+        env.web.pages[url] = slow
+    env.run(msg)
+    assert gaps(env.starts()) == [pytest.approx(gap)] * 2
+
+
+def test_links_that_come_while_a_host_lingers_go_at_the_last_start_plus_the_delay(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(env.runner, "active", lambda: 50)  # lingering is cheaper than being started again
+    msg = env.admit(["a"])
+    real_peek = env.backlog.peek
+    peeks: list[float] = []
+
+    def peek(host: str, limit: int, after: str | None = None) -> list[Any]:
+        peeks.append(env.clock.now)
+        if len(peeks) == 5:  # the page's links arrive a second after its request, while the run lingers
+            env.backlog.add(HOST, 2, [env.task("b", depth=2)])
+        return real_peek(host, limit, after)
+
+    monkeypatch.setattr(env.backlog, "peek", peek)
+    env.run(msg)
+    first, second = env.starts()
+    found = peeks[4]
+    assert found - first > 0.25  # found after the delay had passed: sent at once, not a delay later
+    assert second - found == pytest.approx(0.0, abs=1e-6)
+
+
 def test_a_second_holder_waits_for_the_last_recorded_start_plus_the_delay(env: Env) -> None:
     env.run(env.admit(["a"]))
     [first] = env.starts()
     env.clock.advance(0.1)
     env.run(env.admit(["b"]))
-    assert env.starts()[1] == pytest.approx(first + 0.25)
+    assert env.starts()[1] == pytest.approx(first + 0.25, abs=1e-6)
 
 
 def test_after_a_holder_died_the_next_waits_for_its_lease_end_plus_the_delay(env: Env) -> None:
