@@ -71,6 +71,7 @@ SAME_HOST_SHARE = 0.8
 RULES = Path(__file__).with_name("rules") / "cost.json"
 # Issue 14: at --delay 0, on the deep web and on today's.
 TARGET_USD_PER_MILLION = 2.5
+TARGET_WEBS = ("deep", "today")  # hosts-100 is measured by AWS calls per page
 STRETCH_USD_PER_MILLION = 1.5
 EXTRACT_INSTANCES = 4
 SERVICES = ("sqs", "dynamodb", "s3", "lambda", "lambda_requests", "logs")
@@ -306,9 +307,11 @@ def figures(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         usd = run["usd_per_million_pages"]
         where = f"{web.key} web, {web.shape}, delay 0"
-        out.append(
-            _fig(f"cost per million pages, {where}", usd["total"], "$", target, usd["total"] <= TARGET_USD_PER_MILLION)
-        )
+        if web.key in TARGET_WEBS:
+            met = usd["total"] <= TARGET_USD_PER_MILLION
+            out.append(_fig(f"cost per million pages, {where}", usd["total"], "$", target, met))
+        else:
+            out.append(_fig(f"cost per million pages, {where}", usd["total"], "$"))
         out += [_fig(f"{service} share, {web.key}", usd[service], "$ per M pages") for service in SERVICES]
         out += [
             _fig(f"{service} calls per page, {web.key}", v, "calls") for service, v in run["calls_per_page"].items()
