@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from crawlstack import settings
+from crawlstack.resolution import RECORD_COMPLETE
 
 if TYPE_CHECKING:  # extract writes lines too, and need not import the fetcher for it
     from crawlstack.fetch_outcomes import Fetched
@@ -129,20 +130,29 @@ def last_lines(lines: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return last
 
 
+def log_only(line: dict[str, Any]) -> bool:
+    """Whether only the crawl log holds this line's outcome (``fetch_outcomes.logged_only``).
+
+    A first try fetched or skipped; not a record's skip, which ``unclaim``
+    wrote to the urls table (and which a later claim may have taken over).
+    """
+    return (
+        (line.get("attempt") or 1) <= 1
+        and line.get("outcome") in settings.LOGGED_OUTCOMES
+        and line.get("reason") != RECORD_COMPLETE
+    )
+
+
 def outcome_of(item: dict[str, Any], logged: dict[str, Any] | None) -> dict[str, Any]:
-    """A URL's end, as its urls-table ``item`` and its crawl log's last line (``logged``) say together.
+    """A URL's end, as its urls-table ``item`` and its crawl log's last line only the log holds (``logged``) say.
 
     The table's state where it holds an end (it is written after the log,
     and extract's failures land there only); else the crawl log's outcome,
     with its status, reason, truncation and try.  Neither: ``state`` as the
-    table has it (``queued``, ``retrying``: never ended).  A line older than
-    the item's claim (``seen_at``) tells of a claim since taken over (a URL
-    passed over for a complete record, claimed again), not of this one.
+    table has it (``queued``, ``retrying``: never ended).
     """
     state = item.get("state", "queued")
-    if state in TABLE_ENDS or logged is None or logged.get("outcome") not in LOG_ENDS:
-        return item
-    if (logged.get("fetched_at") or 0.0) < (item.get("seen_at") or 0.0):
+    if state in TABLE_ENDS or logged is None or not log_only(logged):
         return item
     merged = {**item, "state": logged["outcome"], "attempt": logged.get("attempt") or item.get("attempt", 1)}
     for key in ("status", "reason", "truncated", "warc"):
@@ -152,11 +162,12 @@ def outcome_of(item: dict[str, Any], logged: dict[str, Any] | None) -> dict[str,
 
 
 def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -> list[dict[str, Any]]:
-    """The crawl's urls-table ``items``, each with its crawl-log objects' last line merged in (``outcome_of``)."""
+    """The crawl's urls-table ``items``, each with its last crawl-log line only the log holds (``outcome_of``)."""
     logged = last_lines(
         line
         for key in blobs.keys(crawl_prefix(settings.CRAWL_LOG_PREFIX, crawl_id))
         for line in read_lines(blobs.get(key))
+        if log_only(line)
     )
     return [outcome_of(item, logged.get(item.get("url", ""))) for item in items]
 

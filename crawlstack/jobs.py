@@ -23,8 +23,9 @@ has set the crawl running and read the held rows: nothing is stranded.
 back to the frontier and adds every held fetch task back to its host's
 backlog, scheduling the host's run (``crawlstack.runs.admission``), deleting
 each row only once sent or added:
-at least once, and exactly once unless ``resume`` dies midway (the urls
-table's conditional writes drop a duplicate).
+at least once, and exactly once unless ``resume`` dies midway (a frontier
+message sent twice is dropped by dedupe; a fetch task added twice is
+fetched once if one run serves both copies, else again).
 
 Containers cache a crawl's config for ``STATE_CACHE_SECONDS``, so a stop
 takes effect within that time: after it, no request of the crawl starts

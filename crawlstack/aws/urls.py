@@ -91,8 +91,10 @@ class UrlStore:
         values: dict[str, Any] = {"yes": True}
         kwargs: dict[str, Any] = {}
         if claimer:
-            # Only while nothing has happened to the URL yet: a redelivery must
-            # not wipe an outcome, or fetch the page a second time.
+            # Only while the table holds no outcome: a redelivery must not wipe a
+            # retry's state or a failure.  A page fetched on its first try keeps
+            # "queued" (its outcome is the crawl log's), so a redelivery's copy
+            # of it may be fetched again (ARCHITECTURE.md, Where an outcome lives).
             item["claimed_by"] = claimer
             condition += " OR (claimed_by = :me AND #s = :queued)"
             values |= {"me": claimer, "queued": "queued"}

@@ -7,8 +7,11 @@ most links dispatch sees are such duplicates: every extract container
 sends each link it finds once.  The batch's reads are made together
 before it is dispatched (``prepare``: ``Urls.seen_many``, a call per 100
 URLs rather than one each); a URL the batch names twice is read once
-there, and its later links read again when their turn comes, after the
-first one's claim.  Only a URL the read does not find, or one
+there, for whichever of its links comes first, and the others read again
+when their turn comes, after its claim.  Links that an earlier component
+drops (out of scope, over a spent budget) are read there too, a half read
+unit each, to no use: the frontier gets few such links, since extract
+drops off-site ones.  Only a URL the read does not find, or one
 its own message claimed (a redelivery), or one found again at a smaller
 depth, goes on to the conditional put.
 
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from crawlstack.dispatch.link import Decision, Link
+from crawlstack.dispatch.link import Decision, Link, Prefetched
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.ports import Claim, Urls
 
@@ -41,21 +44,24 @@ class Dedupe:
         self.urls = urls
 
     def prepare(self, links: Iterable[Link]) -> None:
-        """Read, in one go, what the crawl has of the batch's URLs: each URL's first link keeps the answer."""
-        first: dict[tuple[str, str], Link] = {}
+        """Read, in one go, what the crawl has of the batch's URLs; each answer serves the first of its links to go."""
+        by_key: dict[tuple[str, str], list[Link]] = {}
         for link in links:
             if link.invalid is None:
-                first.setdefault((link.msg.crawl_id, link.fp), link)
-        if not first:
+                by_key.setdefault((link.msg.crawl_id, link.fp), []).append(link)
+        if not by_key:
             return
-        for key, claim in self.urls.seen_many(first).items():
-            if key in first:
-                first[key].prefetched = (claim,)
+        for key, claim in self.urls.seen_many(by_key).items():
+            answer = Prefetched(claim)
+            for link in by_key.get(key, ()):
+                link.prefetched = answer
 
     def __call__(self, link: Link, outbox: Outbox) -> Decision | None:
         msg = link.msg
-        # Read with the batch (``prepare``), or now.
-        seen = link.prefetched[0] if link.prefetched is not None else self.urls.seen(msg.crawl_id, link.fp)
+        # Read with the batch (``prepare``) for the URL's first link to come here, or now.
+        read, seen = link.prefetched.take() if link.prefetched is not None else (False, None)
+        if not read:
+            seen = self.urls.seen(msg.crawl_id, link.fp)
         redelivered = bool(link.message_id) and seen is not None and seen.claimed_by == link.message_id
         if seen is not None and not redelivered and not _nearer(msg.depth, seen):
             return Decision(link.url, "deduped")

@@ -39,6 +39,21 @@ class Decision:
 
 
 @dataclass(eq=False)
+class Prefetched:
+    """What a batch's read found of one URL (``Dedupe.prepare``): for whichever of its links goes first."""
+
+    claim: Claim | None
+    used: bool = False
+
+    def take(self) -> tuple[bool, Claim | None]:
+        """(True, the claim read) the first time; (False, None) after: a later link reads afresh."""
+        if self.used:
+            return False, None
+        self.used = True
+        return True, self.claim
+
+
+@dataclass(eq=False)
 class Link:
     msg: FrontierMessage
     message_id: str = ""
@@ -46,8 +61,8 @@ class Link:
     config: CrawlConfig | None = None
     # Set by Robots.load: the origin's robots.txt.
     policy: RobotsPolicy | None = None
-    # Set by Dedupe.prepare: what the batch's one read found of the URL, (claim or None,); None: not read.
-    prefetched: tuple[Claim | None] | None = None
+    # Set by Dedupe.prepare: what the batch's one read found of the URL, shared by the batch's links to it.
+    prefetched: Prefetched | None = None
 
     @classmethod
     def of(cls, msg: FrontierMessage | Link, message_id: str = "") -> Link:

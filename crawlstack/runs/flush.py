@@ -62,12 +62,14 @@ class Ledger:
         write: Callable[[list[Fetched], float], str | None],
         send_frontier: Callable[[list[tuple[str, int]]], object] | None = None,
         on_dirty: Callable[[], None] | None = None,
+        on_clean: Callable[[], None] | None = None,
     ) -> None:
         self.host = host
         self.backlog = backlog
         self.urls = urls
         self.write = write
         self.on_dirty = on_dirty  # called when work is first left unflushed
+        self.on_clean = on_clean  # called by a flush with nothing to write (``write`` was not)
         self.send_frontier = send_frontier
         self._bundles: dict[str, _Progress] = {}
         self.pending: list[Fetched] = []
@@ -131,7 +133,12 @@ class Ledger:
     def flush(self, now: float, write_back: bool = True) -> Flushed:
         """WARC and crawl log, redirects, outcomes, retries, then the bundles; see the module's docstring."""
         pending, frontier, retries = self.pending, self.frontier, self.retries
-        key = self.write(pending, now) if pending else None
+        if pending:
+            key = self.write(pending, now)
+        else:
+            key = None
+            if self.on_clean is not None:
+                self.on_clean()
         sent: list[tuple[str, int]] = []
         if frontier and self.send_frontier is not None:
             self.send_frontier(list(frontier))

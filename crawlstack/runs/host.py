@@ -108,6 +108,7 @@ class HostLoop:
             lambda pending, now: group.write(host, pending, now),
             runner.send_frontier,
             on_dirty=lambda: group.dirty(host),
+            on_clean=lambda: group.clean(host),
         )
         self.states: dict[tuple[str, str], UrlState] = {}  # (crawl, fp) -> its state when peeked
         self.read: set[tuple[str, str]] = set()
@@ -121,7 +122,8 @@ class HostLoop:
             while True:
                 if self._flush_due(self.r.clock()):
                     self.flush()
-                # Bundles served but not yet flushed are still stored: read on past them.
+                # Bundles served but not yet flushed are still stored: read on past them (a
+                # shallower bundle added meanwhile sorts before them, and waits for the flush).
                 bundles = self.r.backlog.peek(self.host, self.r.peek_bundles, after=self.ledger.newest())
                 if not bundles:
                     if self.ledger.dirty():

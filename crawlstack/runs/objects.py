@@ -16,7 +16,8 @@ the next write.  If the write fails,
 it fails for every host in it (each host's run fails and its bundles stay,
 as with a failure of its own).
 
-Writes are at least ``RUN_FLUSH_MIN_GAP_SECONDS`` apart: a host whose
+Writes are about ``RUN_FLUSH_MIN_GAP_SECONDS`` apart (a host that saw a
+write gathering may find it closed and write at once): a host whose
 backlog ran dry must flush for its pages' links to come back, and at a
 small delay hosts run dry one after another, each a flush of a page or two.
 A host that would write sooner waits for the slot (``Group.slot``,
@@ -30,6 +31,7 @@ Settings: ``settings.RUN_FLUSH_SECONDS``, ``settings.RUN_FLUSH_GATHER_SECONDS``,
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -38,8 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crawlstack.crawllog import CONTENT_TYPE, crawl_log_objects
+from crawlstack.errors import failure
 from crawlstack.fetch_outcomes import Fetched, logged_only, warc_key
 from crawlstack.warc import write_warc
+
+log = logging.getLogger(__name__)
 
 Put = Callable[[str, bytes, str], None]
 Count = Callable[[str, dict[str, int]], None]
@@ -49,7 +54,8 @@ def write_objects(put: Put, pending: list[Fetched], now: float, count: Count | N
     """One WARC of ``pending``'s exchanges and its crawl-log objects; the WARC's key (None: no exchange).
 
     Then, once they are durable, ``count`` adds each crawl's outcomes that
-    only the crawl log holds (``fetch_outcomes.logged_only``) to its counts.
+    only the crawl log holds (``fetch_outcomes.logged_only``) to its counts;
+    a count that fails is logged and left out, never failing the write.
     """
     key = None
     exchanges = [f.exchange for f in pending if f.exchange is not None]
@@ -64,7 +70,10 @@ def write_objects(put: Put, pending: list[Fetched], now: float, count: Count | N
             if logged_only(item):
                 by_crawl.setdefault(item.task.crawl_id, Counter())[item.outcome] += 1
         for crawl_id, counts in by_crawl.items():
-            count(crawl_id, dict(counts))
+            try:
+                count(crawl_id, dict(counts))
+            except Exception as exc:  # the counts are for status: they never fail the pages they count
+                log.warning("crawl %s: outcome counts not added (status will be short): %s", crawl_id, failure(exc))
     return key
 
 
@@ -130,6 +139,14 @@ class Group:
                 self._soon.pop(host, None)
             else:
                 self._soon[host] = start
+            self._cond.notify_all()
+
+    def clean(self, host: str) -> None:
+        """``host`` has nothing unflushed and no request coming (its flush wrote nothing, or its run ended)."""
+        with self._cond:
+            self._dirty.discard(host)
+            self._soon.pop(host, None)
+            self._cond.notify_all()
 
     def slot(self) -> float:
         """When a write may begin (``clock``): joining one that is gathering needs no slot."""

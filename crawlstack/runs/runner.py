@@ -252,6 +252,7 @@ class HostRunner:
             with self._lock:
                 self._result.errors[loop.host] = exc
         finally:
+            self.group.clean(loop.host)  # a write need not wait for a host that has ended
             with self._lock:
                 self._active -= 1
         with self._lock:

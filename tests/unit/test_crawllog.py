@@ -10,9 +10,10 @@ from fakes import FakeBlobs
 from hostruns import HOST, Env
 
 from crawlstack import http, settings
-from crawlstack.crawllog import crawl_log_objects, write_crawl_log
+from crawlstack.crawllog import crawl_log_objects, log_only, outcome_of, url_ends, write_crawl_log
 from crawlstack.fetch_outcomes import Fetched
 from crawlstack.messages import FetchTask
+from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
 from crawlstack.warc import Exchange
 
@@ -137,3 +138,32 @@ def test_a_host_runs_flush_writes_a_line_for_every_outcome_of_its_tasks(monkeypa
     assert by_url[env.url("private/b")]["fetched_at"] == env.clock.now
     assert {line["host"] for line in by_url.values()} == {HOST}
     assert result.ends == {HOST: "rescheduled"}
+
+
+def test_a_urls_end_is_the_tables_or_else_the_last_line_only_the_crawl_log_holds() -> None:
+    claimed = {"url": "http://a.example/1", "state": "queued", "depth": 1, "seen_at": NOW + 50}
+    fetched_line = {"url": claimed["url"], "outcome": "fetched", "status": 200, "attempt": 1, "fetched_at": NOW}
+    # A first try's page: the table keeps its claim, even one a redelivered message wrote again since.
+    assert outcome_of(claimed, fetched_line)["state"] == "fetched"
+    assert outcome_of(claimed, fetched_line)["status"] == 200
+    # The table's end wins: extract's failure of a page fetched.
+    failed = {**claimed, "state": "failed", "reason": "extraction failed: X"}
+    assert outcome_of(failed, fetched_line) == failed
+    # A record's skip is the table's (unclaim wrote it): a claim that took it over since is queued.
+    record_skip = {**fetched_line, "outcome": "skipped", "reason": RECORD_COMPLETE, "status": None}
+    assert not log_only(record_skip)
+    assert outcome_of(claimed, record_skip) == claimed
+    # A retry's lines are the table's too.
+    assert not log_only({**fetched_line, "outcome": "retry"}) and not log_only({**fetched_line, "attempt": 2})
+
+
+def test_url_ends_reads_a_crawls_objects_and_keeps_the_last_line_only_the_log_holds() -> None:
+    blobs = FakeBlobs()
+    first = Fetched(task("http://a.example/1"), "retry", 503, reason="503 Service Unavailable")
+    again = fetched("http://a.example/1")  # a refetch after a crash: the same first try, later
+    write_crawl_log(blobs, [first], NOW - 10)
+    write_crawl_log(blobs, [again], NOW)
+    write_crawl_log(blobs, [fetched("http://a.example/1", crawl_id="other")], NOW)
+    items = [{"url": "http://a.example/1", "state": "retrying", "attempt": 1}]
+    [end] = url_ends(items, blobs, "c")
+    assert (end["state"], end["status"]) == ("fetched", 200)

@@ -259,6 +259,26 @@ def test_dedupe_reads_a_batch_in_one_go_and_a_url_named_twice_again_after_its_fi
     assert claims == [fingerprint(new)]
 
 
+def test_dedupe_gives_the_batchs_read_to_whichever_link_of_a_url_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Turns go round the messages: message 2's only link comes before message 1's third.
+    urls = FakeUrls()
+    dedupe = Dedupe(urls)
+    x = "http://example.com/x"
+    first_message = [Link(FrontierMessage(url=f"http://example.com/{p}", crawl_id="c"), "m1") for p in ("a", "b")]
+    late, early = Link(FrontierMessage(url=x, crawl_id="c"), "m1"), Link(FrontierMessage(url=x, crawl_id="c"), "m2")
+    dedupe.prepare([*first_message, late, early])
+    reads: list[str] = []
+    claims: list[str] = []
+    real_seen, real_claim = urls.seen, urls.claim
+    monkeypatch.setattr(urls, "seen", lambda crawl_id, fp: reads.append(fp) or real_seen(crawl_id, fp))
+    monkeypatch.setattr(
+        urls, "claim", lambda crawl_id, fp, *a, **k: claims.append(fp) or real_claim(crawl_id, fp, *a, **k)
+    )
+    assert dedupe(early, Outbox()) is None  # the batch's read: not seen, claimed
+    assert dedupe(late, Outbox()) == Decision(x, "deduped")  # read again: the claim is there, none refused
+    assert reads == [fingerprint(x)] and claims == [fingerprint(x)]
+
+
 def test_budget_and_caps_skip_the_first_url_over_a_limit_then_drop_at_no_write() -> None:
     crawls, urls = FakeCrawls(config(max_pages=1)), FakeUrls()
     limits = BudgetAndCaps(crawls, urls, FakeScopeStore(urls))
