@@ -242,10 +242,11 @@ RUN_FLUSH_GATHER_SECONDS = 0.2
 RUN_FLUSH_MIN_GAP_SECONDS = 1.0
 # A host whose backlog ran dry after fetching pages waits this long for their
 # links (flush, extract, dispatch) before its run ends, looking again every
-# RUN_LINGER_POLL_SECONDS (a Query each), when the wait is cheaper slept
-# than rescheduled (crawlstack.runs.host, HostLoop._linger).
+# RUN_LINGER_POLL_SECONDS (an eventually consistent Query each, half a read
+# unit), when the wait is cheaper slept than rescheduled
+# (crawlstack.runs.host, HostLoop._linger).
 RUN_LINGER_SECONDS = 3.0
-RUN_LINGER_POLL_SECONDS = 0.25
+RUN_LINGER_POLL_SECONDS = 0.1
 RUN_STOP_MARGIN_SECONDS = TOTAL_DEADLINE_SECONDS + 10.0
 RUN_PEEK_BUNDLES = 4
 

@@ -432,9 +432,9 @@ class FakeBacklog:
                 self.items.setdefault(host, {})[keys[-1]] = tuple(bundle)
             return keys
 
-    def peek(self, host: str, limit: int, after: str | None = None) -> list[Bundle]:
+    def peek(self, host: str, limit: int, after: str | None = None, consistent: bool = True) -> list[Bundle]:
         with self._lock:
-            self.calls.append(("peek", host))
+            self.calls.append(("peek", host) if consistent else ("peek", host, "eventually"))
             rows = [r for r in sorted(self.items.get(host, {}).items()) if after is None or r[0] > after]
             rows = rows[: max(limit, 0)]
             return [Bundle(host, key, tasks) for key, tasks in rows]

@@ -124,14 +124,14 @@ class BacklogStore:
             self._write_batch(requests[i : i + BATCH_SIZE])
         return keys
 
-    def peek(self, host: str, limit: int, after: str | None = None) -> list[Bundle]:
+    def peek(self, host: str, limit: int, after: str | None = None, consistent: bool = True) -> list[Bundle]:
         bundles: list[Bundle] = []
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": "#h = :h",
             "ExpressionAttributeNames": {"#h": "host"},
             "ExpressionAttributeValues": clients.values(h=host),
-            "ConsistentRead": True,
+            "ConsistentRead": consistent,
             "ScanIndexForward": True,
         }
         if after is not None:

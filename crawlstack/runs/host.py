@@ -124,7 +124,10 @@ class HostLoop:
                     self.flush()
                 # Bundles served but not yet flushed are still stored: read on past them (a
                 # shallower bundle added meanwhile sorts before them, and waits for the flush).
-                bundles = self.r.backlog.peek(self.host, self.r.peek_bundles, after=self.ledger.newest())
+                # A lingering run's polls read eventually consistent: its end's look is consistent.
+                bundles = self.r.backlog.peek(
+                    self.host, self.r.peek_bundles, after=self.ledger.newest(), consistent=self.linger_until is None
+                )
                 if not bundles:
                     if self.ledger.dirty():
                         # Dry: the pages are flushed now, so their links can come back.

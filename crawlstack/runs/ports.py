@@ -140,12 +140,15 @@ class Backlog(Protocol):
         """Store ``tasks`` (all of ``host`` and ``depth``) in as few bundles as fit an item; their keys."""
         ...
 
-    def peek(self, host: str, limit: int, after: str | None = None) -> list[Bundle]:
+    def peek(self, host: str, limit: int, after: str | None = None, consistent: bool = True) -> list[Bundle]:
         """The host's first ``limit`` bundles, shallowest first (a consistent read).
 
         ``after``: only bundles whose key sorts after it, so a holder with
         served bundles in hand, not yet flushed (and so still stored),
         reads on past them rather than reading them again.
+        ``consistent=False``: an eventually consistent read, for half the
+        price, that may miss a bundle just added (a lingering run's polls:
+        the next poll, or the consistent look at its end, finds it).
         """
         ...
 

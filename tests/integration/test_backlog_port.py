@@ -226,3 +226,9 @@ def test_add_raises_when_items_stay_unprocessed(stack_names: aws.StackNames, mon
     monkeypatch.setattr(client, "batch_write_item", lambda **request: {"UnprocessedItems": request["RequestItems"]})
     with pytest.raises(backlog_module.BacklogUnwritten):
         BacklogStore(stack_names.parked).add(HOST, 1, [task(f"https://{HOST}/x")])
+
+
+def test_an_eventually_consistent_peek_reads_the_same_bundles(impl: Impl) -> None:
+    keys = [impl.backlog.add(HOST, 1, [task(f"https://{HOST}/e{i}")])[0] for i in range(3)]
+    assert [b.key for b in impl.backlog.peek(HOST, 5, consistent=False)] == keys
+    assert [b.key for b in impl.backlog.peek(HOST, 5, after=keys[0], consistent=False)] == keys[1:]

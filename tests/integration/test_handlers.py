@@ -344,11 +344,13 @@ def test_fetch_drops_stale_and_invalid_run_messages_and_fails_only_a_failed_host
     real = aws.BacklogStore.peek
     calls: list[str] = []
 
-    def down_once(self: aws.BacklogStore, host: str, limit: int, after: str | None = None) -> Any:
+    def down_once(
+        self: aws.BacklogStore, host: str, limit: int, after: str | None = None, consistent: bool = True
+    ) -> Any:
         calls.append(host)
         if len(calls) == 1:
             raise RuntimeError("backlog unavailable")
-        return real(self, host, limit, after)
+        return real(self, host, limit, after, consistent)
 
     monkeypatch.setattr(aws.BacklogStore, "peek", down_once)
     stale = RunMessage("other.invalid", "no-such-run").to_json()  # a host with no run: its lease is refused
