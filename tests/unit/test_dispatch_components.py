@@ -227,6 +227,18 @@ def test_dedupe_drops_a_known_url_on_a_read_and_writes_only_to_claim_or_lower_it
     assert urls.items[("c", fingerprint(skipped))]["state"] == "queued"
 
 
+def spy_reads_and_claims(urls: FakeUrls, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """The fingerprints ``urls`` is read (one at a time) and claimed for, from now on."""
+    reads: list[str] = []
+    claims: list[str] = []
+    real_seen, real_claim = urls.seen, urls.claim
+    monkeypatch.setattr(urls, "seen", lambda crawl_id, fp: reads.append(fp) or real_seen(crawl_id, fp))
+    monkeypatch.setattr(
+        urls, "claim", lambda crawl_id, fp, *a, **k: claims.append(fp) or real_claim(crawl_id, fp, *a, **k)
+    )
+    return reads, claims
+
+
 def test_dedupe_reads_a_batch_in_one_go_and_a_url_named_twice_again_after_its_first_claim(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -242,13 +254,7 @@ def test_dedupe_reads_a_batch_in_one_go_and_a_url_named_twice_again_after_its_fi
     ]
     dedupe.prepare(batch)
     assert urls.journal[-1] == ("seen_many", "2")  # the invalid URL is not read, a URL named twice once
-    reads: list[str] = []
-    claims: list[str] = []
-    real_seen, real_claim = urls.seen, urls.claim
-    monkeypatch.setattr(urls, "seen", lambda crawl_id, fp: reads.append(fp) or real_seen(crawl_id, fp))
-    monkeypatch.setattr(
-        urls, "claim", lambda crawl_id, fp, *a, **k: claims.append(fp) or real_claim(crawl_id, fp, *a, **k)
-    )
+    reads, claims = spy_reads_and_claims(urls, monkeypatch)
     assert [dedupe(one, Outbox()) for one in batch[:3]] == [
         None,
         Decision(known, "deduped"),
@@ -267,13 +273,7 @@ def test_dedupe_gives_the_batchs_read_to_whichever_link_of_a_url_comes_first(mon
     first_message = [Link(FrontierMessage(url=f"http://example.com/{p}", crawl_id="c"), "m1") for p in ("a", "b")]
     late, early = Link(FrontierMessage(url=x, crawl_id="c"), "m1"), Link(FrontierMessage(url=x, crawl_id="c"), "m2")
     dedupe.prepare([*first_message, late, early])
-    reads: list[str] = []
-    claims: list[str] = []
-    real_seen, real_claim = urls.seen, urls.claim
-    monkeypatch.setattr(urls, "seen", lambda crawl_id, fp: reads.append(fp) or real_seen(crawl_id, fp))
-    monkeypatch.setattr(
-        urls, "claim", lambda crawl_id, fp, *a, **k: claims.append(fp) or real_claim(crawl_id, fp, *a, **k)
-    )
+    reads, claims = spy_reads_and_claims(urls, monkeypatch)
     assert dedupe(early, Outbox()) is None  # the batch's read: not seen, claimed
     assert dedupe(late, Outbox()) == Decision(x, "deduped")  # read again: the claim is there, none refused
     assert reads == [fingerprint(x)] and claims == [fingerprint(x)]
