@@ -4,13 +4,11 @@ The backlog lives in the parked table (``host`` hash key, ``order`` range
 key), beside the held store's rows, which live in partitions
 ``held#<crawl>``, never a host name.  A bundle is one item:
 
-* ``host``; ``order`` = ``<depth, 4 digits>#<microseconds, 16 digits>#<8 hex>``,
+* ``host``; ``order``, the bundle's key (``crawlstack.runs.bundles.order_key``),
   so a Query ascending serves the shallowest depth first and, within one
-  depth, bundles in the order they were added (exact within a process,
-  by clock across writers); the random tail keeps keys unique;
-* ``tasks``: binary, zlib of one JSON document ``{"n", "s", "c"}``: the
-  fields all the bundle's tasks share (``s``: host, depth, crawl, delay...)
-  once, the rest by column (``c``: url, fp...);
+  depth, bundles in the order they were added;
+* ``tasks``: binary, the bundle's tasks as ``crawlstack.runs.bundles.encode``
+  packs them (the fields they share once, the rest by column, zlib);
 * ``n``: how many tasks.
 
 Why bundles: DynamoDB bills a write unit per KB of an item, and deleting an
@@ -25,84 +23,30 @@ bytes), far under the 400 KB item limit; ``add`` splits a longer list.
 
 ``add`` is not idempotent: a redelivered dispatch adds its tasks again
 under new keys.  Callers add only the URLs they claimed (deduped by
-fingerprint in the URL table), so a copy is only a redelivery's, and the
-run skips a URL it has already fetched.  No task is ever dropped: items
+fingerprint in the URL table), so a copy is only a redelivery's, and a
+run serving both fetches the URL once.  No task is ever dropped: items
 DynamoDB leaves unprocessed are retried, and ``add`` raises if they stay so.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 import random
-import secrets
-import threading
 import time
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.messages import FetchTask
+from crawlstack.runs.bundles import decode, encode, order_key, pack
 from crawlstack.runs.ports import Bundle
 
 BATCH_SIZE = 25  # BatchWriteItem's most items per request
 BATCH_ATTEMPTS = 8  # backoff 0.05 s doubling to 1 s: ~4 s before giving up
-MAX_DEPTH = 9999  # the order key's four digits
-
-_last_micros = 0
-_order_lock = threading.Lock()
 
 
 class BacklogUnwritten(Exception):
     """DynamoDB left bundles unprocessed after every retry; the caller's message must be retried."""
-
-
-def order_key(depth: int) -> str:
-    """A new bundle key: sorts by depth, then by when it was made (strictly increasing within this process)."""
-    global _last_micros
-    if not 0 <= depth <= MAX_DEPTH:
-        raise ValueError(f"depth {depth} does not fit the backlog's order key")
-    with _order_lock:
-        _last_micros = max(time.time_ns() // 1000, _last_micros + 1)
-        micros = _last_micros
-    return f"{depth:04d}#{micros:016d}#{secrets.token_hex(4)}"
-
-
-def encode(tasks: Sequence[FetchTask]) -> bytes:
-    """The tasks (at least one) as ``tasks`` stores them: shared fields once, the rest by column, compressed."""
-    rows = [dataclasses.asdict(t) for t in tasks]
-    first = rows[0]
-    shared = {k: v for k, v in first.items() if all(r[k] == v for r in rows[1:])}
-    columns = {k: [r[k] for r in rows] for k in first if k not in shared}
-    doc = {"n": len(rows), "s": shared, "c": columns}
-    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), 6)
-
-
-def decode(blob: bytes) -> tuple[FetchTask, ...]:
-    doc = json.loads(zlib.decompress(blob))
-    rows: list[dict[str, Any]] = [dict(doc["s"]) for _ in range(doc["n"])]
-    for name, column in doc["c"].items():
-        for row, value in zip(rows, column, strict=True):
-            row[name] = value
-    return tuple(FetchTask(**{**row, "want": tuple(row.get("want") or ())}) for row in rows)
-
-
-def pack(tasks: Sequence[FetchTask], budget: int) -> list[tuple[Sequence[FetchTask], bytes]]:
-    """``tasks`` in order, cut into runs whose encoding fits ``budget`` (a single task always fits).
-
-    An over-long list is cut into as many equal runs as its size asks for,
-    aiming at nine tenths of the budget (a run compresses a little worse
-    than the whole); a run still too big is cut again.
-    """
-    blob = encode(tasks)
-    if len(blob) <= budget or len(tasks) == 1:
-        return [(tasks, blob)]
-    parts = max(2, math.ceil(len(blob) / (0.9 * budget)))
-    step = math.ceil(len(tasks) / parts)
-    return [packed for i in range(0, len(tasks), step) for packed in pack(tasks[i : i + step], budget)]
 
 
 class BacklogStore:

@@ -1,4 +1,5 @@
-"""The ``Backlog`` port's contract, on DynamoDB (``BacklogStore`` on the embedded emulator) and ``FakeBacklog`` alike.
+"""The ``Backlog`` port's contract: on DynamoDB (``BacklogStore`` on the embedded emulator), on SQLite (local mode's
+``SqliteBacklog``) and ``FakeBacklog`` alike.
 
 Bundles are served shallowest first, in the order added within a depth,
 each host apart; a long list is cut into bundles within the byte budget,
@@ -13,6 +14,7 @@ import random
 import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from fakes import FakeBacklog
 from crawlstack import aws, settings
 from crawlstack.aws import backlog as backlog_module
 from crawlstack.aws.backlog import BacklogStore
+from crawlstack.local.sqlite import SqliteBacklog, StateDb
 from crawlstack.messages import FetchTask
 from crawlstack.urls import fingerprint
 
@@ -35,11 +38,22 @@ class Impl:
     sizes: Callable[[str], list[int]]  # each of a host's stored bundles' bytes, as the budget counts them
 
 
-@pytest.fixture(params=["moto", "fake"])
-def impl(request: pytest.FixtureRequest) -> Iterator[Impl]:
+@pytest.fixture(params=["moto", "fake", "sqlite"])
+def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Impl]:
     if request.param == "fake":
         fake = FakeBacklog()
         yield Impl(fake, fake.sizes)
+        return
+    if request.param == "sqlite":
+        db = StateDb(tmp_path / "state.sqlite")
+
+        def stored(host: str) -> list[int]:
+            with db.reading() as conn:
+                rows = conn.execute("SELECT tasks FROM backlog WHERE host = ? ORDER BY key", (host,)).fetchall()
+            return [len(blob) for (blob,) in rows]
+
+        yield Impl(SqliteBacklog(db), stored)
+        db.close()
         return
     names: aws.StackNames = request.getfixturevalue("stack_names")
     store = BacklogStore(names.parked)

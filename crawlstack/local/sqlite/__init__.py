@@ -1,0 +1,11 @@
+"""Local mode's embedded backend: the stores' ports on one SQLite file (issue 15).
+
+``db.StateDb`` is the file and its one connection; each store is a module
+of its own, as the AWS adapters are (``crawlstack.aws``), and runs the same
+conformance suite as its AWS counterpart (``tests/integration/*_port.py``).
+"""
+
+from crawlstack.local.sqlite.backlog import SqliteBacklog
+from crawlstack.local.sqlite.db import StateDb
+
+__all__ = ["SqliteBacklog", "StateDb"]
