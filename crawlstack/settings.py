@@ -230,6 +230,12 @@ RUN_SCHEDULE_GRACE_SECONDS = FUNCTIONS["fetch"].timeout_seconds
 # RUN_STOP_MARGIN_SECONDS before the invocation's deadline; RUN_PEEK_BUNDLES
 # bundles of its backlog are read at a time.
 RUN_LEASE_SECONDS = 120.0
+# How long past its lease a leased run stays unreplaceable by ``schedule``
+# (``run_expires = lease_until + RUN_GRACE_SECONDS``, crawlstack.runs.ports).
+# ``now`` comes from each caller's own clock, so this margin covers clock skew
+# between Lambdas and a holder that renews late; past it the holder is dead,
+# and a new run is safe (its lease still waits for the old one to end).
+RUN_GRACE_SECONDS = 60.0
 RUN_LEASE_RENEW_BEFORE_SECONDS = 90.0
 RUN_FLUSH_SECONDS = 5.0
 RUN_FLUSH_BYTES = 4 * 1024 * 1024

@@ -470,9 +470,7 @@ class FakeRuns:
     DynamoDB adapter's retry does.
     """
 
-    # crawlstack.aws.runs.RUN_GRACE_SECONDS, not imported (that module imports botocore);
-    # tests/integration/test_runs_port.py checks the two agree.
-    GRACE = 60.0
+    GRACE = settings.RUN_GRACE_SECONDS
 
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}

@@ -24,14 +24,9 @@ from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
 from crawlstack.runs.ports import HostRun
+from crawlstack.settings import RUN_GRACE_SECONDS
 
 KIND = "run"
-# How long past its lease a leased run stays unreplaceable by ``schedule``
-# (``run_expires = lease_until + RUN_GRACE_SECONDS``).  ``now`` comes from each
-# caller's own clock, so this margin covers clock skew between Lambdas and a
-# holder that renews late; past it the holder is dead, and a new run is safe
-# (its lease still waits for the old one to end: ``lease`` checks ``holder``).
-RUN_GRACE_SECONDS = 60.0
 
 
 class RunStore:

@@ -1,11 +1,13 @@
 """The ``Runs`` port's contract (``crawlstack.runs.ports``), against both of its implementations.
 
 Each test runs on ``crawlstack.aws.runs.RunStore`` (the embedded emulator,
-which makes each request atomic as DynamoDB does) and on
-``tests/unit/fakes.py``'s ``FakeRuns``, so the fake keeps DynamoDB's
-semantics.  Every race the port's docstring names is played out here; the
-last test loses the AWS adapter's replies through ``crawlstack.local.faulty``,
-where the fake's stand-in for a lost reply is a repeated call.
+which makes each request atomic as DynamoDB does), on local mode's
+``crawlstack.local.sqlite.SqliteRuns`` and on ``tests/fakes.py``'s
+``FakeRuns``, so neither drifts from DynamoDB's semantics.  Every race the
+port's docstring names is played out here (the racing holders as threads);
+the last test loses the AWS adapter's replies through
+``crawlstack.local.faulty``, where the others' stand-in for a lost reply is
+a repeated call.
 """
 
 from __future__ import annotations
@@ -14,24 +16,29 @@ import itertools
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fakes import FakeRuns
 
 from crawlstack import aws
-from crawlstack.aws.runs import RUN_GRACE_SECONDS, RunStore
+from crawlstack.aws.runs import RunStore
 from crawlstack.local import resources
 from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
+from crawlstack.local.sqlite import SqliteRuns, StateDb
 from crawlstack.runs.ports import HostRun, Runs
+from crawlstack.settings import RUN_GRACE_SECONDS
 
 HOST = "a.example"
 T0 = 1000.0  # every time here is a number passed in: no clock is read
 
 
-@pytest.fixture(params=["moto", "fake"])
-def runs(request: pytest.FixtureRequest) -> Runs:
+@pytest.fixture(params=["moto", "fake", "sqlite"])
+def runs(request: pytest.FixtureRequest, tmp_path: Path) -> Runs:
     if request.param == "fake":
         return FakeRuns()
+    if request.param == "sqlite":
+        return SqliteRuns(StateDb(tmp_path / "state.sqlite"))
     return RunStore(request.getfixturevalue("stack_names").hosts)
 
 
@@ -41,10 +48,6 @@ def leased(runs: Runs, holder: str = "h1", until: float = T0 + 30, run_id: str =
     before = runs.lease(HOST, run_id, holder, T0, until)
     assert before is not None
     return before
-
-
-def test_the_fake_keeps_the_adapters_grace() -> None:
-    assert FakeRuns.GRACE == RUN_GRACE_SECONDS
 
 
 # -- schedule ------------------------------------------------------------------------

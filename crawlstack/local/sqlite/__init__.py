@@ -7,5 +7,6 @@ conformance suite as its AWS counterpart (``tests/integration/*_port.py``).
 
 from crawlstack.local.sqlite.backlog import SqliteBacklog
 from crawlstack.local.sqlite.db import StateDb
+from crawlstack.local.sqlite.runs import SqliteRuns
 
-__all__ = ["SqliteBacklog", "StateDb"]
+__all__ = ["SqliteBacklog", "SqliteRuns", "StateDb"]
