@@ -83,6 +83,8 @@ EXTRACTION_BUDGET_SECONDS = 5.0
 # generated links (a trap, or a hostile page) costs at most this many
 # messages; the rest are counted (HrefsSkippedOverPageCap).
 MAX_OUTLINKS_PER_PAGE = 5_000
+# A crawl-log note is a sentence or two; bounded so no page can grow a urls item.
+NOTE_MAX_CHARS = 1000
 # Hrefs on one page that are no fetchable URL (javascript:, a bad port or
 # percent-escape, ...) sent on to dispatch, which drops each with its reason
 # in the crawl log; the rest are only counted.

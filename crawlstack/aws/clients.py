@@ -26,7 +26,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from crawlstack import storable
+from crawlstack import settings, storable
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
 _clients: dict[str, Any] = {}
@@ -48,8 +48,7 @@ def reset_clients() -> None:
 
 # The attribute a conditional write stores its call's token in (see the module docstring).
 WRITE_TOKEN = "write_token"
-# A crawl-log note is a sentence or two; bounded so no page can grow an item.
-NOTE_MAX_CHARS = 1000
+NOTE_MAX_CHARS = settings.NOTE_MAX_CHARS
 
 
 def new_token() -> str:

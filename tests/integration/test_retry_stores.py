@@ -11,12 +11,14 @@ adaptive delay is the run item's, recorded by the lease holder's release
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes import FakeUrls
 
 from crawlstack import aws
+from crawlstack.local.sqlite import SqliteUrls, StateDb
 from crawlstack.messages import FetchTask
 from crawlstack.tries import UrlState, next_try
 from crawlstack.urls import fingerprint
@@ -26,10 +28,12 @@ URL = "http://shop.invalid/p/flaky.html"
 FP = fingerprint(URL)
 
 
-@pytest.fixture(params=["moto", "fake"])
-def urls(request: pytest.FixtureRequest) -> Any:
+@pytest.fixture(params=["moto", "fake", "sqlite"])
+def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "fake":
         return FakeUrls()
+    if request.param == "sqlite":
+        return SqliteUrls(StateDb(tmp_path / "state.sqlite"))
     return aws.UrlStore(request.getfixturevalue("stack_names").urls)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from test_handlers import sqs_event
 from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.local.pump import LambdaContext
+from crawlstack.local.sqlite import SqliteUrls, StateDb
 from crawlstack.messages import FetchTask
 from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.runs.admission import RunAdmissions, admit
@@ -31,17 +33,20 @@ URL = "http://shop.invalid/p/new.html"
 FP = fingerprint(URL)
 
 
-@pytest.fixture
-def urls(stack: dict[str, str], stack_names: aws.StackNames) -> aws.UrlStore:
-    return aws.UrlStore(stack_names.urls)
+@pytest.fixture(params=["moto", "sqlite"])
+def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """The urls table on DynamoDB (the embedded emulator) and on local mode's SQLite: one contract."""
+    if request.param == "sqlite":
+        return SqliteUrls(StateDb(tmp_path / "state.sqlite"))
+    return aws.UrlStore(request.getfixturevalue("stack_names").urls)
 
 
-def item(urls: aws.UrlStore) -> dict[str, Any]:
+def item(urls: Any) -> dict[str, Any]:
     [found] = [i for i in urls.scan_crawl(CRAWL) if i["url"] == URL]
     return found
 
 
-def test_a_noted_skip_is_taken_over_by_the_next_claim(urls: aws.UrlStore) -> None:
+def test_a_noted_skip_is_taken_over_by_the_next_claim(urls: Any) -> None:
     assert urls.note_skip(CRAWL, FP, URL, 2, RECORD_COMPLETE)
     noted = item(urls)
     assert (noted["state"], noted["reason"], noted["claimable"]) == ("skipped", RECORD_COMPLETE, True)
@@ -61,7 +66,7 @@ def test_a_noted_skip_is_taken_over_by_the_next_claim(urls: aws.UrlStore) -> Non
     assert item(urls)["state"] == "queued"
 
 
-def test_unclaim_only_by_the_claiming_record_and_only_before_the_page_is_fetched(urls: aws.UrlStore) -> None:
+def test_unclaim_only_by_the_claiming_record_and_only_before_the_page_is_fetched(urls: Any) -> None:
     assert urls.claim(CRAWL, FP, URL, 1, claimer="m-a", record_id="r1")
     assert item(urls)["record_id"] == "r1"
     assert not urls.unclaim(CRAWL, FP, "r2", RECORD_COMPLETE, stale_before=0.0)
@@ -77,7 +82,7 @@ def test_unclaim_only_by_the_claiming_record_and_only_before_the_page_is_fetched
     assert not urls.claim(CRAWL, FP, URL, 2, claimer="m-c")
 
 
-def test_a_fetched_page_is_never_given_back(urls: aws.UrlStore) -> None:
+def test_a_fetched_page_is_never_given_back(urls: Any) -> None:
     assert urls.claim(CRAWL, FP, URL, 1, claimer="m-a", record_id="r1")
     urls.set_outcome(CRAWL, FP, "fetched", status=200)
     assert not urls.unclaim(CRAWL, FP, "r1", RECORD_COMPLETE, stale_before=10.0**12)
@@ -85,8 +90,9 @@ def test_a_fetched_page_is_never_given_back(urls: aws.UrlStore) -> None:
 
 
 def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
-    stack: dict[str, str], urls: aws.UrlStore, stack_names: aws.StackNames
+    stack: dict[str, str], stack_names: aws.StackNames
 ) -> None:
+    urls = aws.UrlStore(stack_names.urls)
     # The host does not exist: a request (robots.txt's or a page's) would end the URL 'failed', not 'skipped'.
     aws.CrawlStore(stack_names.crawls).put(
         CrawlConfig(crawl_id=CRAWL, delay=1.0, seed_hosts=frozenset({"shop.invalid"}))
@@ -142,11 +148,9 @@ def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
     assert int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesDelayed"]) == 0
 
 
-@pytest.mark.parametrize("kind", ["fake", "aws"])
-def test_a_lost_claim_says_the_depth_found_and_only_an_unfetched_url_takes_a_smaller_one(
-    kind: str, urls: aws.UrlStore
-) -> None:
-    """One contract, both implementations: what dispatch's dedupe and extract rely on for depth."""
+@pytest.mark.parametrize("kind", ["fake", "store"])
+def test_a_lost_claim_says_the_depth_found_and_only_an_unfetched_url_takes_a_smaller_one(kind: str, urls: Any) -> None:
+    """One contract, every implementation: what dispatch's dedupe and extract rely on for depth."""
     store: Any = FakeUrls() if kind == "fake" else urls
     other = fingerprint("http://shop.invalid/other")
     assert store.claim(CRAWL, FP, URL, 3)

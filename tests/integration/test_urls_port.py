@@ -5,11 +5,14 @@ One suite for both, so the fake cannot drift from the adapter.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fakes import FakeUrls
 
 from crawlstack.aws.urls import UrlStore
 from crawlstack.dispatch.ports import Claim, Urls
+from crawlstack.local.sqlite import SqliteUrls, StateDb
 from crawlstack.resolution import RECORD_COMPLETE
 
 CRAWL = "c"
@@ -17,10 +20,12 @@ URL = "http://a.example/x"
 FP = "fp-x"
 
 
-@pytest.fixture(params=["moto", "fake"])
-def urls(request: pytest.FixtureRequest) -> Urls:
+@pytest.fixture(params=["moto", "fake", "sqlite"])
+def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Urls:
     if request.param == "fake":
         return FakeUrls()
+    if request.param == "sqlite":
+        return SqliteUrls(StateDb(tmp_path / "state.sqlite"))
     return UrlStore(request.getfixturevalue("stack_names").urls)
 
 
