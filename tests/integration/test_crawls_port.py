@@ -1,4 +1,4 @@
-"""The crawls table's counts of outcomes only the crawl log holds, on moto and on ``tests/fakes.py``'s ``FakeCrawls``.
+"""The crawls table's contract on moto, on local mode's SQLite and on ``tests/fakes.py``'s ``FakeCrawls``.
 
 One suite for both, so the fake cannot drift from the adapter; ``crawlstack
 status`` reads these counts beside the urls table's (``deployed.url_counts``).
@@ -9,14 +9,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes import FakeCrawls
 
-from crawlstack import aws, settings
+from crawlstack import aws, jobs, settings
 from crawlstack.aws.crawls import CrawlStore
 from crawlstack.config import CrawlConfig
+from crawlstack.local.sqlite import SqliteCrawls, StateDb
 
 
 @dataclass
@@ -25,11 +27,15 @@ class Impl:
     logged: Callable[[str], dict[str, int]]  # a crawl's counts, outcome -> tries
 
 
-@pytest.fixture(params=["moto", "fake"])
-def impl(request: pytest.FixtureRequest) -> Impl:
+@pytest.fixture(params=["moto", "fake", "sqlite"])
+def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Impl:
     if request.param == "fake":
         fake = FakeCrawls()
         return Impl(fake, lambda c: dict(fake.logged.get(c, {})))
+    if request.param == "sqlite":
+        local = SqliteCrawls(StateDb(tmp_path / "state.sqlite"))
+        prefix = settings.LOGGED_COUNTER_PREFIX
+        return Impl(local, lambda c: {k[len(prefix) :]: v for k, v in local.item(c).items() if k.startswith(prefix)})
     names: aws.StackNames = request.getfixturevalue("stack_names")
     store = CrawlStore(names.crawls, cache_seconds=0)
 
@@ -65,3 +71,26 @@ def test_counts_leave_the_crawls_config_as_it_was(impl: Impl) -> None:
     fresh = crawl_id()
     impl.crawls.count_logged(fresh, {"fetched": 1})
     assert impl.crawls.get(fresh).crawl_id == fresh
+
+
+def test_the_page_budget_is_taken_in_chunks_and_never_past_its_cap(impl: Impl) -> None:
+    c = crawl_id()
+    impl.crawls.put(CrawlConfig(crawl_id=c, max_pages=10))
+    assert impl.crawls.take_pages(c, 10, 4) == 4
+    assert impl.crawls.take_pages(c, 10, 7) is None  # more than is left: nothing taken
+    assert impl.crawls.take_pages(c, 10, 6) == 10
+    assert not impl.crawls.count_page(c, 10)
+
+
+def test_seed_hosts_add_up_and_a_crawl_is_stopped_and_run_again(impl: Impl) -> None:
+    c = crawl_id()
+    impl.crawls.put(CrawlConfig(crawl_id=c, seed_hosts=frozenset({"a.example"})))
+    impl.crawls.add_seed_host(c, "b.example")
+    impl.crawls.add_seed_host(c, "a.example")
+    assert impl.crawls.get(c, max_age=0).seed_hosts >= {"a.example", "b.example"}
+    impl.crawls.set_state(c, jobs.STOPPED)
+    assert impl.crawls.get(c, max_age=0).stopped
+    impl.crawls.set_state(c, jobs.RUNNING)
+    assert not impl.crawls.get(c, max_age=0).stopped
+    with pytest.raises(jobs.UnknownCrawl):
+        impl.crawls.set_state(crawl_id(), jobs.STOPPED)
