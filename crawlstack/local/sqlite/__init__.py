@@ -8,7 +8,8 @@ conformance suite as its AWS counterpart (``tests/integration/*_port.py``).
 from crawlstack.local.sqlite.backlog import SqliteBacklog
 from crawlstack.local.sqlite.crawls import SqliteCrawls
 from crawlstack.local.sqlite.db import StateDb
+from crawlstack.local.sqlite.hosts import SqliteHosts
 from crawlstack.local.sqlite.runs import SqliteRuns
 from crawlstack.local.sqlite.urls import SqliteUrls
 
-__all__ = ["SqliteBacklog", "SqliteCrawls", "SqliteRuns", "SqliteUrls", "StateDb"]
+__all__ = ["SqliteBacklog", "SqliteCrawls", "SqliteHosts", "SqliteRuns", "SqliteUrls", "StateDb"]
