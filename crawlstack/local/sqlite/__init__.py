@@ -1,15 +1,29 @@
-"""Local mode's embedded backend: the stores' ports on one SQLite file (issue 15).
+"""Local mode's embedded backend: the stores' ports on one SQLite file and a directory (issue 15).
 
 ``db.StateDb`` is the file and its one connection; each store is a module
 of its own, as the AWS adapters are (``crawlstack.aws``), and runs the same
-conformance suite as its AWS counterpart (``tests/integration/*_port.py``).
+conformance suite as its AWS counterpart (``tests/integration/*``).
+``blobs.FileBlobs`` is the pages bucket as files.
 """
 
 from crawlstack.local.sqlite.backlog import SqliteBacklog
+from crawlstack.local.sqlite.blobs import FileBlobs
 from crawlstack.local.sqlite.crawls import SqliteCrawls
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.local.sqlite.hosts import SqliteHosts
+from crawlstack.local.sqlite.results import SqliteResults
 from crawlstack.local.sqlite.runs import SqliteRuns
+from crawlstack.local.sqlite.scope import SqliteScope
 from crawlstack.local.sqlite.urls import SqliteUrls
 
-__all__ = ["SqliteBacklog", "SqliteCrawls", "SqliteHosts", "SqliteRuns", "SqliteUrls", "StateDb"]
+__all__ = [
+    "FileBlobs",
+    "SqliteBacklog",
+    "SqliteCrawls",
+    "SqliteHosts",
+    "SqliteResults",
+    "SqliteRuns",
+    "SqliteScope",
+    "SqliteUrls",
+    "StateDb",
+]
