@@ -10,6 +10,7 @@ from crawlstack.local.sqlite.backlog import SqliteBacklog
 from crawlstack.local.sqlite.blobs import FileBlobs
 from crawlstack.local.sqlite.crawls import SqliteCrawls
 from crawlstack.local.sqlite.db import StateDb
+from crawlstack.local.sqlite.held import SqliteHeld
 from crawlstack.local.sqlite.hosts import SqliteHosts
 from crawlstack.local.sqlite.results import SqliteResults
 from crawlstack.local.sqlite.runs import SqliteRuns
@@ -20,6 +21,7 @@ __all__ = [
     "FileBlobs",
     "SqliteBacklog",
     "SqliteCrawls",
+    "SqliteHeld",
     "SqliteHosts",
     "SqliteResults",
     "SqliteRuns",

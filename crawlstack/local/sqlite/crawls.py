@@ -36,6 +36,10 @@ class SqliteCrawls:
         self.db = db
         db.ensure(SCHEMA)
 
+    def read(self, conn: sqlite3.Connection, crawl_id: str) -> dict[str, Any] | None:
+        """The crawl's item inside a transaction another store of the same database holds (``SqliteHeld``)."""
+        return self._get(conn, crawl_id)
+
     @staticmethod
     def _get(conn: sqlite3.Connection, crawl_id: str) -> dict[str, Any] | None:
         row = conn.execute("SELECT item FROM crawls WHERE crawl_id = ?", (crawl_id,)).fetchone()
