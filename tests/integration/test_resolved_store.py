@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatcher import RECORD_COMPLETE
 from crawlstack.local.pump import LambdaContext
+from crawlstack.local.sqlite import SqliteResolved, StateDb
 from crawlstack.messages import FrontierMessage
 from crawlstack.urls import fingerprint
 from functions.dispatch import handler as dispatch
@@ -20,8 +22,16 @@ CRAWL = "itest"
 
 
 @pytest.fixture
-def store(stack: dict[str, str], stack_names: aws.StackNames) -> aws.ResolvedStore:
+def dynamo(stack: dict[str, str], stack_names: aws.StackNames) -> aws.ResolvedStore:
     return aws.ResolvedStore(stack_names.resolved)
+
+
+@pytest.fixture(params=["moto", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """The merge's contract on DynamoDB (the embedded emulator) and on local mode's SQLite alike."""
+    if request.param == "sqlite":
+        return SqliteResolved(StateDb(tmp_path / "state.sqlite"))
+    return request.getfixturevalue("dynamo")
 
 
 def raw_item(record_id: str, crawl_id: str = CRAWL) -> dict[str, Any]:
@@ -67,7 +77,23 @@ def recording(monkeypatch: pytest.MonkeyPatch, hold_back: int = 0) -> Recording:
 
 
 # --- merge ---------------------------------------------------------------------------------
-def test_merge_first_value_wins_with_its_source_and_a_re_merge_changes_nothing(store: aws.ResolvedStore) -> None:
+def test_the_first_value_of_a_field_wins_with_its_source_and_a_re_merge_changes_nothing(store: Any) -> None:
+    want = ("title", "isbn")
+    first = store.merge(CRAWL, "r1", want, {"title": "Emma"}, "http://a/1")
+    assert (first.fields, first.sources, first.want, first.complete) == (
+        {"title": "Emma"},
+        {"title": "http://a/1"},
+        want,
+        False,
+    )
+    second = store.merge(CRAWL, "r1", want, {"title": "Other", "isbn": "978"}, "http://b/2")
+    assert second.fields == {"title": "Emma", "isbn": "978"} and second.complete
+    assert second.sources == {"title": "http://a/1", "isbn": "http://b/2"}
+    assert store.merge(CRAWL, "r1", want, {"title": "Other", "isbn": "978"}, "http://b/2") == second
+
+
+def test_merge_stores_flat_fields_and_marks_a_complete_record_on_dynamodb(dynamo: aws.ResolvedStore) -> None:
+    store = dynamo
     want = ("title", "isbn")
     first = store.merge(CRAWL, "r1", want, {"title": "Emma"}, "http://a/1")
     assert (first.fields, first.sources, first.want, first.complete) == (
@@ -90,7 +116,7 @@ def test_merge_first_value_wins_with_its_source_and_a_re_merge_changes_nothing(s
     assert raw_item("r1") == item
 
 
-def test_a_page_with_no_fields_creates_the_record_and_want_is_kept_from_the_first(store: aws.ResolvedStore) -> None:
+def test_a_page_with_no_fields_creates_the_record_and_want_is_kept_from_the_first(store: Any) -> None:
     empty = store.merge(CRAWL, "r1", ("title",), {}, "http://a/1")
     assert (empty.fields, empty.sources, empty.want, empty.complete) == ({}, {}, ("title",), False)
     assert store.merge(CRAWL, "r1", (), {"x": 1}, "http://a/2").want == ("title",)
@@ -98,7 +124,7 @@ def test_a_page_with_no_fields_creates_the_record_and_want_is_kept_from_the_firs
     assert no_want.want == () and not no_want.complete
 
 
-def test_values_and_odd_field_names_round_trip(store: aws.ResolvedStore) -> None:
+def test_values_and_odd_field_names_round_trip(store: Any) -> None:
     fields = {
         "price": 9.99,
         "count": 3,
@@ -116,8 +142,9 @@ def test_values_and_odd_field_names_round_trip(store: aws.ResolvedStore) -> None
 
 
 def test_many_fields_take_several_updates_each_within_the_expression_limit(
-    store: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch
+    dynamo: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    store = dynamo
     fields = {f"field_number_{i:03d}": f"value {i}" for i in range(130)}
     rec = recording(monkeypatch)
     record = store.merge(CRAWL, "r1", tuple(fields), fields, "http://a/1")
@@ -128,7 +155,7 @@ def test_many_fields_take_several_updates_each_within_the_expression_limit(
     assert all(len(u["UpdateExpression"]) < 4096 for u in merges)
 
 
-def test_concurrent_merges_keep_one_value_and_its_own_source(store: aws.ResolvedStore) -> None:
+def test_concurrent_merges_keep_one_value_and_its_own_source(store: Any) -> None:
     barrier = threading.Barrier(8)
 
     def merge(i: int) -> None:
@@ -148,8 +175,9 @@ def test_concurrent_merges_keep_one_value_and_its_own_source(store: aws.Resolved
 
 # --- reads ------------------------------------------------------------------------------------
 def test_get_many_reads_in_batches_of_100_and_retries_unprocessed_keys(
-    store: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch
+    dynamo: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    store = dynamo
     for i in range(0, 150, 2):
         store.merge(CRAWL, f"r{i}", ("n",), {"n": i}, f"http://a/{i}")
     store.merge("other", "r1", ("n",), {"n": -1}, "http://other/")
@@ -163,7 +191,7 @@ def test_get_many_reads_in_batches_of_100_and_retries_unprocessed_keys(
     assert store.get_many(CRAWL, []) == {}
 
 
-def test_scan_crawl_lists_one_crawls_records(store: aws.ResolvedStore) -> None:
+def test_scan_crawl_lists_one_crawls_records(store: Any) -> None:
     store.merge(CRAWL, "r1", ("a",), {"a": 1}, "http://a/")
     store.merge(CRAWL, "r2", ("a",), {}, "http://a/")
     store.merge("other", "r3", ("a",), {"a": 1}, "http://a/")
@@ -177,8 +205,9 @@ def frontier_event(names: dict[str, str], *messages: FrontierMessage) -> dict[st
 
 
 def test_dispatch_skips_a_complete_records_messages_with_one_read(
-    stack: dict[str, str], store: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
+    stack: dict[str, str], dynamo: aws.ResolvedStore, monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
 ) -> None:
+    store = dynamo
     # The host does not exist: a robots.txt fetch or a fetch task would show.
     aws.CrawlStore(stack_names.crawls).put(
         CrawlConfig(crawl_id=CRAWL, delay=0.0, seed_hosts=frozenset({"shop.invalid"}))

@@ -12,6 +12,7 @@ from crawlstack.local.sqlite.crawls import SqliteCrawls
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.local.sqlite.held import SqliteHeld
 from crawlstack.local.sqlite.hosts import SqliteHosts
+from crawlstack.local.sqlite.resolved import SqliteResolved
 from crawlstack.local.sqlite.results import SqliteResults
 from crawlstack.local.sqlite.runs import SqliteRuns
 from crawlstack.local.sqlite.scope import SqliteScope
@@ -23,6 +24,7 @@ __all__ = [
     "SqliteCrawls",
     "SqliteHeld",
     "SqliteHosts",
+    "SqliteResolved",
     "SqliteResults",
     "SqliteRuns",
     "SqliteScope",
