@@ -1,13 +1,14 @@
-"""The SQS queues: messages sent in batches of ten."""
+"""The SQS queues: the queue port (``crawlstack.queueing``) on SQS, messages sent and handled ten a call."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crawlstack import settings
 from crawlstack.aws import clients
+from crawlstack.queueing import Depth, Received
 
 
 class SendFailed(RuntimeError):
@@ -46,3 +47,65 @@ class Queue:
             pending = [e for e in pending if e["Id"] in failed]
             time.sleep(0.05 * 2**attempt)
         raise SendFailed(f"{len(pending)} messages could not be sent to the {self.key} queue")
+
+    def receive(self, most: int, visibility_timeout: int) -> list[Received]:
+        """Up to ``most`` messages visible now, ten a call (SQS's most), without waiting for more."""
+        out: list[Received] = []
+        while len(out) < most:
+            want = min(settings.SQS_BATCH_SIZE, most - len(out))
+            got = (
+                clients.client("sqs")
+                .receive_message(
+                    QueueUrl=self.url,
+                    MaxNumberOfMessages=want,
+                    VisibilityTimeout=visibility_timeout,
+                    WaitTimeSeconds=0,
+                    AttributeNames=["All"],
+                )
+                .get("Messages", [])
+            )
+            out += [_received(m) for m in got]
+            if len(got) < want:
+                break
+        return out
+
+    def delete(self, receipts: Sequence[str]) -> None:
+        for start in range(0, len(receipts), settings.SQS_BATCH_SIZE):
+            chunk = receipts[start : start + settings.SQS_BATCH_SIZE]
+            clients.client("sqs").delete_message_batch(
+                QueueUrl=self.url, Entries=[{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(chunk)]
+            )
+
+    def change_visibility(self, receipts: Sequence[str], timeout: int) -> None:
+        for start in range(0, len(receipts), settings.SQS_BATCH_SIZE):
+            chunk = receipts[start : start + settings.SQS_BATCH_SIZE]
+            clients.client("sqs").change_message_visibility_batch(
+                QueueUrl=self.url,
+                Entries=[{"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": timeout} for i, r in enumerate(chunk)],
+            )
+
+    def depth(self) -> Depth:
+        attrs = clients.client("sqs").get_queue_attributes(
+            QueueUrl=self.url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        return Depth(
+            int(attrs.get("ApproximateNumberOfMessages", 0)),
+            int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+        )
+
+
+def _received(message: dict[str, Any]) -> Received:
+    attrs = message.get("Attributes", {})
+    return Received(
+        message["MessageId"],
+        message["Body"],
+        message["ReceiptHandle"],
+        int(attrs.get("ApproximateReceiveCount", 1)),
+        int(attrs.get("SentTimestamp", 0)) / 1000,
+    )
