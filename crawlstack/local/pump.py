@@ -43,6 +43,8 @@ stage with every queue bounded, and the backlog waits in the parked table.
 
 from __future__ import annotations
 
+import hashlib
+import sqlite3
 import sys
 import threading
 import time
@@ -55,6 +57,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from crawlstack import aws, settings
+from crawlstack.queueing import MessageQueue, Received
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -62,9 +65,9 @@ IDLE_SLEEP_SECONDS = 0.01
 # A queue found empty is polled again after a wait that doubles up to this,
 # until a handler finishes (its sends are the usual source of new messages).
 MAX_IDLE_POLL_SECONDS = 0.05
-_AWS_ERRORS = (ClientError, BotoCoreError)
+# What the pump's own queue calls may raise: AWS's errors, or the state database's.
+_AWS_ERRORS = (ClientError, BotoCoreError, sqlite3.Error)
 MAX_FAILED_RECEIVES = 30
-RECEIVE_MAX = 10  # ReceiveMessage's most messages per call
 
 
 class EndpointUnavailable(RuntimeError):
@@ -125,8 +128,19 @@ class Source:
     retry_after: int | None = None
     # Seconds a batch may wait for more messages (MaximumBatchingWindowInSeconds); 0: none.
     batching_window: float = 0.0
+    # The queue itself (``crawlstack.queueing``); None: SQS's at ``queue_url``.
+    queue: MessageQueue | None = None
     stats: QueueStats = field(default_factory=QueueStats)
     running: int = 0
+
+    def __post_init__(self) -> None:
+        if self.queue is None:
+            self.queue = aws.Queue(self.queue_url, self.key)
+
+    @property
+    def messages(self) -> MessageQueue:
+        assert self.queue is not None
+        return self.queue
 
 
 class EventPump:
@@ -138,7 +152,7 @@ class EventPump:
         self._failed_receives = 0
         self._depths: dict[str, tuple[float, int]] = {}
         # Per source with a batching window: when its batch goes, and what it holds so far.
-        self._gathering: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+        self._gathering: dict[str, tuple[float, list[Received]]] = {}
         # Per source: when to receive again after an empty receive, and the wait after the next one.
         self._next_poll: dict[str, float] = {}
         self._idle_wait: dict[str, float] = {}
@@ -152,7 +166,6 @@ class EventPump:
         tick_seconds: float = 0.25,
         on_interrupt: Callable[[], None] | None = None,
     ) -> None:
-        sqs = aws.client("sqs")
         last_tick = 0.0
         next_empty_check = 0.0
         try:
@@ -169,7 +182,7 @@ class EventPump:
                         continue
                     while self._free(source):
                         try:
-                            batch = self._gather(sqs, source)
+                            batch = self._gather(source)
                         except _AWS_ERRORS as exc:
                             self._aws_error(source, "receive", exc)
                             self._failed_receives += 1
@@ -217,7 +230,7 @@ class EventPump:
             if on_tick:
                 on_tick(self)
 
-    def _gather(self, sqs: Any, source: Source) -> list[dict[str, Any]]:
+    def _gather(self, source: Source) -> list[Received]:
         """The batch to invoke now, or [] (nothing, or a batch still within its batching window).
 
         As an event source mapping with ``MaximumBatchingWindowInSeconds``
@@ -225,9 +238,9 @@ class EventPump:
         window, from its first message, has passed.
         """
         if not source.batching_window:
-            return self._receive(sqs, source)
+            return self._receive(source)
         until, held = self._gathering.pop(source.key, (0.0, []))
-        got = self._receive(sqs, source, source.batch_size - len(held))
+        got = self._receive(source, source.batch_size - len(held))
         if got and not held:
             until = time.monotonic() + source.batching_window
         held += got
@@ -241,41 +254,19 @@ class EventPump:
         return bool(self._gathering)
 
     @staticmethod
-    def _receive(sqs: Any, source: Source, most: int | None = None) -> list[dict[str, Any]]:
-        """Up to ``batch_size`` messages, ten a call (SQS's most), as many as are visible now.
+    def _receive(source: Source, most: int | None = None) -> list[Received]:
+        """Up to ``batch_size`` messages (or ``most``), as many as are visible now.
 
         An event source mapping with a batching window would wait up to the
         window to fill the batch; locally what is there now goes at once.
         """
-        batch: list[dict[str, Any]] = []
-        most = source.batch_size if most is None else most
-        while len(batch) < most:
-            want = min(RECEIVE_MAX, most - len(batch))
-            got = sqs.receive_message(
-                QueueUrl=source.queue_url,
-                MaxNumberOfMessages=want,
-                VisibilityTimeout=source.visibility_timeout,
-                WaitTimeSeconds=0,
-                AttributeNames=["All"],
-            ).get("Messages", [])
-            batch += got
-            if len(got) < want:
-                break
-        return batch
+        return source.messages.receive(source.batch_size if most is None else most, source.visibility_timeout)
 
     def depths(self) -> dict[str, int]:
-        sqs = aws.client("sqs")
         out = {}
         for source in self.sources:
-            attrs = sqs.get_queue_attributes(
-                QueueUrl=source.queue_url,
-                AttributeNames=[
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                    "ApproximateNumberOfMessagesDelayed",
-                ],
-            )["Attributes"]
-            out[source.key] = sum(int(v) for v in attrs.values())
+            depth = source.messages.depth()
+            out[source.key] = depth.visible + depth.in_flight + depth.delayed
         return out
 
     def _depth(self, key: str) -> int:
@@ -286,14 +277,11 @@ class EventPump:
             return cached[1]
         source = next(s for s in self.sources if s.key == key)
         try:
-            attrs = aws.client("sqs").get_queue_attributes(
-                QueueUrl=source.queue_url,
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-            )["Attributes"]
+            found = source.messages.depth()
         except _AWS_ERRORS as exc:
             self._aws_error(source, "queue depth", exc)
             return cached[1] if cached is not None else 0
-        depth = sum(int(v) for v in attrs.values())
+        depth = found.visible + found.in_flight
         self._depths[key] = (now, depth)
         return depth
 
@@ -312,7 +300,7 @@ class EventPump:
             self._aws_error(self.sources[0], "queue depths", exc)
             return False  # unknown: look again
 
-    def _invoke(self, source: Source, messages: list[dict[str, Any]]) -> None:
+    def _invoke(self, source: Source, messages: list[Received]) -> None:
         with self._lock:
             source.running += 1
             source.stats.received += len(messages)
@@ -325,7 +313,7 @@ class EventPump:
             source.running -= 1
         self._handler_done.set()
 
-    def _call(self, source: Source, messages: list[dict[str, Any]]) -> None:
+    def _call(self, source: Source, messages: list[Received]) -> None:
         event = {"Records": [self._record(source, m) for m in messages]}
         queue = settings.QUEUES.get(source.key)
         spec = settings.FUNCTIONS.get(queue.consumer) if queue else None
@@ -358,33 +346,24 @@ class EventPump:
             self._retry_soon(source, messages)
             return
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-        done = [m for m in messages if m["MessageId"] not in failed]
+        done = [m for m in messages if m.message_id not in failed]
         if done:
             try:
-                aws.client("sqs").delete_message_batch(
-                    QueueUrl=source.queue_url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
-                )
+                source.messages.delete([m.receipt for m in done])
             except _AWS_ERRORS as exc:
                 # They come back after the visibility timeout, and the handler absorbs the redelivery.
                 self._aws_error(source, "delete", exc)
-        self._retry_soon(source, [m for m in messages if m["MessageId"] in failed])
+        self._retry_soon(source, [m for m in messages if m.message_id in failed])
         with self._lock:
             source.stats.deleted += len(done)
             source.stats.failed += len(failed)
 
-    def _retry_soon(self, source: Source, messages: list[dict[str, Any]]) -> None:
+    def _retry_soon(self, source: Source, messages: list[Received]) -> None:
         """Make failed messages visible again after ``source.retry_after`` seconds."""
         if source.retry_after is None or not messages:
             return
         try:
-            aws.client("sqs").change_message_visibility_batch(
-                QueueUrl=source.queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": source.retry_after}
-                    for i, m in enumerate(messages)
-                ],
-            )
+            source.messages.change_visibility([m.receipt for m in messages], source.retry_after)
         except _AWS_ERRORS as exc:
             self._aws_error(source, "change visibility", exc)  # they come back after the visibility timeout
 
@@ -394,14 +373,18 @@ class EventPump:
         print(f"crawlstack: warning: {source.key} queue: {what} failed: {exc}", file=sys.stderr)
 
     @staticmethod
-    def _record(source: Source, message: dict[str, Any]) -> dict[str, Any]:
+    def _record(source: Source, message: Received) -> dict[str, Any]:
+        """The message as an SQS event record, as Lambda hands it to the handler."""
         return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": message.get("Attributes", {}),
+            "messageId": message.message_id,
+            "receiptHandle": message.receipt,
+            "body": message.body,
+            "attributes": {
+                "ApproximateReceiveCount": str(message.receive_count),
+                "SentTimestamp": str(int(message.sent_at * 1000)),
+            },
             "messageAttributes": {},
-            "md5OfBody": message.get("MD5OfBody", ""),
+            "md5OfBody": hashlib.md5(message.body.encode(), usedforsecurity=False).hexdigest(),
             "eventSource": "aws:sqs",
             "eventSourceARN": source.queue_arn,
             "awsRegion": "us-east-1",

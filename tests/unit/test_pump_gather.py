@@ -2,35 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from crawlstack.local import pump as pump_module
 from crawlstack.local.pump import EventPump, Source
+from crawlstack.queueing import Depth, Received
 
 
-class Sqs:
-    """Hands out the messages of each ``arrivals`` step, one step per receive (at most ten a call)."""
+class Arrivals:
+    """A queue's receives and depth (``crawlstack.queueing``): each ``arrivals`` step's messages, a step a receive."""
 
     def __init__(self, *arrivals: int) -> None:
         self.arrivals = list(arrivals)
         self.sent = 0
 
-    def receive_message(self, MaxNumberOfMessages: int, **_: Any) -> dict[str, Any]:
+    def receive(self, most: int, visibility_timeout: int) -> list[Received]:
         if not self.arrivals:
-            return {}
-        n = min(self.arrivals[0], MaxNumberOfMessages)
+            return []
+        n = min(self.arrivals[0], most)
         self.arrivals[0] -= n
         if self.arrivals[0] == 0:
             self.arrivals.pop(0)
-        got = [{"MessageId": str(self.sent + i)} for i in range(n)]
+        got = [Received(str(self.sent + i), "{}", f"r{self.sent + i}", 1, 0.0) for i in range(n)]
         self.sent += n
-        return {"Messages": got}
+        return got
+
+    def depth(self) -> Depth:
+        return Depth(sum(self.arrivals), 0, 0)
 
 
-def source(batch_size: int = 100, window: float = 1.0) -> Source:
-    return Source("fetch", "url", "arn", lambda e, c: None, 1, batch_size=batch_size, batching_window=window)
+def source(queue: Arrivals, batch_size: int = 100, window: float = 1.0) -> Source:
+    return Source(
+        "fetch", "url", "arn", lambda e, c: None, 1, batch_size=batch_size, batching_window=window, queue=queue
+    )
 
 
 @pytest.fixture
@@ -41,18 +45,17 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def test_a_batch_waits_out_its_window_for_more_messages_then_goes(clock: list[float]) -> None:
-    pump, src = EventPump([]), source()
-    sqs = Sqs(3, 4)
-    assert pump._gather(sqs, src) == []  # 3 held: the window is open
+    pump, src = EventPump([]), source(Arrivals(3, 4))
+    assert pump._gather(src) == []  # 3 held: the window is open
     clock[0] = 0.5
-    assert pump._gather(sqs, src) == []  # 3 + 4, still open
+    assert pump._gather(src) == []  # 3 + 4, still open
     clock[0] = 1.0
-    batch = pump._gather(sqs, src)
-    assert [m["MessageId"] for m in batch] == [str(i) for i in range(7)]
+    batch = pump._gather(src)
+    assert [m.message_id for m in batch] == [str(i) for i in range(7)]
     assert not pump._gathered()
 
 
 def test_a_full_batch_goes_at_once_and_without_a_window_every_receive_goes(clock: list[float]) -> None:
     pump = EventPump([])
-    assert len(pump._gather(Sqs(25), source(batch_size=20))) == 20
-    assert len(pump._gather(Sqs(3), source(window=0.0))) == 3
+    assert len(pump._gather(source(Arrivals(25), batch_size=20))) == 20
+    assert len(pump._gather(source(Arrivals(3), window=0.0))) == 3
