@@ -1,6 +1,8 @@
-"""The local event pump: delivers SQS batches to the handlers the way Lambda does.
+"""The local event pump: delivers queue batches to the handlers the way Lambda does.
 
-Like an SQS event source mapping, it receives up to ``batch_size`` messages
+Each source's queue is a ``crawlstack.queueing.MessageQueue`` with SQS's
+semantics: SQS itself (``aws.Queue``, the default) or another that keeps
+them.  Like an SQS event source mapping, it receives up to ``batch_size`` messages
 (which makes them invisible for the visibility timeout), invokes the handler
 with a Lambda-shaped SQS event, deletes the messages the handler did not
 report in ``batchItemFailures``, and leaves failed ones to come back after
@@ -19,7 +21,7 @@ raised) come back after ``retry_after`` seconds when a source sets it: the
 invocation is over, so nothing else holds them, and local mode need not
 wait out a visibility timeout sized for the longest invocation.
 
-The pump's own SQS calls may fail too (throttling, 5xx, retries spent):
+The pump's own queue calls may fail too (throttling, 5xx, retries spent):
 like an event source mapping, it counts the error (``QueueStats.aws_errors``)
 and carries on, unless ``MAX_FAILED_RECEIVES`` receives in a row fail (each
 already retried by botocore): then the endpoint is gone, and it raises
