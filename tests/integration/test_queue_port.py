@@ -87,3 +87,10 @@ def test_receivers_at_once_never_get_one_message_twice(impl: Impl) -> None:
     for thread in threads:
         thread.join()
     assert sorted(got) == sorted(f"m{i}" for i in range(60))
+
+
+def test_a_receive_hands_out_a_message_once_even_with_no_visibility_timeout(impl: Impl) -> None:
+    impl.queue.send([("a", 0), ("b", 0)])
+    got = impl.queue.receive(10, 0)
+    assert sorted(m.body for m in got) == ["a", "b"] and all(m.receive_count == 1 for m in got)
+    impl.queue.delete([m.receipt for m in impl.queue.receive(10, 30)])

@@ -57,3 +57,19 @@ def test_threads_share_one_database_and_lose_no_write(tmp_path: Path) -> None:
         thread.join()
     assert backlog.waiting() == 200
     assert all(len(backlog.peek(f"h{w}.example", 100)) == 50 for w in range(4))
+
+
+def test_a_commit_that_fails_leaves_no_transaction_open(tmp_path: Path) -> None:
+    db = StateDb(tmp_path / "state.sqlite")
+    db.ensure(
+        "CREATE TABLE IF NOT EXISTS p (k TEXT PRIMARY KEY)",
+        "CREATE TABLE IF NOT EXISTS c (k TEXT REFERENCES p(k) DEFERRABLE INITIALLY DEFERRED)",
+    )
+    with db.reading() as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+    with pytest.raises(sqlite3.IntegrityError), db.transaction() as conn:
+        conn.execute("INSERT INTO c VALUES ('missing')")  # checked at COMMIT: the commit fails
+    with db.transaction() as conn:  # a new transaction can begin
+        conn.execute("INSERT INTO p VALUES ('k')")
+    with db.reading() as conn:
+        assert conn.execute("SELECT count(*) FROM c").fetchone() == (0,)

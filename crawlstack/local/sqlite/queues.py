@@ -56,17 +56,19 @@ class SqliteQueue:
 
     def receive(self, most: int, visibility_timeout: int) -> list[Received]:
         out: list[Received] = []
+        handed: set[str] = set()  # a message hidden for 0 s is visible again, but not twice in one receive
         with self.db.transaction() as conn:
             now = self.clock()
             while len(out) < most:
                 due = conn.execute(
                     "SELECT id, body, sent_at, receive_count FROM messages WHERE queue = ? AND visible_at <= ?"
                     " ORDER BY visible_at, sent_at, id LIMIT ?",
-                    (self.name, now, most - len(out)),
+                    (self.name, now, most - len(out) + len(handed)),
                 ).fetchall()
-                if not due:
+                fresh = [row for row in due if row[0] not in handed]
+                if not fresh:
                     break
-                for message_id, body, sent_at, count in due:
+                for message_id, body, sent_at, count in fresh:
                     if self.dead_letter is not None and count >= self.max_receives:
                         conn.execute(
                             "UPDATE messages SET queue = ?, visible_at = ?, receipt = NULL WHERE queue = ? AND id = ?",
@@ -78,6 +80,7 @@ class SqliteQueue:
                         "UPDATE messages SET visible_at = ?, receive_count = ?, receipt = ? WHERE queue = ? AND id = ?",
                         (now + visibility_timeout, count + 1, receipt, self.name, message_id),
                     )
+                    handed.add(message_id)
                     out.append(Received(message_id, body, receipt, count + 1, sent_at))
         return out
 

@@ -66,7 +66,8 @@ class SqliteRuns:
     def lease(self, host: str, run_id: str, holder: str, now: float, until: float) -> HostRun | None:
         with self.db.transaction() as conn:
             row = self._row(conn, host)
-            free = row.get("holder") is None or row["holder"] == holder or (row.get("lease_until") or 0.0) <= now
+            lease_over = row.get("lease_until") is not None and row["lease_until"] <= now
+            free = row.get("holder") is None or row["holder"] == holder or lease_over
             if row.get("run_id") != run_id or not free:
                 return None
             self._write(

@@ -158,7 +158,8 @@ class SqliteUrls:
             if item is None or item.get("record_id") != record_id:
                 return False
             state = item.get("state")
-            stale = state == "fetching" and float(item.get("started_at") or 0) < stale_before
+            # As DynamoDB's condition: an item with no started_at is not stale.
+            stale = state == "fetching" and item.get("started_at") is not None and item["started_at"] < stale_before
             if state not in ("queued", "retrying") and not stale:
                 return False
             item.update(state="skipped", reason=reason, finished_at=self.clock(), claimable=True)
