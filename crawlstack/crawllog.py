@@ -108,7 +108,6 @@ def write_crawl_log(blobs: Blobs, fetched: Iterable[Fetched], now: float) -> lis
 # The urls-table states that are a URL's end; any other (``queued``: only its
 # claim) defers to the crawl log.
 TABLE_ENDS = frozenset({"fetched", "skipped", "failed", "dropped"})
-LOG_ENDS = frozenset({"fetched", "skipped", "failed"})
 
 
 def read_lines(data: bytes) -> list[dict[str, Any]]:
@@ -117,15 +116,14 @@ def read_lines(data: bytes) -> list[dict[str, Any]]:
 
 
 def last_lines(lines: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each URL's last try's line (by try, then time): what the crawl log says became of it."""
+    """Each URL's latest line that only the crawl log holds (``log_only``): a refetch's, after a crash."""
     last: dict[str, dict[str, Any]] = {}
     for line in lines:
         url = line.get("url")
-        if not isinstance(url, str) or line.get("outcome") not in (*LOG_ENDS, "retry"):
+        if not isinstance(url, str) or not log_only(line):
             continue
-        order = (line.get("attempt") or 1, line.get("fetched_at") or 0.0)
         seen = last.get(url)
-        if seen is None or order >= (seen.get("attempt") or 1, seen.get("fetched_at") or 0.0):
+        if seen is None or (line.get("fetched_at") or 0.0) >= (seen.get("fetched_at") or 0.0):
             last[url] = line
     return last
 
@@ -167,7 +165,6 @@ def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -
         line
         for key in blobs.keys(crawl_prefix(settings.CRAWL_LOG_PREFIX, crawl_id))
         for line in read_lines(blobs.get(key))
-        if log_only(line)
     )
     return [outcome_of(item, logged.get(item.get("url", ""))) for item in items]
 

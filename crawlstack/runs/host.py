@@ -304,12 +304,12 @@ class HostLoop:
 
     def _flush_due(self, at: float, join: bool = True) -> bool:
         """Whether to flush by ``at``: RUN_FLUSH_BYTES unflushed, the grid's point, or (``join``) a write gathering."""
+        if not self.ledger.dirty():
+            return False
         since = self.ledger.since
-        if since is None:
-            return self.ledger.dirty() and join and self.r.group.gathering()
         return (
             self.ledger.bytes >= self.r.flush_bytes
-            or at >= self.r.group.due(since)
+            or (since is not None and at >= self.r.group.due(since))
             or (join and self.r.group.gathering())
         )
 
