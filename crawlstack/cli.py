@@ -101,11 +101,26 @@ def build_parser() -> argparse.ArgumentParser:
     crawl = sub.add_parser(
         "crawl",
         help="run a crawl",
-        description="Run a crawl locally, on an embedded AWS emulator.",
+        description="Run a crawl locally, in this process. Its state is kept in OUT/state.sqlite, so a crawl "
+        "that was stopped or killed goes on with --resume.",
         epilog=limits.CRAWL_RANGES_HELP,
     )
     crawl.add_argument("seeds", nargs="*", metavar="SEED_URL", help="URLs to start from (depth 0)")
-    crawl.add_argument("--local", action="store_true", help="run in this process on an embedded AWS emulator (moto)")
+    crawl.add_argument("--local", action="store_true", help="run in this process (state and outputs in --out)")
+    crawl.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the unfinished crawl in --out with its own seeds, rules and settings "
+        "(only --out, --no-progress and --concurrency may be given)",
+    )
+    crawl.add_argument(
+        "--overwrite", action="store_true", help="start afresh where --out holds an earlier crawl's state"
+    )
+    crawl.add_argument(
+        "--emulate-aws",
+        action="store_true",
+        help="run the handlers on the AWS adapters against moto in this process (fidelity mode; no resume)",
+    )
     crawl.add_argument("--rules", metavar="DIR", help="directory of JSON mapping rules (or one file)")
     crawl.add_argument("--out", metavar="DIR", required=True, help="output directory")
     crawl.add_argument("--max-depth", type=_max_depth, default=settings.DEFAULT_MAX_DEPTH, metavar="N")
@@ -411,14 +426,46 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+# What ``crawl --local --resume`` may be given besides itself; everything else comes from the saved crawl.
+RESUME_FLAGS = frozenset({"local", "resume", "out", "no_progress", "concurrency"})
+
+
+def _flags_given(args: argparse.Namespace) -> list[str]:
+    """The ``crawl`` options (and seeds) ``args`` sets to other than their defaults, as the user spells them."""
+    defaults = vars(build_parser().parse_args(["crawl", "--out", "-"]))
+    return [
+        "SEED_URL" if dest == "seeds" else "--" + dest.replace("_", "-")
+        for dest, value in vars(args).items()
+        if dest in defaults and value != defaults[dest] and dest not in RESUME_FLAGS
+    ]
+
+
 def _crawl(args: argparse.Namespace) -> int:
-    from crawlstack.local.runner import LocalOptions, crawl_local
+    from crawlstack.local.runner import LocalOptions, crawl_local, resume_local
 
     if not args.local:
         raise UsageError(
             "only local crawls run from here (--local); to crawl with a deployed stack, "
             "seed it with `crawlstack seed URL...` (see README)"
         )
+    if args.resume:
+        if args.emulate_aws or args.endpoint_url:
+            raise UsageError("--resume continues a crawl on local state; not with --emulate-aws or --endpoint-url")
+        extra = _flags_given(args)
+        if extra:
+            raise UsageError(
+                f"--resume takes its seeds, rules and settings from {args.out}; not {', '.join(extra)} "
+                "(only --out, --no-progress and --concurrency)"
+            )
+        resumed = LocalOptions(
+            rules_dir=None,
+            out_dir=args.out,
+            fetch_concurrency=args.concurrency,
+            progress=False if args.no_progress else None,
+        )
+        return _run_crawl(args, lambda: resume_local(resumed))
+    if args.overwrite and (args.emulate_aws or args.endpoint_url):
+        raise UsageError("--overwrite is for the local backend's state; not with --emulate-aws or --endpoint-url")
     if args.rules and not Path(args.rules).exists():
         raise UsageError(f"rules: {args.rules}: no such file or directory")
     # Every problem up front, before any request.
@@ -444,10 +491,29 @@ def _crawl(args: argparse.Namespace) -> int:
         fetch_concurrency=args.concurrency,
         extract_concurrency=args.extract_concurrency,
         progress=False if args.no_progress else None,
+        emulate_aws=args.emulate_aws,
+        overwrite=args.overwrite,
     )
+    return _run_crawl(args, lambda: crawl_local(seeds, options))  # type: ignore[arg-type]
+
+
+def _run_crawl(args: argparse.Namespace, crawl: Callable[[], dict[str, Any]]) -> int:
+    """Run ``crawl``, then print its one-line summary and any warnings; the exit code."""
+    from crawlstack.local.backend import StateError
+    from crawlstack.local.sqlite.db import StorageFull
+
     try:
         with _terminate_as_interrupt():
-            summary = crawl_local(seeds, options)  # type: ignore[arg-type]
+            summary = crawl()
+    except StateError as exc:
+        raise UsageError(str(exc)) from None
+    except StorageFull as exc:
+        print(
+            f"crawlstack: error: {terminal_text(str(exc))}; the crawl stopped: make room, then "
+            f"crawlstack crawl --local --resume --out {args.out}",
+            file=sys.stderr,
+        )
+        return 1
     except Exception as exc:
         if not _endpoint_failure(exc):
             raise

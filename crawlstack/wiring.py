@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -33,36 +33,97 @@ from crawlstack.dispatch import (
     flush_runs,
 )
 from crawlstack.messages import RunMessage
+from crawlstack.queueing import MessageQueue
 from crawlstack.resolution import CompletedRecords
 from crawlstack.rules import RuleSet, load_rules
 
 if TYPE_CHECKING:
     # Each handler imports the one it uses: dispatch needs neither (nor WARCs, warcio), fetch no extractor.
     from crawlstack.extractor import Extractor
+    from crawlstack.local import sqlite as local
     from crawlstack.runs.runner import HostRunner
+
+    # Each port's two implementations (the Lambda asset leaves local mode's out: scripts/build_lambda.py).
+    CrawlsPort = aws.CrawlStore | local.SqliteCrawls
+    UrlsPort = aws.UrlStore | local.SqliteUrls
+    HostsPort = aws.HostStore | local.SqliteHosts
+    ResolvedPort = aws.ResolvedStore | local.SqliteResolved
+    HeldPort = aws.HeldStore | local.SqliteHeld
+    RunsPort = aws.RunStore | local.SqliteRuns
+    BacklogPort = aws.BacklogStore | local.SqliteBacklog
+    ScopePort = aws.ScopeStore | local.SqliteScope
+    ResultsPort = aws.ResultStore | local.SqliteResults
+    BlobsPort = aws.BlobStore | local.LocalBlobs
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Every table, queue and bucket the handlers use, on one backend: AWS (``on_aws``) or local mode's own.
+
+    Each field is a port with two implementations under one conformance suite
+    (``tests/integration/test_*_port.py``); the union types let mypy check that
+    both give the domain code what it calls.
+    """
+
+    crawls: CrawlsPort
+    urls: UrlsPort
+    hosts: HostsPort
+    resolved: ResolvedPort
+    held: HeldPort
+    runs: RunsPort
+    backlog: BacklogPort
+    scope: ScopePort
+    results: ResultsPort
+    blobs: BlobsPort
+    frontier_queue: MessageQueue
+    fetch_queue: MessageQueue
+    extract_queue: MessageQueue
+    # By queue key, where the backend knows them (a Lambda is not told its DLQs).
+    dead_letter: Mapping[str, MessageQueue] = field(default_factory=dict)
+    # Local mode's journal of page requests (``HostRunner.on_request``), for resuming after a kill.
+    journal: local.SqliteJournal | None = None
+
+    @classmethod
+    def on_aws(cls, names: aws.StackNames) -> Stores:
+        return cls(
+            crawls=aws.CrawlStore(names.crawls),
+            urls=aws.UrlStore(names.urls),
+            hosts=aws.HostStore(names.hosts),
+            resolved=aws.ResolvedStore(names.resolved),
+            held=aws.HeldStore(names.parked, names.crawls),
+            runs=aws.RunStore(names.hosts),
+            backlog=aws.BacklogStore(names.parked),
+            scope=aws.ScopeStore(names.hosts, names.urls),
+            results=aws.ResultStore(names.results),
+            blobs=aws.BlobStore(names.bucket),
+            frontier_queue=aws.Queue(names.frontier_queue, "frontier"),
+            fetch_queue=aws.Queue(names.fetch_queue, "fetch"),
+            extract_queue=aws.Queue(names.extract_queue, "extract"),
+            dead_letter={key: aws.Queue(url, f"{key} DLQ") for key, url in names.dead_letter_queues.items()},
+        )
 
 
 @dataclass
 class Services:
     rules: RuleSet
-    # The stack's tables, queues and bucket, read once (``services()``).
-    names: aws.StackNames
+    # The stores, built once (``services()``): a Lambda's from the stack's names, local mode's its own.
+    stores: Stores
 
-    @cached_property
-    def crawls(self) -> aws.CrawlStore:
-        return aws.CrawlStore(self.names.crawls)
+    @property
+    def crawls(self) -> CrawlsPort:
+        return self.stores.crawls
 
-    @cached_property
-    def urls(self) -> aws.UrlStore:
-        return aws.UrlStore(self.names.urls)
+    @property
+    def urls(self) -> UrlsPort:
+        return self.stores.urls
 
-    @cached_property
-    def hosts(self) -> aws.HostStore:
-        return aws.HostStore(self.names.hosts)
+    @property
+    def hosts(self) -> HostsPort:
+        return self.stores.hosts
 
-    @cached_property
-    def resolved(self) -> aws.ResolvedStore:
-        return aws.ResolvedStore(self.names.resolved)
+    @property
+    def resolved(self) -> ResolvedPort:
+        return self.stores.resolved
 
     @cached_property
     def completed(self) -> CompletedRecords:
@@ -70,22 +131,22 @@ class Services:
         # complete costs the other no read (completion never reverts).
         return CompletedRecords()
 
-    @cached_property
-    def held(self) -> aws.HeldStore:
-        return aws.HeldStore(self.names.parked, self.names.crawls)
+    @property
+    def held(self) -> HeldPort:
+        return self.stores.held
 
-    @cached_property
-    def runs(self) -> aws.RunStore:
-        return aws.RunStore(self.names.hosts)
+    @property
+    def runs(self) -> RunsPort:
+        return self.stores.runs
 
-    @cached_property
-    def backlog(self) -> aws.BacklogStore:
-        return aws.BacklogStore(self.names.parked)
+    @property
+    def backlog(self) -> BacklogPort:
+        return self.stores.backlog
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
         # Each component with the stores it uses; Dispatcher puts them in their order.
-        scope_records = aws.ScopeStore(self.names.hosts, self.names.urls)
+        scope_records = self.stores.scope
         drops = DropNotes(scope_records)
         return Dispatcher(
             canonicalise=Canonicalise(drops),
@@ -106,7 +167,7 @@ class Services:
             self.backlog,
             self.urls,
             self.crawls,
-            aws.BlobStore(self.names.bucket),
+            self.stores.blobs,
             robots=self.hosts,
             resolved=self.resolved,
             completed=self.completed,
@@ -114,6 +175,7 @@ class Services:
             # Redirects go out at each flush, wake-ups as each host is released: not at the invocation's end.
             send_frontier=self.frontier_queue.send,
             send_runs=self.fetch_queue.send,
+            on_request=self.stores.journal.started if self.stores.journal is not None else None,
         )
 
     @cached_property
@@ -122,20 +184,20 @@ class Services:
 
         return Extractor(
             self.crawls,
-            aws.ResultStore(self.names.results),
-            aws.BlobStore(self.names.bucket),
+            self.stores.results,
+            self.stores.blobs,
             self.rules,
             resolved=self.resolved,
             outcomes=self.urls,
         )
 
-    @cached_property
-    def fetch_queue(self) -> aws.Queue:
-        return aws.Queue(self.names.fetch_queue, "fetch")
+    @property
+    def fetch_queue(self) -> MessageQueue:
+        return self.stores.fetch_queue
 
-    @cached_property
-    def frontier_queue(self) -> aws.Queue:
-        return aws.Queue(self.names.frontier_queue, "frontier")
+    @property
+    def frontier_queue(self) -> MessageQueue:
+        return self.stores.frontier_queue
 
     def process_batch(
         self,
@@ -195,6 +257,8 @@ class Services:
 
 
 _services: Services | None = None
+# Local mode's backend, when it installed one (``use``); None: the AWS adapters on the environment's names.
+_stores: Callable[[], Stores] | None = None
 _lock = threading.Lock()
 
 
@@ -203,8 +267,17 @@ def services() -> Services:
     with _lock:
         if _services is None:
             rules_dir = os.environ.get(settings.ENV_RULES_DIR)
-            _services = Services(load_rules(rules_dir) if rules_dir else RuleSet(), aws.StackNames.from_env())
+            stores = _stores() if _stores is not None else Stores.on_aws(aws.StackNames.from_env())
+            _services = Services(load_rules(rules_dir) if rules_dir else RuleSet(), stores)
         return _services
+
+
+def use(stores: Callable[[], Stores] | None) -> None:
+    """Build the services on ``stores()`` from now on (local mode's backend); None: back to the AWS adapters."""
+    global _stores
+    reset()
+    with _lock:
+        _stores = stores
 
 
 def stop_runs() -> None:

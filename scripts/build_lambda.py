@@ -207,6 +207,24 @@ def module_file(name: str) -> Path | None:
     return None
 
 
+def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:``, which never run (type checkers' imports)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
 def imported_names(path: Path, name: str) -> Iterator[str]:
     """Every module name an import statement of module ``name`` (at ``path``) may load, wherever it stands.
 
@@ -214,7 +232,7 @@ def imported_names(path: Path, name: str) -> Iterator[str]:
     relative imports are resolved against the module's package.
     """
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
             "crawl", "--local", *seeds,
             "--rules", str(RULES_DIR),
             "--out", args.out,
+            # The demo runs again and again: each run starts afresh.
+            "--overwrite",
             "--max-depth", "3",
             "--delay", args.delay,
             "--allow-private", "127.0.0.0/8",

@@ -167,11 +167,23 @@ class EventPump:
         on_tick: Callable[[EventPump], None] | None = None,
         tick_seconds: float = 0.25,
         on_interrupt: Callable[[], None] | None = None,
+        fault: Callable[[], BaseException | None] | None = None,
     ) -> None:
+        """Deliver until every queue is empty and no handler runs.
+
+        ``fault`` is asked before each round: an exception it returns (the
+        local backend's full disk) stops the crawl as Ctrl-C does, the running
+        batches cut short, and is raised once they have finished.
+        """
         last_tick = 0.0
         next_empty_check = 0.0
         try:
             while True:
+                failure = fault() if fault is not None else None
+                if failure is not None:
+                    if on_interrupt is not None:
+                        on_interrupt()
+                    raise failure
                 delivered = False
                 if self._handler_done.is_set():
                     self._handler_done.clear()

@@ -37,11 +37,12 @@ import gzip
 import json
 import os
 import sys
+import tempfile
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -52,11 +53,14 @@ from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.crawllog import url_ends
 from crawlstack.local import resources
+from crawlstack.local.backend import LocalState, SavedCrawl
 from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.pump import EventPump, Source
+from crawlstack.local.sqlite import LocalBlobs
 from crawlstack.messages import FrontierMessage
+from crawlstack.queueing import MessageQueue
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.rules import load_rules
 from crawlstack.storable import OMITTED_PREFIX, json_safe
@@ -109,6 +113,23 @@ class LocalOptions:
     progress: bool | None = None
     crawl_id: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    # moto in this process (--emulate-aws) rather than the local backend; an endpoint_url implies AWS too.
+    emulate_aws: bool = False
+    # Start afresh where OUT holds an earlier crawl's state (without it, that is refused).
+    overwrite: bool = False
+
+    @property
+    def on_aws(self) -> bool:
+        return self.emulate_aws or self.endpoint_url is not None
+
+
+# What a resume takes from the command line; everything else comes from the saved crawl.
+RESUME_OPTIONS = ("out_dir", "progress", "fetch_concurrency")
+# What is saved for a resume (LocalOptions' fields, less the per-run ones).
+SAVED_OPTIONS = (
+    "max_depth", "max_pages", "delay", "user_agent", "allow_private", "allow", "deny",
+    "max_pages_per_host", "allow_ports", "extract_concurrency", "crawl_id", "extra_env",
+)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -146,87 +167,189 @@ def _emulator_stats(emulator: Any) -> dict[str, float] | None:
 
 
 def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
-    """Run one local crawl; returns the summary also written to OUT/summary.json."""
-    rules = load_rules(options.rules_dir)  # raises RulesInvalid before anything starts
-    out = Path(options.out_dir)
+    """Run one local crawl; returns the summary also written to OUT/summary.json.
+
+    On the local backend (the default) the state is ``OUT/state.sqlite``
+    (``crawlstack.local.backend``); with ``options.on_aws``, moto or an endpoint.
+    """
+    if options.on_aws:
+        return _crawl_on_aws(seeds, options)
+    load_rules(options.rules_dir)  # raises RulesInvalid before OUT is touched
+    state = LocalState(options.out_dir, "overwrite" if options.overwrite else "new")
+    try:
+        state.save_crawl(
+            SavedCrawl(
+                seeds=[asdict(s) for s in seeds],
+                options={k: getattr(options, k) for k in SAVED_OPTIONS},
+                rules=_rule_texts(options.rules_dir),
+                started=time.time(),
+            )
+        )
+        return _crawl_on_state(state, seeds, options, resumed=False)
+    finally:
+        state.close()
+
+
+def resume_local(options: LocalOptions) -> dict[str, Any]:
+    """Continue the unfinished crawl in ``OUT/state.sqlite``: its seeds, rules and settings are the saved ones.
+
+    Only ``RESUME_OPTIONS`` come from ``options``.
+    """
+    state = LocalState(options.out_dir, "resume")
+    try:
+        saved = state.load_crawl()
+        state.recover()
+        with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
+            for name, text in saved.rules.items():
+                (Path(rules_dir) / name).write_text(text, encoding="utf-8")
+            kept = {k: getattr(options, k) for k in RESUME_OPTIONS}
+            restored = LocalOptions(rules_dir=rules_dir if saved.rules else None, **kept, **_restored(saved.options))
+            seeds = [Seed(s["url"], s.get("record_id"), tuple(s.get("want") or ())) for s in saved.seeds]
+            return _crawl_on_state(state, seeds, restored, resumed=True, started=saved.started)
+    finally:
+        state.close()
+
+
+def _restored(saved: dict[str, Any]) -> dict[str, Any]:
+    """Saved options as LocalOptions takes them (JSON gave lists where it holds tuples)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in SAVED_OPTIONS}
+
+
+def _rule_texts(rules_dir: str | None) -> dict[str, str]:
+    if not rules_dir:
+        return {}
+    root = Path(rules_dir)
+    files = [root] if root.is_file() else sorted(p for p in root.glob("*.json") if p.is_file())
+    return {f.name: f.read_text(encoding="utf-8-sig") for f in files}
+
+
+def _crawl_on_state(
+    state: LocalState, seeds: list[Seed], options: LocalOptions, resumed: bool, started: float | None = None
+) -> dict[str, Any]:
+    stores = state.stores()
+    crawl_id = options.crawl_id or "local"
+    if not resumed:
+        stores.crawls.put(_config(crawl_id, seeds, options))
+        _send_seeds(stores.frontier_queue, crawl_id, seeds)
+    wiring.use(lambda: stores)
+    try:
+        return _run(
+            seeds,
+            options,
+            crawl_id,
+            stores,
+            _pump(stores, options.fetch_concurrency, options.extract_concurrency),
+            started=started if started is not None else time.time(),
+            emulator=None,
+            resumed=resumed,
+            fault=lambda: state.db.fault,
+        )
+    finally:
+        wiring.use(None)
+
+
+def _crawl_on_aws(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
+    load_rules(options.rules_dir)  # raises RulesInvalid before anything starts
     started = time.time()
     crawl_id = options.crawl_id or ("local" if not options.endpoint_url else f"local-{int(started * 1000)}")
-    env = {
-        settings.ENV_DEFAULT_CRAWL_ID: crawl_id,
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
-        **options.extra_env,
-    }
-    if options.rules_dir:
-        env[settings.ENV_RULES_DIR] = str(Path(options.rules_dir).resolve())
-    else:
-        env[settings.ENV_RULES_DIR] = ""
-
-    with _emulator(options.endpoint_url) as emulator, _environment(env):
+    with _emulator(options.endpoint_url) as emulator:
         aws.reset_clients()
         wiring.reset()
         names = _create_resources(options.endpoint_url is not None)
         stack = aws.StackNames.from_env(names)
-        with _environment(names):
-            config = CrawlConfig(
-                crawl_id=crawl_id,
-                delay=options.delay,
-                user_agent=options.user_agent,
-                max_depth=options.max_depth,
-                max_pages=options.max_pages,
-                max_pages_per_host=options.max_pages_per_host,
-                allow=options.allow,
-                deny=options.deny,
-                allow_ports=options.allow_ports,
-                seed_hosts=_seed_hosts(seeds),
-                allow_private=options.allow_private,
-            )
-            aws.CrawlStore(stack.crawls).put(config)
-            aws.Queue(stack.frontier_queue, "frontier").send(
-                (
-                    FrontierMessage(
-                        url=s.url, depth=0, crawl_id=crawl_id, record_id=s.record_id, want=s.want
-                    ).to_json(),
-                    0,
-                )
-                for s in seeds
-            )
-            pump = _pump(names, options.fetch_concurrency, options.extract_concurrency)
-            # What the handlers log, as CloudWatch Logs would ingest it.
-            log_meter = LogMeter()
-            out.mkdir(parents=True, exist_ok=True)
-            interrupted = False
-            # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
-            # go to OUT/metrics.jsonl instead of the terminal.
-            with (
-                _progress(options.progress) as tick,
-                (out / "metrics.jsonl").open("w") as emf,
-                contextlib.redirect_stdout(emf),
-                serialised_metrics(),
-                log_meter.counting(settings.FUNCTIONS),
-                warnings.catch_warnings(),
-            ):
-                # The three handlers share Powertools' metric set in one
-                # process (serialised_metrics keeps it consistent), so one
-                # may find it flushed by another: harmless.
-                warnings.filterwarnings("ignore", message="No application metrics to publish")
-                try:
-                    pump.run(on_tick=tick, on_interrupt=wiring.stop_runs)
-                except KeyboardInterrupt:
-                    if not pump.finished:
-                        raise  # a second Ctrl-C while batches were finishing: stop now
-                    interrupted = True
-            if interrupted:
-                print(f"crawlstack: interrupted: writing what was done so far to {out}", file=sys.stderr)
-            # Taken before the outputs' own reads: the crawl's calls only.
-            emulated = _emulator_stats(emulator)
-            summary = _with_retries(
-                lambda: _write_outputs(out, crawl_id, started, pump, stack, seeds, options, interrupted)
-            )
+        stores = wiring.Stores.on_aws(stack)
+        try:
+            with _environment(names):
+                stores.crawls.put(_config(crawl_id, seeds, options))
+                _send_seeds(stores.frontier_queue, crawl_id, seeds)
+                pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency, names)
+                return _run(seeds, options, crawl_id, stores, pump, started=started, emulator=emulator)
+        finally:
+            wiring.reset()
+            aws.reset_clients()
+
+
+def _config(crawl_id: str, seeds: list[Seed], options: LocalOptions) -> CrawlConfig:
+    return CrawlConfig(
+        crawl_id=crawl_id,
+        delay=options.delay,
+        user_agent=options.user_agent,
+        max_depth=options.max_depth,
+        max_pages=options.max_pages,
+        max_pages_per_host=options.max_pages_per_host,
+        allow=options.allow,
+        deny=options.deny,
+        allow_ports=options.allow_ports,
+        seed_hosts=_seed_hosts(seeds),
+        allow_private=options.allow_private,
+    )
+
+
+def _send_seeds(frontier: MessageQueue, crawl_id: str, seeds: list[Seed]) -> None:
+    frontier.send(
+        (FrontierMessage(url=s.url, depth=0, crawl_id=crawl_id, record_id=s.record_id, want=s.want).to_json(), 0)
+        for s in seeds
+    )
+
+
+def _run(
+    seeds: list[Seed],
+    options: LocalOptions,
+    crawl_id: str,
+    stores: wiring.Stores,
+    pump: EventPump,
+    started: float,
+    emulator: Any,
+    resumed: bool = False,
+    fault: Callable[[], BaseException | None] | None = None,
+) -> dict[str, Any]:
+    """Run the pump to the end (or a Ctrl-C), then write OUT/; the handlers build their services on ``stores``."""
+    rules = load_rules(options.rules_dir)
+    out = Path(options.out_dir)
+    env = {
+        settings.ENV_DEFAULT_CRAWL_ID: crawl_id,
+        settings.ENV_RULES_DIR: str(Path(options.rules_dir).resolve()) if options.rules_dir else "",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+        **options.extra_env,
+    }
+    with _environment(env):
         wiring.reset()
-        aws.reset_clients()
+        # What the handlers log, as CloudWatch Logs would ingest it.
+        log_meter = LogMeter()
+        out.mkdir(parents=True, exist_ok=True)
+        interrupted = False
+        # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
+        # go to OUT/metrics.jsonl instead of the terminal.
+        with (
+            _progress(options.progress) as tick,
+            (out / "metrics.jsonl").open("a" if resumed else "w") as emf,
+            contextlib.redirect_stdout(emf),
+            serialised_metrics(),
+            log_meter.counting(settings.FUNCTIONS),
+            warnings.catch_warnings(),
+        ):
+            # The three handlers share Powertools' metric set in one
+            # process (serialised_metrics keeps it consistent), so one
+            # may find it flushed by another: harmless.
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            try:
+                pump.run(on_tick=tick, on_interrupt=wiring.stop_runs, fault=fault)
+            except KeyboardInterrupt:
+                if not pump.finished:
+                    raise  # a second Ctrl-C while batches were finishing: stop now
+                interrupted = True
+        if interrupted:
+            print(f"crawlstack: interrupted: writing what was done so far to {out}", file=sys.stderr)
+        # Taken before the outputs' own reads: the crawl's calls only.
+        emulated = _emulator_stats(emulator)
+        summary = _with_retries(
+            lambda: _write_outputs(out, crawl_id, started, pump, stores, seeds, options, interrupted)
+        )
+        wiring.reset()
     summary["rules"] = len(rules)
     summary["interrupted"] = interrupted
+    summary["resumed"] = resumed
     summary["emulator"] = emulated
     summary["log_bytes"] = log_meter.by_function(out / "metrics.jsonl")
     with _replacing(out / "summary.json") as fh:
@@ -264,16 +387,23 @@ def _create_resources(external: bool) -> dict[str, str]:
     return resources.create_all(visibility_timeout=min(LOCAL_VISIBILITY_TIMEOUT.values()), exist_ok=external)
 
 
-def _pump(names: dict[str, str], fetch_concurrency: int, extract_concurrency: int = 1) -> EventPump:
+def _pump(
+    stores: wiring.Stores, fetch_concurrency: int, extract_concurrency: int = 1, names: dict[str, str] | None = None
+) -> EventPump:
+    """The three event sources on ``stores``' queues; ``names``: the SQS queues', for their ARNs (AWS only)."""
     from functions.dispatch import handler as dispatch
     from functions.extract import handler as extract
     from functions.fetch import handler as fetch
 
-    sqs = aws.client("sqs")
+    queues = {"frontier": stores.frontier_queue, "fetch": stores.fetch_queue, "extract": stores.extract_queue}
 
     def source(key: str, handler: Callable[..., Any], concurrency: int, **extra: Any) -> Source:
-        url = names[settings.ENV_QUEUE_URL[key]]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        if names is not None:
+            url = names[settings.ENV_QUEUE_URL[key]]
+            attrs = aws.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+            arn = attrs["Attributes"]["QueueArn"]
+        else:
+            url, arn = f"local:{key}", f"arn:aws:sqs:local:000000000000:{settings.QUEUES[key].name}"
         return Source(
             key,
             url,
@@ -284,6 +414,7 @@ def _pump(names: dict[str, str], fetch_concurrency: int, extract_concurrency: in
             batching_window=settings.QUEUES[key].batching_window_seconds,
             visibility_timeout=LOCAL_VISIBILITY_TIMEOUT[key],
             retry_after=LOCAL_RETRY_SECONDS[key],
+            queue=queues[key],
             **extra,
         )
 
@@ -378,72 +509,50 @@ def _write_outputs(
     crawl_id: str,
     started: float,
     pump: EventPump,
-    stack: aws.StackNames,
+    stores: wiring.Stores,
     seeds: list[Seed],
     options: LocalOptions,
     interrupted: bool = False,
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    warc_dir = out / "warc"
-    warc_dir.mkdir(exist_ok=True)
-    blobs = aws.BlobStore(stack.bucket)
+    blobs = stores.blobs
+    # The local backend streamed the WARCs and records into OUT/ as the crawl went (LocalBlobs).
+    streamed = isinstance(blobs, LocalBlobs)
 
-    log_items = sorted(aws.UrlStore(stack.urls).scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
+    log_items = sorted(stores.urls.scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
     outcomes: Counter[str] = Counter()
     per_host: dict[str, Counter[str]] = {}
+    # Pages a kill left in flight, fetched again on resume (the local backend's journal).
+    refetched = stores.journal.refetched() if stores.journal is not None else set()
     with _replacing(out / "crawl-log.jsonl") as fh:
         # A first try's page is fetched or skipped in the crawl log's objects alone.
         for item in url_ends(log_items, blobs, crawl_id):
-            state = item.get("state", "queued")
-            line: dict[str, Any] = {"url": item["url"], "outcome": state, "depth": item.get("depth", 0)}
-            if state not in ("fetched", "skipped", "failed", "dropped"):
-                # Never reached an end: the crawl was interrupted, or a bug or a crash; the log says which.
-                line["outcome"] = "failed"
-                cause = "interrupted" if interrupted else "unfinished"
-                line["reason"] = f"{cause}: left in state {state!r}"
-            for key in ("reason", "status", "truncated", "note"):
-                if item.get(key) is not None and key not in line:
-                    line[key] = item[key]
-            if item.get("attempt", 1) > 1:
-                # Tried more than once (retries of HTTP errors, crawlstack.fetch_outcomes).
-                line["attempts"] = item["attempt"]
+            line = _log_line(item, interrupted)
+            if item["url"] in refetched:
+                line["refetched"] = True
             outcomes[line["outcome"]] += 1
             per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    warcs = 0
-    for key in blobs.keys(settings.PAGES_PREFIX, since=started - 1):
-        data = blobs.get(key)
-        with _replacing(warc_dir / key.rsplit("/", 1)[-1], binary=True) as wh:
-            wh.write(data)
-        warcs += 1
+    if streamed:
+        warcs = sum(1 for _ in blobs.keys(settings.PAGES_PREFIX))
+        records_path = out / "records.jsonl"
+        records_path.touch()
+        with records_path.open(encoding="utf-8") as fh:
+            records = sum(1 for line in fh if line.strip())
+        pages = lambda: list(json_lines(records_path.read_text(encoding="utf-8")))  # noqa: E731
+    else:
+        warcs = _copy_warcs(out / "warc", blobs, started)
+        lines = _records_from_objects(out / "records.jsonl", blobs, crawl_id)
+        records = len(lines)
+        pages = lambda: lines  # noqa: E731
 
-    lines = []
-    for key in blobs.keys(settings.RECORDS_PREFIX):
-        for record in json_lines(gzip.decompress(blobs.get(key)).decode("utf-8")):
-            if record.get("crawl_id") == crawl_id:
-                lines.append(record)
-    lines.sort(key=lambda r: (r.get("fetched_at") or 0, r["url"]))
-    with _replacing(out / "records.jsonl") as fh:
-        for record in lines:
-            record.pop("fp", None)
-            # The extractor's key order (fields in mapping order), strict JSON.
-            fh.write(json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n")
-    records = len(lines)
-
-    resolved = _write_resolved(out / "resolved.jsonl", aws.ResolvedStore(stack.resolved), crawl_id, seeds, lines)
-
-    dlq = {}
-    sqs = aws.client("sqs")
-    for key in settings.QUEUES:
-        dlq_url = stack.dead_letter_queues.get(key)
-        if dlq_url:
-            attrs = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
-            dlq[key] = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+    resolved = _write_resolved(out / "resolved.jsonl", stores.resolved, crawl_id, seeds, pages)
+    dlq = {key: queue.depth().visible for key, queue in stores.dead_letter.items()}
 
     # Every URL ends fetched, skipped or failed; a task still in a backlog (or
     # held) would be a URL the crawl never reached, and the summary says so.
-    parked_left = aws.BacklogStore(stack.parked).waiting()
+    parked_left = stores.backlog.waiting()
     if parked_left and not interrupted:
         print(f"crawlstack: warning: {parked_left} URLs were left waiting, never fetched", file=sys.stderr)
     finished = time.time()
@@ -479,8 +588,57 @@ def _write_outputs(
     }
 
 
+def _log_line(item: dict[str, Any], interrupted: bool) -> dict[str, Any]:
+    """A URL's one line of OUT/crawl-log.jsonl, from its urls-table item merged with its crawl log."""
+    state = item.get("state", "queued")
+    line: dict[str, Any] = {"url": item["url"], "outcome": state, "depth": item.get("depth", 0)}
+    if state not in ("fetched", "skipped", "failed", "dropped"):
+        # Never reached an end: the crawl was interrupted, or a bug or a crash; the log says which.
+        line["outcome"] = "failed"
+        cause = "interrupted" if interrupted else "unfinished"
+        line["reason"] = f"{cause}: left in state {state!r}"
+    for key in ("reason", "status", "truncated", "note"):
+        if item.get(key) is not None and key not in line:
+            line[key] = item[key]
+    if item.get("attempt", 1) > 1:
+        # Tried more than once (retries of HTTP errors, crawlstack.fetch_outcomes).
+        line["attempts"] = item["attempt"]
+    return line
+
+
+def _copy_warcs(warc_dir: Path, blobs: Any, started: float) -> int:
+    warc_dir.mkdir(exist_ok=True)
+    warcs = 0
+    for key in blobs.keys(settings.PAGES_PREFIX, since=started - 1):
+        data = blobs.get(key)
+        with _replacing(warc_dir / key.rsplit("/", 1)[-1], binary=True) as wh:
+            wh.write(data)
+        warcs += 1
+    return warcs
+
+
+def _records_from_objects(path: Path, blobs: Any, crawl_id: str) -> list[dict[str, Any]]:
+    """OUT/records.jsonl from the bucket's records objects (on AWS); the records written."""
+    lines = []
+    for key in blobs.keys(settings.RECORDS_PREFIX):
+        for record in json_lines(gzip.decompress(blobs.get(key)).decode("utf-8")):
+            if record.get("crawl_id") == crawl_id:
+                lines.append(record)
+    lines.sort(key=lambda r: (r.get("fetched_at") or 0, r["url"]))
+    with _replacing(path) as fh:
+        for record in lines:
+            record.pop("fp", None)
+            # The extractor's key order (fields in mapping order), strict JSON.
+            fh.write(json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n")
+    return lines
+
+
 def _write_resolved(
-    path: Path, store: aws.ResolvedStore, crawl_id: str, seeds: list[Seed], pages: list[dict[str, Any]]
+    path: Path,
+    store: Any,
+    crawl_id: str,
+    seeds: list[Seed],
+    pages: Callable[[], list[dict[str, Any]]],
 ) -> list[ResolvedRecord]:
     """OUT/resolved.jsonl: every record of the crawl, and a seed's record that found nothing yet.
 
@@ -491,8 +649,10 @@ def _write_resolved(
     for seed in seeds:
         if seed.record_id is not None and seed.record_id not in records:
             records[seed.record_id] = ResolvedRecord(crawl_id, seed.record_id, seed.want)
-    found = {(p.get("record_id"), p["url"]): p.get("fields") or {} for p in pages}
     ordered = [records[rid] for rid in sorted(records)]
+    marked = any(isinstance(v, str) and v.startswith(OMITTED_PREFIX) for r in ordered for v in r.fields.values())
+    # The records are read back only for a value the table holds as a marker.
+    found = {(p.get("record_id"), p["url"]): p.get("fields") or {} for p in pages()} if marked else {}
     with _replacing(path) as fh:
         for record in ordered:
             fields = dict(record.fields)

@@ -234,6 +234,8 @@ class HostLoop:
         self.tried.add((task.crawl_id, task.fp, task.attempt))
         self._started(start, delay)
         self.r.group.dirty(self.host)  # a write now waits a moment for this page too
+        if self.r.on_request is not None:
+            self.r.on_request(task)
         result = guarded_fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
         self._responded(result, delay)
         frontier: list[tuple[str, int]] = []

@@ -42,7 +42,9 @@ host stops ``RUN_STOP_MARGIN_SECONDS`` before the deadline.  The invocation's
 messages and redirects are returned (``RunResult``) for the caller to send;
 ``send_runs`` sends each run message as it is made, and ``send_frontier``
 redirects at each flush, instead.  ``stop`` ends every host at its next
-wait (as at the deadline): local mode's Ctrl-C.
+wait (as at the deadline): local mode's Ctrl-C.  ``on_request`` is told of
+each page's try just before its request goes out: local mode journals them,
+so a crawl resumed after a kill knows which pages it fetches a second time.
 
 Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
 ``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_FLUSH_GATHER_SECONDS``, ``RUN_FLUSH_MIN_GAP_SECONDS``,
@@ -69,7 +71,7 @@ from crawlstack import http, settings
 from crawlstack.errors import failure
 from crawlstack.fetch_outcomes import Blobs, Crawls, Fetched, Urls
 from crawlstack.jobs import Held
-from crawlstack.messages import RunMessage
+from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords
 from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.runs.admission import new_run_id, run_expires
@@ -128,6 +130,7 @@ class HostRunner:
         send_frontier: Callable[[list[tuple[str, int]]], object] | None = None,
         send_runs: Callable[[list[tuple[str, int]]], object] | None = None,
         fetch_robots: Callable[[str, str, http.AddressGuard], http.FetchResult] | None = None,
+        on_request: Callable[[FetchTask], object] | None = None,
     ) -> None:
         self.runs = runs
         self.backlog = backlog
@@ -146,6 +149,7 @@ class HostRunner:
         self.send_frontier = send_frontier
         self.send_runs = send_runs
         self._fetch_robots = fetch_robots
+        self.on_request = on_request
         self.policies: dict[str, RobotsPolicy] = {}  # origin -> policy, for the container's life
         self.lease_seconds = settings.RUN_LEASE_SECONDS
         self.renew_before = settings.RUN_LEASE_RENEW_BEFORE_SECONDS

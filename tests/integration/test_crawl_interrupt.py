@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CRAWL_TIMEOUT_SECONDS, _run_in_process
 from webs import Crawl, describe, host_pattern, mapping, page, read_jsonl, robots, star_site
 
-from crawlstack import aws, settings
+from crawlstack import settings, wiring
 from crawlstack.demo.server import LoopbackWeb, Response
 from crawlstack.local import runner
 from crawlstack.local.pump import EventPump, Source
@@ -37,7 +38,7 @@ def interrupt_after_first_extract(monkeypatch: pytest.MonkeyPatch) -> None:
     real_invoke = EventPump._invoke
 
     def invoke(self: EventPump, source: Source, messages: list[dict[str, Any]]) -> None:
-        if any(aws.BlobStore(aws.StackNames.from_env().bucket).keys(settings.RECORDS_PREFIX)):
+        if any(wiring.services().stores.blobs.keys(settings.RECORDS_PREFIX)):
             raise KeyboardInterrupt
         real_invoke(self, source, messages)
 
@@ -121,7 +122,15 @@ def test_a_second_ctrl_c_while_batches_finish_stops_at_once(
         for pool in pools:  # no batch of this crawl may run on into the next test's emulator
             ThreadPoolExecutor.shutdown(pool, wait=True)
     assert "Traceback" not in result.output
-    assert result.summary is None and not (result.out / "records.jsonl").exists()
+    assert result.summary is None  # written last: its absence says OUT/ is incomplete
+    # Records stream as they are committed: what is there is whole, and the resume does the rest.
+    before = read_jsonl(result.out / "records.jsonl")
+    monkeypatch.undo()  # no more Ctrl-C
+    code, output = _run_in_process(["crawl", "--local", "--resume", "--out", str(result.out)], CRAWL_TIMEOUT_SECONDS)
+    assert code == 0, output
+    records = read_jsonl(result.out / "records.jsonl")
+    assert records[: len(before)] == before
+    assert sorted(r["url"] for r in records) == sorted({web.url(A, f"/p{i}.html") for i in range(1, 7)})
 
 
 def test_summary_json_is_valid_json(crawl: Crawl, web: LoopbackWeb) -> None:

@@ -168,7 +168,8 @@ def test_a_10000_url_backlog_costs_a_constant_number_of_queue_operations(
         messages = enqueue(svc, [f"http://{host}/p{i}" for i in range(n)], delay=0.0)
         svc.send_runs(messages)
         invocations = 0
-        queue = svc.names.fetch_queue
+        assert isinstance(svc.fetch_queue, aws.Queue)
+        queue = svc.fetch_queue.url
         while True:
             got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
             if not got:

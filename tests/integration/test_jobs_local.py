@@ -69,7 +69,7 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
             aws.Queue(stack_names.frontier_queue, "frontier").send(
                 [(FrontierMessage(url=host.base_url + "/", crawl_id=CRAWL).to_json(), 0)]
             )
-            pump = runner._pump(names, 2)
+            pump = runner._pump(wiring.Stores.on_aws(stack_names), 2, names=names)
             thread = threading.Thread(target=pump.run, daemon=True)
             thread.start()
             wait_for(lambda: len(page_requests(web, ADDRESS)) >= 6)
@@ -87,7 +87,7 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
 
             sent = wiring.resume_crawl(CRAWL)
             assert sent > 0
-            runner._pump(names, 2).run()
+            runner._pump(wiring.Stores.on_aws(stack_names), 2, names=names).run()
 
             log = page_requests(web, ADDRESS)
             counts = Counter(e.bare_path for e in log)

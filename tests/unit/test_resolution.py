@@ -340,7 +340,8 @@ def test_an_unprepared_message_is_read_alone_and_an_incomplete_answer_is_not_kep
 
 def test_dispatch_and_the_host_runs_of_a_container_share_one_memory_of_complete_records() -> None:
     names = {var: f"name-of-{var}" for var in [*settings.ENV_TABLE.values(), *settings.ENV_QUEUE_URL.values()]}
-    svc = wiring.Services(RuleSet(), aws.StackNames.from_env({**names, settings.ENV_BUCKET: "pages"}))
+    stores = wiring.Stores.on_aws(aws.StackNames.from_env({**names, settings.ENV_BUCKET: "pages"}))
+    svc = wiring.Services(RuleSet(), stores)
     records = svc.dispatcher.record_complete
     assert records is not None
     assert records.completed is svc.completed and svc.runner.completed is svc.completed

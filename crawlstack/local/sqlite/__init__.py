@@ -7,11 +7,13 @@ conformance suite as its AWS counterpart (``tests/integration/*``).
 """
 
 from crawlstack.local.sqlite.backlog import SqliteBacklog
-from crawlstack.local.sqlite.blobs import FileBlobs
+from crawlstack.local.sqlite.blobs import FileBlobs, LocalBlobs
 from crawlstack.local.sqlite.crawls import SqliteCrawls
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.local.sqlite.held import SqliteHeld
 from crawlstack.local.sqlite.hosts import SqliteHosts
+from crawlstack.local.sqlite.journal import SqliteJournal
+from crawlstack.local.sqlite.queues import SqliteQueue
 from crawlstack.local.sqlite.resolved import SqliteResolved
 from crawlstack.local.sqlite.results import SqliteResults
 from crawlstack.local.sqlite.runs import SqliteRuns
@@ -20,10 +22,13 @@ from crawlstack.local.sqlite.urls import SqliteUrls
 
 __all__ = [
     "FileBlobs",
+    "LocalBlobs",
     "SqliteBacklog",
     "SqliteCrawls",
     "SqliteHeld",
     "SqliteHosts",
+    "SqliteJournal",
+    "SqliteQueue",
     "SqliteResolved",
     "SqliteResults",
     "SqliteRuns",

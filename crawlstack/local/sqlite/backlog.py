@@ -13,7 +13,7 @@ Settings: ``settings.BACKLOG_BUNDLE_BYTES``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from crawlstack import settings
 from crawlstack.local.sqlite.db import StateDb
@@ -67,6 +67,13 @@ class SqliteBacklog:
     def delete(self, host: str, key: str) -> None:
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM backlog WHERE host = ? AND key = ?", (host, key))
+
+    def tasks(self) -> Iterator[FetchTask]:
+        """Every task waiting in every backlog (a resume's look at what a kill left)."""
+        with self.db.reading() as conn:
+            rows = conn.execute("SELECT tasks FROM backlog").fetchall()
+        for (blob,) in rows:
+            yield from decode(blob)
 
     def waiting(self) -> int:
         """Tasks waiting in every backlog."""

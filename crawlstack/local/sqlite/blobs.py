@@ -7,10 +7,18 @@ or not at all, as S3 gives it.  ``keys`` lists in key order, as S3 does.
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from urllib.parse import quote_plus
+
+from crawlstack import settings
+from crawlstack.local.sqlite.db import StateDb
+from crawlstack.local.sqlite.queues import SqliteQueue
 
 
 class FileBlobs:
@@ -24,16 +32,7 @@ class FileBlobs:
         return self.root.joinpath(*parts)
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        _write_whole(self._path(key), data)
 
     def get(self, key: str, bucket: str | None = None) -> bytes:
         return self._path(key).read_bytes()
@@ -50,3 +49,128 @@ class FileBlobs:
             if key.startswith(prefix) and (since is None or path.stat().st_mtime >= since):
                 found.append(key)
         yield from sorted(found)
+
+
+class LocalBlobs:
+    """A local crawl's bucket laid out as its output directory, with S3's notification to the extract queue.
+
+    * A WARC (``settings.PAGES_PREFIX``) is written straight to ``OUT/warc/``,
+      under its file name (unique: a hash of its batch), and announced to
+      ``notify`` in an S3 ``ObjectCreated`` event, as the bucket's
+      notification does deployed.  The event's row is committed with the
+      object's, so a WARC listed is a WARC announced.
+    * Every other object is a file under ``OUT/objects/`` (``FileBlobs``).
+    * A records or crawl-log object is also appended, as JSON lines, to
+      ``OUT/records.jsonl`` or ``OUT/crawl-log.jsonl``: the outputs grow as the
+      crawl goes.  Each append is committed with its key and the file's new
+      length, so a redelivery's rewrite of an object appends nothing twice,
+      and ``trim`` cuts what a kill left past the last commit.
+
+    Keys are listed from the ``objects`` table, not by walking directories.
+    """
+
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS objects (key TEXT PRIMARY KEY, path TEXT NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS streamed (key TEXT PRIMARY KEY, file TEXT NOT NULL, end INTEGER NOT NULL)",
+    )
+    # Which objects stream to which output file, and the keys each line drops.
+    STREAMS = {
+        settings.RECORDS_PREFIX: ("records.jsonl", ("fp",)),
+        settings.CRAWL_LOG_PREFIX: ("crawl-log.jsonl", ("crawl_id",)),
+    }
+
+    def __init__(self, out: str | Path, db: StateDb, notify: SqliteQueue, bucket: str = "local") -> None:
+        self.out = Path(out)
+        self.db = db
+        self.notify = notify
+        self.bucket = bucket
+        self.files = FileBlobs(self.out / "objects")
+        db.ensure(*self.SCHEMA)
+
+    def _path(self, key: str) -> Path:
+        if key.startswith(settings.PAGES_PREFIX):
+            name = PurePosixPath(key).name
+            if not name or name.startswith("."):
+                raise ValueError(f"not an object key: {key!r}")
+            return self.out / "warc" / name
+        return self.files._path(key)
+
+    def put(self, key: str, data: bytes, content_type: str) -> None:
+        path = self._path(key)
+        try:
+            _write_whole(path, data)
+        except OSError as exc:
+            self.db.note(exc)  # a full disk stops the crawl (``StateDb.fault``)
+            raise
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO objects (key, path) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET path = excluded.path",
+                (key, str(path.relative_to(self.out))),
+            )
+            if key.startswith(settings.PAGES_PREFIX) and key.endswith(".warc.gz"):
+                self.notify.insert(conn, [(object_created(self.bucket, key, len(data)), 0)])
+            for prefix, (name, dropped) in self.STREAMS.items():
+                if key.startswith(prefix):
+                    self._stream(conn, key, name, dropped, data)
+
+    def _stream(self, conn: sqlite3.Connection, key: str, name: str, dropped: tuple[str, ...], data: bytes) -> None:
+        if conn.execute("SELECT 1 FROM streamed WHERE key = ?", (key,)).fetchone():
+            return  # a redelivery rewrote its object: its lines are in the file already
+        lines = []
+        for line in gzip.decompress(data).decode("utf-8").split("\n"):
+            if line.strip():
+                value = json.loads(line)
+                for field in dropped:
+                    value.pop(field, None)
+                lines.append(json.dumps(value, ensure_ascii=False, allow_nan=False) + "\n")
+        with (self.out / name).open("a", encoding="utf-8") as fh:
+            fh.write("".join(lines))
+            end = fh.tell()
+        conn.execute("INSERT INTO streamed (key, file, end) VALUES (?, ?, ?)", (key, name, end))
+
+    def get(self, key: str, bucket: str | None = None) -> bytes:
+        return self._path(key).read_bytes()
+
+    def keys(self, prefix: str, since: float | None = None) -> Iterator[str]:
+        """Keys under ``prefix``, in key order; with ``since`` (epoch seconds), only those written after it."""
+        with self.db.reading() as conn:
+            rows = conn.execute(
+                "SELECT key, path FROM objects WHERE key >= ? AND substr(key, 1, ?) = ? ORDER BY key",
+                (prefix, len(prefix), prefix),
+            ).fetchall()
+        for key, path in rows:
+            if since is None or (self.out / path).stat().st_mtime >= since:
+                yield key
+
+    def trim(self) -> None:
+        """Cut each streamed file back to its last committed length: what a kill left after it goes."""
+        with self.db.reading() as conn:
+            ends = dict(conn.execute("SELECT file, max(end) FROM streamed GROUP BY file").fetchall())
+        for name, _ in self.STREAMS.values():
+            path = self.out / name
+            if path.exists() and path.stat().st_size > ends.get(name, 0):
+                with path.open("r+b") as fh:
+                    fh.truncate(ends.get(name, 0))
+
+
+def object_created(bucket: str, key: str, size: int) -> str:
+    """The S3 event notification body an ``ObjectCreated:Put`` of ``key`` sends to a queue (its key URL-encoded)."""
+    record = {
+        "eventVersion": "2.1",
+        "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Put",
+        "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe="/"), "size": size}},
+    }
+    return json.dumps({"Records": [record]})
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

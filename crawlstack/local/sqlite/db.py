@@ -15,9 +15,10 @@ database of the process alone, for tests.
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,13 +26,46 @@ from pathlib import Path
 BUSY_TIMEOUT_MS = 5_000
 
 
+class StorageFull(Exception):
+    """The disk (or quota) under the crawl's state is full: the crawl stops, and can be resumed once there is room."""
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """SQLite's SQLITE_FULL, or a write's ENOSPC or EDQUOT."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 class StateDb:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, read_only: bool = False, check: Callable[[sqlite3.Connection], None] | None = None
+    ) -> None:
+        """Open (or create) the file; ``read_only`` opens an existing one for readers, who never block the crawl.
+
+        ``check`` looks at the file before anything is written to it (WAL
+        mode rewrites its header): it raises to refuse a file that is not
+        the one expected.  Raises ``sqlite3.DatabaseError`` if the file is
+        not a database.
+        """
         self.path = str(path)
+        self.read_only = read_only
+        # The first write that failed for want of room (``note``): the crawl stops on it (``fault``).
+        self.fault: StorageFull | None = None
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if read_only:
+            uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        else:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         with self._lock:
-            if self.path != ":memory:":
+            if check is not None:
+                try:
+                    check(self._conn)
+                except BaseException:
+                    self._conn.close()
+                    raise
+            if self.path != ":memory:" and not read_only:
                 self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -50,11 +84,17 @@ class StateDb:
             try:
                 yield self._conn
                 self._conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
+                self.note(exc)
                 # A failed COMMIT leaves the transaction open; an I/O error or a full disk may have ended it.
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+
+    def note(self, exc: BaseException) -> None:
+        """Keep ``exc`` as the crawl's fault if it says the disk is full (the first such one)."""
+        if self.fault is None and is_storage_full(exc):
+            self.fault = StorageFull(f"no room left to write {Path(self.path).parent}: {exc}")
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:

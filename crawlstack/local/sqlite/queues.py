@@ -10,6 +10,7 @@ instead of being handed out, as SQS's redrive policy does.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -45,14 +46,27 @@ class SqliteQueue:
         db.ensure(*SCHEMA)
 
     def send(self, messages: Iterable[tuple[str, int]]) -> int:
+        with self.db.transaction() as conn:
+            return self.insert(conn, messages)
+
+    def insert(self, conn: sqlite3.Connection, messages: Iterable[tuple[str, int]]) -> int:
+        """``send`` inside a transaction another store of the same database holds (``LocalBlobs``' notifications)."""
         now = self.clock()
         rows = [
             (self.name, uuid.uuid4().hex, body, now, now + max(0, min(delay, settings.MAX_SQS_DELAY_SECONDS)))
             for body, delay in messages
         ]
-        with self.db.transaction() as conn:
-            conn.executemany("INSERT INTO messages (queue, id, body, sent_at, visible_at) VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO messages (queue, id, body, sent_at, visible_at) VALUES (?, ?, ?, ?, ?)", rows)
         return len(rows)
+
+    def release_in_flight(self) -> int:
+        """Make every message received and not deleted visible now: their receivers died with a killed crawl."""
+        with self.db.transaction() as conn:
+            return conn.execute(
+                "UPDATE messages SET visible_at = ?, receipt = NULL"
+                " WHERE queue = ? AND receive_count > 0 AND visible_at > ?",
+                (self.clock(), self.name, self.clock()),
+            ).rowcount
 
     def receive(self, most: int, visibility_timeout: int) -> list[Received]:
         out: list[Received] = []

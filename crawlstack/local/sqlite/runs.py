@@ -115,6 +115,13 @@ class SqliteRuns:
             self._write(conn, host, {**row, **changed})
             return True
 
+    def expire_leases(self, now: float) -> int:
+        """End every lease now: their holders died with a killed crawl, and their runs' messages come back."""
+        with self.db.transaction() as conn:
+            return conn.execute(
+                "UPDATE runs SET lease_until = ? WHERE holder IS NOT NULL AND lease_until > ?", (now, now)
+            ).rowcount
+
     def get(self, host: str) -> HostRun:
         with self.db.reading() as conn:
             return _run_from(host, self._row(conn, host))

@@ -1,0 +1,246 @@
+"""Local mode's backend: one crawl's state in ``OUT/state.sqlite``, its files in ``OUT/`` (issue 15).
+
+``LocalState`` opens an output directory for a crawl:
+
+* it takes ``OUT/.crawl.lock`` (``flock``), so a second crawl on the same
+  directory is refused while the first runs; readers open the database
+  read-only (``open_read_only``) and take no lock;
+* it knows its database by SQLite's ``application_id``: a file that is not
+  a database, or is another program's, is refused with one line and left
+  as it is (``StateError``);
+* ``stores`` builds every port on it (``crawlstack.wiring.Stores``): the
+  tables and queues in the database, the bucket as ``OUT/`` itself
+  (``LocalBlobs``);
+* ``save_crawl``/``load_crawl`` keep what a resume needs: the seeds, the
+  options and the rule files' text, so ``--resume`` needs none of them again;
+* ``recover`` readies a killed crawl's state: messages its handlers held
+  come back, leases its runs held end, the streamed outputs are cut back
+  to their last commit, and pages requested but never flushed are marked
+  to be logged ``"refetched": true`` when the resumed crawl fetches them.
+
+Settings: ``settings.QUEUES`` (each queue's ``max_receive_count``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from crawlstack import settings
+from crawlstack.local.sqlite import (
+    LocalBlobs,
+    SqliteBacklog,
+    SqliteCrawls,
+    SqliteHeld,
+    SqliteHosts,
+    SqliteJournal,
+    SqliteQueue,
+    SqliteResolved,
+    SqliteResults,
+    SqliteRuns,
+    SqliteScope,
+    SqliteUrls,
+    StateDb,
+)
+from crawlstack.wiring import Stores
+
+STATE_FILE = "state.sqlite"
+LOCK_FILE = ".crawl.lock"
+# "cstk": PRAGMA application_id of a crawlstack state database; user_version is its layout.
+APPLICATION_ID = 0x6373746B
+LAYOUT_VERSION = 1
+# What a crawl writes into OUT/, and so what --overwrite removes (nothing else there is touched).
+OUTPUTS = (
+    STATE_FILE,
+    f"{STATE_FILE}-wal",
+    f"{STATE_FILE}-shm",
+    "objects",
+    "warc",
+    "records.jsonl",
+    "crawl-log.jsonl",
+    "resolved.jsonl",
+    "metrics.jsonl",
+    "summary.json",
+)
+
+
+class StateError(Exception):
+    """The output directory's state cannot be used as asked; its message is the one line a user sees."""
+
+
+@dataclass(frozen=True)
+class SavedCrawl:
+    """What a crawl started with, for ``--resume``."""
+
+    seeds: list[dict[str, Any]]
+    options: dict[str, Any]
+    rules: dict[str, str]  # rule file name -> its text
+    started: float
+
+
+def has_state(out: Path) -> bool:
+    return (out / STATE_FILE).exists()
+
+
+def open_read_only(out: Path) -> StateDb:
+    """The state of a crawl that may be running, for reading; ``StateError`` if there is none or it is not ours."""
+    path = out / STATE_FILE
+    if not path.exists():
+        raise StateError(f"{out} holds no crawl state ({STATE_FILE})")
+    try:
+        db = StateDb(path, read_only=True, check=lambda conn: _check_ours(conn, path))
+    except sqlite3.DatabaseError as exc:
+        raise StateError(f"{path} is not a crawlstack state database: {exc}") from None
+    return db
+
+
+def _check_ours(conn: sqlite3.Connection, path: Path) -> None:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if app_id != APPLICATION_ID:
+        raise StateError(f"{path} is not a crawlstack state database; nothing was changed")
+    if version != LAYOUT_VERSION:
+        raise StateError(f"{path} has layout {version}, this crawlstack reads layout {LAYOUT_VERSION}")
+
+
+class LocalState:
+    """An output directory opened by one crawl: its lock, its database and its stores."""
+
+    def __init__(self, out: str | Path, mode: str) -> None:
+        """``mode``: ``new`` (refused if ``out`` holds a crawl's state), ``overwrite`` or ``resume``.
+
+        A new or overwritten crawl starts with earlier outputs removed.
+        """
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _take_lock(self.out)
+        fresh = mode != "resume"
+        try:
+            if mode == "new" and has_state(self.out):
+                raise StateError(
+                    f"{self.out} holds a crawl's state: use --resume to continue or --overwrite to start again"
+                )
+            if fresh:
+                remove_outputs(self.out)
+            elif not has_state(self.out):
+                raise StateError(f"{self.out} holds no crawl to resume ({STATE_FILE})")
+            self.db = self._open(self.out / STATE_FILE, fresh)
+        except BaseException:
+            self._lock_file.close()
+            raise
+        self._stores: Stores | None = None
+
+    @staticmethod
+    def _open(path: Path, fresh: bool) -> StateDb:
+        try:
+            db = StateDb(path, check=None if fresh else lambda conn: _check_ours(conn, path))
+            if fresh:
+                with db.transaction() as conn:
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute(f"PRAGMA user_version = {LAYOUT_VERSION}")
+                    conn.execute("CREATE TABLE IF NOT EXISTS crawl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            else:
+                with db.reading() as conn:
+                    problem = conn.execute("PRAGMA quick_check").fetchone()[0]
+                if problem != "ok":
+                    raise StateError(f"{path} is damaged ({problem}); nothing was changed")
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{path} is not a crawlstack state database ({exc}); nothing was changed") from None
+        return db
+
+    def stores(self) -> Stores:
+        if self._stores is None:
+            self._stores = local_stores(self.db, self.out)
+        return self._stores
+
+    def save_crawl(self, crawl: SavedCrawl) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO crawl_meta (key, value) VALUES ('crawl', ?)",
+                (json.dumps(crawl.__dict__),),
+            )
+
+    def load_crawl(self) -> SavedCrawl:
+        with self.db.reading() as conn:
+            row = conn.execute("SELECT value FROM crawl_meta WHERE key = 'crawl'").fetchone()
+        if row is None:
+            raise StateError(f"{self.out / STATE_FILE} holds no crawl's settings; start again with --overwrite")
+        return SavedCrawl(**json.loads(row[0]))
+
+    def recover(self) -> None:
+        """Ready a killed crawl's state to go on (see the module's docstring)."""
+        stores = self.stores()
+        for queue in (stores.frontier_queue, stores.fetch_queue, stores.extract_queue):
+            assert isinstance(queue, SqliteQueue)
+            queue.release_in_flight()
+        assert isinstance(stores.runs, SqliteRuns) and isinstance(stores.blobs, LocalBlobs)
+        assert isinstance(stores.backlog, SqliteBacklog) and stores.journal is not None
+        stores.journal.mark_in_flight(stores.backlog.tasks())
+        stores.runs.expire_leases(time.time())
+        stores.blobs.trim()
+
+    def close(self) -> None:
+        self.db.close()
+        self._lock_file.close()  # closing the file releases its flock
+
+
+def local_stores(db: StateDb, out: Path) -> Stores:
+    """Every port on the state database and ``out`` (``crawlstack.wiring.Stores``)."""
+    dead = {key: SqliteQueue(db, f"{key}-dlq") for key in settings.QUEUES}
+    queues = {
+        key: SqliteQueue(db, key, dead_letter=f"{key}-dlq", max_receives=spec.max_receive_count)
+        for key, spec in settings.QUEUES.items()
+    }
+    crawls = SqliteCrawls(db)
+    urls = SqliteUrls(db)
+    return Stores(
+        crawls=crawls,
+        urls=urls,
+        hosts=SqliteHosts(db),
+        resolved=SqliteResolved(db),
+        held=SqliteHeld(db, crawls),
+        runs=SqliteRuns(db),
+        backlog=SqliteBacklog(db),
+        scope=SqliteScope(db, urls),
+        results=SqliteResults(db),
+        blobs=LocalBlobs(out, db, queues["extract"]),
+        frontier_queue=queues["frontier"],
+        fetch_queue=queues["fetch"],
+        extract_queue=queues["extract"],
+        dead_letter=dead,
+        journal=SqliteJournal(db),
+    )
+
+
+def remove_outputs(out: Path) -> None:
+    """Remove what an earlier crawl wrote to ``out`` (``OUTPUTS``), and nothing else."""
+    for name in OUTPUTS:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _take_lock(out: Path) -> IO[str]:
+    handle = (out / LOCK_FILE).open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        message = f"{out} is in use by another crawl (pid {holder}); wait for it or choose another --out"
+        raise StateError(message) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
