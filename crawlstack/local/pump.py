@@ -130,6 +130,10 @@ class Source:
     retry_after: int | None = None
     # Seconds a batch may wait for more messages (MaximumBatchingWindowInSeconds); 0: none.
     batching_window: float = 0.0
+    # Skip the window while no invocation of this source runs: a batch then goes at once.
+    # Local mode's idle instances cost nothing, so the window only pays to gather work while
+    # others are busy; deployed (and --emulate-aws) keep the mapping's own behaviour.
+    eager_when_idle: bool = False
     # The queue itself (``crawlstack.queueing``); None: SQS's at ``queue_url``.
     queue: MessageQueue | None = None
     stats: QueueStats = field(default_factory=QueueStats)
@@ -258,7 +262,8 @@ class EventPump:
         if got and not held:
             until = time.monotonic() + source.batching_window
         held += got
-        if held and (len(held) >= source.batch_size or time.monotonic() >= until):
+        idle = source.eager_when_idle and source.running == 0
+        if held and (len(held) >= source.batch_size or time.monotonic() >= until or idle):
             return held
         if held:
             self._gathering[source.key] = (until, held)

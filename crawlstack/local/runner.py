@@ -415,6 +415,7 @@ def _pump(
             visibility_timeout=LOCAL_VISIBILITY_TIMEOUT[key],
             retry_after=LOCAL_RETRY_SECONDS[key],
             queue=queues[key],
+            eager_when_idle=names is None,
             **extra,
         )
 

@@ -65,8 +65,7 @@ def test_a_commit_that_fails_leaves_no_transaction_open(tmp_path: Path) -> None:
         "CREATE TABLE IF NOT EXISTS p (k TEXT PRIMARY KEY)",
         "CREATE TABLE IF NOT EXISTS c (k TEXT REFERENCES p(k) DEFERRABLE INITIALLY DEFERRED)",
     )
-    with db.reading() as conn:
-        conn.execute("PRAGMA foreign_keys = ON")
+    db._conn.execute("PRAGMA foreign_keys = ON")  # on the writer's connection, outside any transaction
     with pytest.raises(sqlite3.IntegrityError), db.transaction() as conn:
         conn.execute("INSERT INTO c VALUES ('missing')")  # checked at COMMIT: the commit fails
     with db.transaction() as conn:  # a new transaction can begin

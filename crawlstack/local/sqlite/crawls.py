@@ -3,15 +3,18 @@
 The item ``crawlstack.aws.crawls.CrawlStore`` keeps, one JSON document a
 row (sets as sorted lists).  Each change reads and writes the item in one
 transaction, so the budget's check and its count are one atomic step, as
-the conditional counter is on DynamoDB.  Reads are fresh: no container
-cache is needed where a read costs nothing, so a stop takes effect at the
-next read.
+the conditional counter is on DynamoDB.  ``get`` is read for every link
+dispatched, so it keeps the config it read until this store next writes
+(``_writing``): a stop takes effect at the next read, as every write to a
+local crawl's state goes through its one process (``OUT/.crawl.lock``).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -35,6 +38,17 @@ class SqliteCrawls:
     def __init__(self, db: StateDb) -> None:
         self.db = db
         db.ensure(SCHEMA)
+        # Bumped after every write; a config read at one generation is good until the next.
+        self._generation = 0
+        self._configs: dict[str, tuple[int, CrawlConfig]] = {}
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        try:
+            with self.db.transaction() as conn:
+                yield conn
+        finally:
+            self._generation += 1  # after the commit: a read before it may have cached the old item
 
     def read(self, conn: sqlite3.Connection, crawl_id: str) -> dict[str, Any] | None:
         """The crawl's item inside a transaction another store of the same database holds (``SqliteHeld``)."""
@@ -54,18 +68,24 @@ class SqliteCrawls:
         )
 
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
+        generation = self._generation
+        cached = self._configs.get(crawl_id)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
         with self.db.reading() as conn:
             item = self._get(conn, crawl_id)
         defaults = CrawlConfig.defaults_from_env(crawl_id)
-        return CrawlConfig.from_item(item, defaults) if item else defaults
+        config = CrawlConfig.from_item(item, defaults) if item else defaults
+        self._configs[crawl_id] = (generation, config)
+        return config
 
     def put(self, config: CrawlConfig) -> None:
         """The crawl's config, replacing its whole item (counters included), as PutItem does."""
-        with self.db.transaction() as conn:
+        with self._writing() as conn:
             self._put(conn, config.crawl_id, {k: _plain(v) for k, v in config.to_item().items()})
 
     def add_seed_host(self, crawl_id: str, host: str) -> None:
-        with self.db.transaction() as conn:
+        with self._writing() as conn:
             item = self._get(conn, crawl_id) or {"crawl_id": crawl_id}
             item["seed_hosts"] = sorted({*item.get("seed_hosts", []), host})
             self._put(conn, crawl_id, item)
@@ -74,7 +94,7 @@ class SqliteCrawls:
         """Set a crawl ``running`` or ``stopped`` (``crawlstack.jobs``); UnknownCrawl if it has no item."""
         if state not in jobs.STATES:
             raise ValueError(f"crawl state must be one of {', '.join(jobs.STATES)}, not {state!r}")
-        with self.db.transaction() as conn:
+        with self._writing() as conn:
             item = self._get(conn, crawl_id)
             if item is None:
                 raise jobs.UnknownCrawl(crawl_id)
@@ -86,7 +106,7 @@ class SqliteCrawls:
 
     def take_pages(self, crawl_id: str, max_pages: int, pages: int) -> int | None:
         """Take ``pages`` of the budget at once; the pages admitted since, or None if fewer are left."""
-        with self.db.transaction() as conn:
+        with self._writing() as conn:
             item = self._get(conn, crawl_id) or {"crawl_id": crawl_id}
             admitted = int(item.get("pages_admitted", 0)) + pages
             if admitted > max_pages:
@@ -99,7 +119,7 @@ class SqliteCrawls:
         counts = {outcome: n for outcome, n in counts.items() if n}
         if not counts:
             return
-        with self.db.transaction() as conn:
+        with self._writing() as conn:
             item = self._get(conn, crawl_id) or {"crawl_id": crawl_id}
             for outcome, n in counts.items():
                 name = f"{settings.LOGGED_COUNTER_PREFIX}{outcome}"

@@ -52,6 +52,8 @@ class StateDb:
         self.read_only = read_only
         # The first write that failed for want of room (``note``): the crawl stops on it (``fault``).
         self.fault: StorageFull | None = None
+        # Idle read connections (``reading``); list.pop and append are atomic.
+        self._readers: list[sqlite3.Connection] = []
         self._lock = threading.RLock()
         if read_only:
             uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
@@ -98,10 +100,29 @@ class StateDb:
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection for reads: each statement sees every transaction committed before it."""
-        with self._lock:
-            yield self._conn
+        """A connection for reads: each statement sees every transaction committed before it.
+
+        A reader of a file takes a connection of its own from a pool, so reads
+        never wait for the writer's lock (WAL lets them run beside a write);
+        it does not see a write still open in its own thread.
+        """
+        if self.path == ":memory:" or self.read_only:
+            with self._lock:
+                yield self._conn
+            return
+        try:
+            conn = self._readers.pop()
+        except IndexError:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA query_only=1")
+        try:
+            yield conn
+        finally:
+            self._readers.append(conn)
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            while self._readers:
+                self._readers.pop().close()
