@@ -1,8 +1,8 @@
 """Politeness efficiency: how close a crawl keeps each host to its delay, without going under it.
 
-``--hosts`` loopback hosts (127.0.1.1, 127.0.1.2, ...) of ``--pages`` pages
-each, every page linking to every page of its own host, are crawled with
-``crawlstack crawl --local SEEDS --delay 0.5`` in this process.  From the
+Loopback hosts (127.0.1.1, 127.0.1.2, ...) of ``--pages`` pages each,
+every page linking to every page of its own host, are crawled with
+``crawlstack crawl --local SEEDS --delay D`` in this process.  From the
 server's own request log, per host (robots.txt counted: the delay covers it
 too):
 
@@ -14,7 +14,10 @@ Efficiency is the sum of ideal spans over the sum of measured ones (1.0 is
 perfect; below it a host waited longer than its delay); a gap under the delay
 would be impolite.
 
-    python bench/politeness.py [--hosts 20] [--pages 10] [--delay 0.5]
+Two crawls, at issue 15's targets: 20 hosts at 0.5 s and 100 hosts at
+1 s; then 2 hosts, for the runs' own precision.
+
+    python bench/politeness.py [--pages 10]
 """
 
 from __future__ import annotations
@@ -94,72 +97,73 @@ def crawl(hosts: int, pages: int, delay: float) -> tuple[list[dict[str, Any]], f
     return per_host(arrivals, delay), wall, summary
 
 
+# Issue 15's two crawl-wide targets: (hosts, pages per host, delay).
+TARGETS = ((20, 10, 0.5), (100, 10, 1.0))
+
+
+def efficiency_of(rows: list[dict[str, Any]]) -> float:
+    span = sum(r["span_s"] for r in rows)
+    return sum(r["ideal_s"] for r in rows) / span if span > 0 else 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--pages", type=int, default=10, help="pages per host")
-    parser.add_argument("--delay", type=float, default=0.5)
     args = parser.parse_args(argv)
-    if args.hosts < 1 or args.pages < 1 or args.delay <= 0:
-        parser.error("--hosts and --pages must be at least 1, --delay above 0")
+    if args.pages < 1:
+        parser.error("--pages must be at least 1")
     load_before = load_average()
 
-    rows, wall, summary = crawl(args.hosts, args.pages, args.delay)
-    # The same crawl of two hosts: four requests a second, well within what
-    # local mode's emulator sustains, so it shows the runs' own precision.
-    few_rows, _, _ = crawl(FEW_HOSTS, args.pages, args.delay)
-    few = sum(r["ideal_s"] for r in few_rows) / max(1e-9, sum(r["span_s"] for r in few_rows))
-    ideal = sum(r["ideal_s"] for r in rows)
-    span = sum(r["span_s"] for r in rows)
-    efficiency = ideal / span if span > 0 else 0.0
-    worst = min(rows, key=lambda r: r["efficiency"] if r["efficiency"] is not None else float("inf"))
-    gaps = [r["min_gap_s"] for r in rows if r["min_gap_s"] is not None]
-    min_gap = min(gaps) if gaps else None
-    expected = args.hosts * (args.pages + 1)
-    requests = sum(r["requests"] for r in rows)
-    print(f"{requests} requests ({expected} expected) in {wall:.1f} s; efficiency {efficiency:.3f}, min gap {min_gap}")
+    figures = []
+    runs: dict[str, Any] = {}
+    notes = []
+    for hosts, _, delay in TARGETS:
+        rows, wall, summary = crawl(hosts, args.pages, delay)
+        efficiency = efficiency_of(rows)
+        worst = min(rows, key=lambda r: r["efficiency"] if r["efficiency"] is not None else float("inf"))
+        gaps = [r["min_gap_s"] for r in rows if r["min_gap_s"] is not None]
+        min_gap = min(gaps) if gaps else None
+        expected = hosts * (args.pages + 1)
+        requests = sum(r["requests"] for r in rows)
+        label = f"{hosts} hosts x {args.pages} pages at {delay:g} s"
+        print(f"{label}: {requests} requests in {wall:.1f} s; efficiency {efficiency:.3f}, min gap {min_gap}")
+        figures += [
+            figure(f"{label}: efficiency, all hosts", round(efficiency, 3), "", f"≥ {TARGET_EFFICIENCY}",
+                   efficiency >= TARGET_EFFICIENCY),
+            figure(f"{label}: efficiency, worst host", worst["efficiency"] or 0.0, ""),
+            figure(f"{label}: smallest gap, any host", min_gap if min_gap is not None else "none",
+                   "s" if min_gap else "", f"≥ {delay:g} s", None if min_gap is None else min_gap >= delay),
+            figure(f"{label}: requests (robots.txt included)", requests, "", f"= {expected}", requests == expected),
+            figure(f"{label}: crawl wall time", round(wall, 1), "s"),
+        ]  # fmt: skip
+        slow = sorted(rows, key=lambda r: r["efficiency"] or 0.0)[:3]
+        notes.append(
+            f"{label}: each host's ideal span is {args.pages * delay:g} s ({args.pages + 1} requests); the crawl "
+            f"took {wall:.1f} s, hosts side by side, {requests / wall:.1f} requests a second where the delays "
+            f"allowed {hosts / delay:g}. Least efficient hosts: "
+            + ", ".join(f"{r['host']} {r['efficiency']} ({r['span_s']} s for {r['requests']})" for r in slow)
+            + "."
+        )
+        runs[f"{hosts}x{args.pages}@{delay:g}"] = {"rows": rows, "outcomes": summary.get("outcomes")}
+    few_rows, _, _ = crawl(FEW_HOSTS, args.pages, TARGETS[0][2])
+    few = efficiency_of(few_rows)
+    few_label = f"{FEW_HOSTS} hosts x {args.pages} pages at {TARGETS[0][2]:g} s"
+    figures.append(figure(f"{few_label}: efficiency", round(few, 3), ""))
+    runs["few"] = {"rows": few_rows}
 
     method = (
-        f"`crawlstack crawl --local --delay {args.delay:g}` (in process, embedded moto) of {args.hosts} loopback "
-        f"hosts x {args.pages} pages, each page linking to all of its host's; from the server's request log "
-        f"(robots.txt included), per host ideal span (requests - 1) x {args.delay:g} s against last minus first "
-        "arrival, and the smallest gap between consecutive requests. One run."
+        "`crawlstack crawl --local --delay D` (in process, on the local backend) of loopback hosts x "
+        f"{args.pages} pages, each page linking to all of its host's; from the server's request log "
+        "(robots.txt included), per host ideal span (requests - 1) x D against last minus first arrival, "
+        "crawl-wide the sum of ideal spans over the sum of measured ones, and the smallest gap between "
+        "consecutive requests. One run of each."
     )
-    figures = [
-        figure("efficiency, all hosts (ideal / measured span)", round(efficiency, 3), "", f"≥ {TARGET_EFFICIENCY}",
-               efficiency >= TARGET_EFFICIENCY),
-        figure(f"efficiency, worst host ({worst['host']})", worst["efficiency"] or 0.0, ""),
-        figure("smallest gap, any host", min_gap if min_gap is not None else "none", "s" if min_gap else "",
-               f"≥ {args.delay:g} s", None if min_gap is None else min_gap >= args.delay),
-        figure("requests (robots.txt included)", requests, "", f"= {expected}", requests == expected),
-        figure("crawl wall time", round(wall, 1), "s"),
-        figure(f"efficiency, {FEW_HOSTS} hosts x {args.pages} pages (within local throughput)", round(few, 3), ""),
-    ]  # fmt: skip
-    slow = sorted(rows, key=lambda r: r["efficiency"] or 0.0)[:3]
-    notes = (
-        f"Each host's ideal span is {(args.pages) * args.delay:g} s ({args.pages + 1} requests); the crawl "
-        f"took {wall:.1f} s in all, hosts running side by side. Least efficient hosts: "
-        + ", ".join(f"{r['host']} {r['efficiency']} ({r['span_s']} s for {r['requests']})" for r in slow)
-        + f". All hosts together got {requests / wall:.1f} requests a second where their delays allowed "
-        f"{args.hosts / args.delay:g}. Each page links to all of its host's, so a host waits once for its "
-        "first page's links: fetched, flushed, extracted and dispatched into its backlog, while its run lingers; "
-        "whatever of that takes longer than one delay is lost span (ARCHITECTURE.md, Local mode at scale: "
-        "every AWS call of a page runs through the emulator in this process). The same crawl of "
-        f"{FEW_HOSTS} hosts, {FEW_HOSTS / args.delay:g} requests a second: {few:.3f}. "
-        "Per-host rows are in bench/results/politeness.json (`hosts`, `few_hosts`)."
+    notes.append(
+        "Each page links to all of its host's, so a host waits once for its first page's links: fetched, "
+        "flushed, extracted and dispatched into its backlog while its run lingers; whatever of that takes "
+        "longer than one delay is lost span. Per-host rows are in bench/results/politeness.json (`runs`)."
     )
-    report(
-        "politeness",
-        method,
-        figures,
-        load_before=load_before,
-        notes=notes,
-        delay_s=args.delay,
-        pages_fetched=summary.get("pages_fetched"),
-        outcomes=summary.get("outcomes"),
-        hosts=rows,
-        few_hosts=few_rows,
-    )
+    report("politeness", method, figures, load_before=load_before, notes=" ".join(notes), runs=runs)
     return 0
 
 

@@ -27,6 +27,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from crawlstack import settings
 from crawlstack.headers import normalized_content_type
 
 METADATA_TYPE = "application/vnd.crawlstack.metadata+json"
@@ -80,9 +81,20 @@ def _ascii_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def write_warc(exchanges: list[Exchange]) -> bytes:
-    """Serialise a batch of exchanges as one gzipped WARC/1.1 file."""
+    """Serialise a batch of exchanges as one gzipped WARC/1.1 file: each record its own gzip member.
+
+    warcio compresses at zlib's level 9; each record is written plain and
+    compressed here at ``settings.WARC_GZIP_LEVEL`` instead.
+    """
     buf = io.BytesIO()
-    writer = WARCWriter(buf, gzip=True, warc_version="1.1")
+    writer = WARCWriter(io.BytesIO(), gzip=False, warc_version="1.1")
+
+    def write(record: Any) -> None:
+        writer.out = plain = io.BytesIO()
+        writer.write_record(record)
+        member = zlib.compressobj(settings.WARC_GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+        buf.write(member.compress(plain.getvalue()) + member.flush())
+
     for ex in exchanges:
         path = ex.url.split("://", 1)[-1]
         path = "/" + path.split("/", 1)[1] if "/" in path else "/"
@@ -109,9 +121,9 @@ def write_warc(exchanges: list[Exchange]) -> bytes:
             warc_content_type=METADATA_TYPE,
             warc_headers_dict={"WARC-Refers-To": response_id},
         )
-        writer.write_record(request)
-        writer.write_record(response)
-        writer.write_record(meta)
+        write(request)
+        write(response)
+        write(meta)
     return buf.getvalue()
 
 

@@ -82,6 +82,10 @@ class Stores:
     dead_letter: Mapping[str, MessageQueue] = field(default_factory=dict)
     # Local mode's journal of page requests (``HostRunner.on_request``), for resuming after a kill.
     journal: local.SqliteJournal | None = None
+    # Local mode's pump: True when nothing but the fetch invocations can bring work (``HostRunner``).
+    settled: Callable[[], bool] | None = None
+    # How often host runs write: a write costs more on AWS than on the local backend.
+    pacing: settings.RunPacing = settings.DEPLOYED_PACING
 
     @classmethod
     def on_aws(cls, names: aws.StackNames) -> Stores:
@@ -176,6 +180,8 @@ class Services:
             send_frontier=self.frontier_queue.send,
             send_runs=self.fetch_queue.send,
             on_request=self.stores.journal.started if self.stores.journal is not None else None,
+            settled=self.stores.settled,
+            pacing=self.stores.pacing,
         )
 
     @cached_property

@@ -52,6 +52,8 @@ from crawlstack.local.sqlite import (
 from crawlstack.wiring import Stores
 
 STATE_FILE = "state.sqlite"
+# Each page try's request, appended before it goes out (``SqliteJournal``).
+JOURNAL_FILE = "requests.journal"
 LOCK_FILE = ".crawl.lock"
 # "cstk": PRAGMA application_id of a crawlstack state database; user_version is its layout.
 APPLICATION_ID = 0x6373746B
@@ -59,6 +61,7 @@ LAYOUT_VERSION = 1
 # What a crawl writes into OUT/, and so what --overwrite removes (nothing else there is touched).
 OUTPUTS = (
     STATE_FILE,
+    JOURNAL_FILE,
     f"{STATE_FILE}-wal",
     f"{STATE_FILE}-shm",
     "objects",
@@ -187,6 +190,8 @@ class LocalState:
         stores.blobs.trim()
 
     def close(self) -> None:
+        if self._stores is not None and self._stores.journal is not None:
+            self._stores.journal.close()
         self.db.close()
         self._lock_file.close()  # closing the file releases its flock
 
@@ -215,7 +220,8 @@ def local_stores(db: StateDb, out: Path) -> Stores:
         fetch_queue=queues["fetch"],
         extract_queue=queues["extract"],
         dead_letter=dead,
-        journal=SqliteJournal(db),
+        journal=SqliteJournal(db, out / JOURNAL_FILE),
+        pacing=settings.LOCAL_PACING,
     )
 
 

@@ -163,6 +163,7 @@ class EventPump:
         self._next_poll: dict[str, float] = {}
         self._idle_wait: dict[str, float] = {}
         self._handler_done = threading.Event()
+        self._completions = 0  # handler invocations finished (``settled``)
         # True once run() has returned or raised with no handler running any more.
         self.finished = False
 
@@ -330,7 +331,32 @@ class EventPump:
     def _done(self, source: Source, future: Future[None]) -> None:
         with self._lock:
             source.running -= 1
+            self._completions += 1
         self._handler_done.set()
+
+    def settled(self, working: str = "fetch") -> bool:
+        """Whether only ``working``'s running invocations are left: nothing else runs, waits or is gathered.
+
+        No other handler runs, no queue holds a message visible or delayed,
+        and none but ``working``'s holds one in flight: no new work can come
+        but from ``working``'s own invocations.  The handlers' completions
+        are read before and after the queues, so one that finished between
+        the looks (its sends not yet seen) makes the answer False.
+        """
+
+        def others_idle() -> bool:
+            return not self._gathering and not any(s.running for s in self.sources if s.key != working)
+
+        with self._lock:
+            before, idle = self._completions, others_idle()
+        if not idle:
+            return False
+        for source in self.sources:
+            depth = source.messages.depth()
+            if depth.visible or depth.delayed or (source.key != working and depth.in_flight):
+                return False
+        with self._lock:
+            return self._completions == before and others_idle()
 
     def _call(self, source: Source, messages: list[Received]) -> None:
         event = {"Records": [self._record(source, m) for m in messages]}

@@ -42,7 +42,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -231,6 +231,9 @@ def _crawl_on_state(
     if not resumed:
         stores.crawls.put(_config(crawl_id, seeds, options))
         _send_seeds(stores.frontier_queue, crawl_id, seeds)
+    pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency)
+    # A host's run need not linger for links once nothing but the runs is left (HostRunner.settled).
+    stores = replace(stores, settled=pump.settled)
     wiring.use(lambda: stores)
     try:
         return _run(
@@ -238,7 +241,7 @@ def _crawl_on_state(
             options,
             crawl_id,
             stores,
-            _pump(stores, options.fetch_concurrency, options.extract_concurrency),
+            pump,
             started=started if started is not None else time.time(),
             emulator=None,
             resumed=resumed,

@@ -136,7 +136,7 @@ class HostLoop:
                     if self._linger():
                         continue
                     return HostEnd(DONE, self._state_start(self.gap))
-                self.linger_until = None
+                self.stop_lingering()
                 self.ledger.take(bundles)
                 complete = self._complete(bundles)
                 self._read_states(bundles)
@@ -174,14 +174,21 @@ class HostLoop:
             ):
                 return False
             self.linger_until = until
+            self.r.hosts.add(lingering=1)
             self.r.slept(until - now)
-        if now >= self.linger_until:
-            self.linger_until = None
+        if now >= self.linger_until or (self.r.settled is not None and self.r.hosts.all_linger() and self.r.settled()):
+            # Over, or nothing can bring it links any more: every host at work lingers, and upstream is idle.
+            self.stop_lingering()
             return False
         if self.lease_until < self.linger_until + self.r.renew_before:
             self.renew(now)
         self.r.nap(min(self.r.linger_poll_seconds, self.linger_until - now))
         return True
+
+    def stop_lingering(self) -> None:
+        if self.linger_until is not None:
+            self.linger_until = None
+            self.r.hosts.add(lingering=-1)
 
     def flush(self, write_back: bool = True) -> None:
         """Make the work since the last flush durable, in the invocation's next write (``Group``).

@@ -45,9 +45,14 @@ redirects at each flush, instead.  ``stop`` ends every host at its next
 wait (as at the deadline): local mode's Ctrl-C.  ``on_request`` is told of
 each page's try just before its request goes out: local mode journals them,
 so a crawl resumed after a kill knows which pages it fetches a second time.
+``settled`` says when nothing but the container's own runs can bring new
+work (local mode's pump knows): a host lingering then ends at once if every
+host at work lingers too, rather than wait out ``RUN_LINGER_SECONDS`` at
+the end of a crawl.
 
 Settings: ``settings.RUN_LEASE_SECONDS``, ``RUN_LEASE_RENEW_BEFORE_SECONDS``,
-``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_BYTES``, ``RUN_FLUSH_GATHER_SECONDS``, ``RUN_FLUSH_MIN_GAP_SECONDS``,
+``RUN_FLUSH_BYTES``, ``RUN_FLUSH_SECONDS``, ``RUN_FLUSH_GATHER_SECONDS``, ``RUN_FLUSH_MIN_GAP_SECONDS``
+(the deployed ``pacing``, ``settings.RunPacing``; local mode passes its own),
 ``RUN_STOP_MARGIN_SECONDS``,
 ``RUN_PEEK_BUNDLES``, ``RUN_LINGER_SECONDS``, ``RUN_LINGER_POLL_SECONDS``; and
 ``settings.MAX_SQS_DELAY_SECONDS``, ``settings.ADAPTIVE_DELAY_*``,
@@ -112,6 +117,24 @@ class RunResult:
     seconds_slept: float = 0.0
 
 
+class HostCount:
+    """The container's hosts at work, and how many of them linger for links (``HostLoop._linger``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.working = 0
+        self.lingering = 0
+
+    def add(self, working: int = 0, lingering: int = 0) -> None:
+        with self._lock:
+            self.working += working
+            self.lingering += lingering
+
+    def all_linger(self) -> bool:
+        with self._lock:
+            return self.lingering >= self.working
+
+
 class HostRunner:
     def __init__(
         self,
@@ -131,6 +154,8 @@ class HostRunner:
         send_runs: Callable[[list[tuple[str, int]]], object] | None = None,
         fetch_robots: Callable[[str, str, http.AddressGuard], http.FetchResult] | None = None,
         on_request: Callable[[FetchTask], object] | None = None,
+        settled: Callable[[], bool] | None = None,
+        pacing: settings.RunPacing = settings.DEPLOYED_PACING,
     ) -> None:
         self.runs = runs
         self.backlog = backlog
@@ -142,6 +167,9 @@ class HostRunner:
         # Without a sleep of its own, the runner naps on ``stopping``, so ``stop`` cuts every wait short.
         self.sleep = sleep
         self.stopping = threading.Event()  # shared by every invocation's copy
+        # Shared too: the container's hosts at work and those of them lingering (``settled``).
+        self.hosts = HostCount()
+        self.settled = settled
         self.resolved = resolved
         self.completed = completed if completed is not None else CompletedRecords()
         self.held = held
@@ -153,10 +181,10 @@ class HostRunner:
         self.policies: dict[str, RobotsPolicy] = {}  # origin -> policy, for the container's life
         self.lease_seconds = settings.RUN_LEASE_SECONDS
         self.renew_before = settings.RUN_LEASE_RENEW_BEFORE_SECONDS
-        self.flush_seconds = settings.RUN_FLUSH_SECONDS
+        self.flush_seconds = pacing.flush_seconds
         self.flush_bytes = settings.RUN_FLUSH_BYTES
-        self.flush_gather_seconds = settings.RUN_FLUSH_GATHER_SECONDS
-        self.flush_min_gap_seconds = settings.RUN_FLUSH_MIN_GAP_SECONDS
+        self.flush_gather_seconds = pacing.flush_gather_seconds
+        self.flush_min_gap_seconds = pacing.flush_min_gap_seconds
         self.linger_seconds = settings.RUN_LINGER_SECONDS
         self.linger_poll_seconds = settings.RUN_LINGER_POLL_SECONDS
         self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
@@ -245,6 +273,7 @@ class HostRunner:
         return result
 
     def _work(self, loop: HostLoop) -> None:
+        self.hosts.add(working=1)
         try:
             end = loop.run()
             self._end(loop, end)
@@ -256,6 +285,8 @@ class HostRunner:
             with self._lock:
                 self._result.errors[loop.host] = exc
         finally:
+            loop.stop_lingering()
+            self.hosts.add(working=-1)
             self.group.clean(loop.host)  # a write need not wait for a host that has ended
             with self._lock:
                 self._active -= 1

@@ -65,10 +65,13 @@ def task(n: int, attempt: int = 1) -> FetchTask:
 
 def test_the_journal_marks_requested_tries_still_waiting_as_refetched(tmp_path: Path) -> None:
     db = StateDb(tmp_path / "state.sqlite")
-    journal = SqliteJournal(db)
+    journal = SqliteJournal(db, tmp_path / "requests.journal")
     done, in_flight, retried, never_started = (task(n) for n in (1, 2, 3, 4))
     for started in (done, in_flight, retried):
         journal.started(started)
     next_try = replace(retried, attempt=2)
     assert journal.mark_in_flight([in_flight, next_try, never_started]) == 1
     assert journal.refetched() == {in_flight.url}
+    with (tmp_path / "requests.journal").open("a") as fh:
+        fh.write(f"{never_started.attempt_key}\thttp://a/4")  # a line a kill cut short
+    assert journal.mark_in_flight([never_started]) == 0

@@ -7,6 +7,7 @@ the files in OUT/.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -36,6 +37,7 @@ from webs import (
 
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local.backend import STATE_FILE, LocalState
+from crawlstack.local.sqlite import SqliteJournal
 from crawlstack.local.sqlite.db import StateDb
 
 A, B = "127.0.0.2", "127.0.0.3"
@@ -125,9 +127,20 @@ def test_a_second_crawl_on_one_out_is_refused_while_the_first_holds_it(crawl: Cr
 
 @contextmanager
 def disk_full_after(ready: Callable[[], bool]) -> Iterator[None]:
-    """Every state transaction fails with SQLITE_FULL once ``ready()`` (the disk stays full), until the block ends."""
+    """Every state transaction fails with SQLITE_FULL, and every journal append with ENOSPC, once ``ready()``.
+
+    The disk stays full until the block ends.
+    """
     real = StateDb.transaction
+    real_append = SqliteJournal._append
     full = False
+
+    def append(self: SqliteJournal, line: bytes) -> None:
+        nonlocal full
+        full = full or ready()
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_append(self, line)
 
     @contextmanager
     def transaction(self: StateDb) -> Iterator[sqlite3.Connection]:
@@ -139,10 +152,12 @@ def disk_full_after(ready: Callable[[], bool]) -> Iterator[None]:
             yield conn
 
     StateDb.transaction = transaction  # type: ignore[method-assign]
+    SqliteJournal._append = append  # type: ignore[method-assign]
     try:
         yield
     finally:
         StateDb.transaction = real  # type: ignore[method-assign]
+        SqliteJournal._append = real_append  # type: ignore[method-assign]
 
 
 def test_a_full_disk_stops_the_crawl_and_what_was_committed_resumes(tmp_path: Path, web: LoopbackWeb) -> None:

@@ -69,6 +69,12 @@ class SqliteQueue:
             ).rowcount
 
     def receive(self, most: int, visibility_timeout: int) -> list[Received]:
+        with self.db.reading() as conn:
+            # An empty queue costs a read, not a write transaction (the pump polls them all).
+            if not conn.execute(
+                "SELECT 1 FROM messages WHERE queue = ? AND visible_at <= ? LIMIT 1", (self.name, self.clock())
+            ).fetchone():
+                return []
         out: list[Received] = []
         handed: set[str] = set()  # a message hidden for 0 s is visible again, but not twice in one receive
         with self.db.transaction() as conn:

@@ -91,7 +91,10 @@ class SqliteUrls:
         return _lost_claim(item) if item else None
 
     def seen_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Claim | None]:
-        return {key: self.seen(*key) for key in dict.fromkeys(keys)}
+        wanted = list(dict.fromkeys(keys))
+        with self.db.reading() as conn:
+            items = {key: self._get(conn, *key) for key in wanted}
+        return {key: _lost_claim(item) if item else None for key, item in items.items()}
 
     def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool:
         with self.db.transaction() as conn:
