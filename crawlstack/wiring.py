@@ -86,6 +86,8 @@ class Stores:
     settled: Callable[[], bool] | None = None
     # How often host runs write: a write costs more on AWS than on the local backend.
     pacing: settings.RunPacing = settings.DEPLOYED_PACING
+    # Local mode's backlog wakes a lingering host as its tasks are added (``HostRunner``).
+    wait_for_tasks: Callable[[str, float], object] | None = None
 
     @classmethod
     def on_aws(cls, names: aws.StackNames) -> Stores:
@@ -182,6 +184,7 @@ class Services:
             on_request=self.stores.journal.started if self.stores.journal is not None else None,
             settled=self.stores.settled,
             pacing=self.stores.pacing,
+            wait_for_tasks=self.stores.wait_for_tasks,
         )
 
     @cached_property

@@ -205,6 +205,7 @@ def local_stores(db: StateDb, out: Path) -> Stores:
     }
     crawls = SqliteCrawls(db)
     urls = SqliteUrls(db)
+    backlog = SqliteBacklog(db)
     return Stores(
         crawls=crawls,
         urls=urls,
@@ -212,7 +213,7 @@ def local_stores(db: StateDb, out: Path) -> Stores:
         resolved=SqliteResolved(db),
         held=SqliteHeld(db, crawls),
         runs=SqliteRuns(db),
-        backlog=SqliteBacklog(db),
+        backlog=backlog,
         scope=SqliteScope(db, urls),
         results=SqliteResults(db),
         blobs=LocalBlobs(out, db, queues["extract"]),
@@ -222,6 +223,7 @@ def local_stores(db: StateDb, out: Path) -> Stores:
         dead_letter=dead,
         journal=SqliteJournal(db, out / JOURNAL_FILE),
         pacing=settings.LOCAL_PACING,
+        wait_for_tasks=backlog.wait_added,
     )
 
 

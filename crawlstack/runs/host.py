@@ -182,7 +182,11 @@ class HostLoop:
             return False
         if self.lease_until < self.linger_until + self.r.renew_before:
             self.renew(now)
-        self.r.nap(min(self.r.linger_poll_seconds, self.linger_until - now))
+        wait = min(self.r.linger_poll_seconds, self.linger_until - now)
+        if self.r.wait_for_tasks is not None:
+            self.r.wait_for_tasks(self.host, wait)  # woken as tasks are added
+        else:
+            self.r.nap(wait)
         return True
 
     def stop_lingering(self) -> None:

@@ -45,6 +45,9 @@ redirects at each flush, instead.  ``stop`` ends every host at its next
 wait (as at the deadline): local mode's Ctrl-C.  ``on_request`` is told of
 each page's try just before its request goes out: local mode journals them,
 so a crawl resumed after a kill knows which pages it fetches a second time.
+``wait_for_tasks(host, seconds)`` returns early when tasks are added to the
+host's backlog (local mode's backlog can tell): a lingering host waits on
+it between looks instead of napping.
 ``settled`` says when nothing but the container's own runs can bring new
 work (local mode's pump knows): a host lingering then ends at once if every
 host at work lingers too, rather than wait out ``RUN_LINGER_SECONDS`` at
@@ -156,6 +159,7 @@ class HostRunner:
         on_request: Callable[[FetchTask], object] | None = None,
         settled: Callable[[], bool] | None = None,
         pacing: settings.RunPacing = settings.DEPLOYED_PACING,
+        wait_for_tasks: Callable[[str, float], object] | None = None,
     ) -> None:
         self.runs = runs
         self.backlog = backlog
@@ -186,7 +190,8 @@ class HostRunner:
         self.flush_gather_seconds = pacing.flush_gather_seconds
         self.flush_min_gap_seconds = pacing.flush_min_gap_seconds
         self.linger_seconds = settings.RUN_LINGER_SECONDS
-        self.linger_poll_seconds = settings.RUN_LINGER_POLL_SECONDS
+        self.linger_poll_seconds = pacing.linger_poll_seconds
+        self.wait_for_tasks = wait_for_tasks
         self.stop_margin = settings.RUN_STOP_MARGIN_SECONDS
         self.peek_bundles = settings.RUN_PEEK_BUNDLES
         # Per invocation (set by run).

@@ -63,8 +63,9 @@ def test_ctrl_c_writes_what_was_done_so_far_and_exits_130(
     # Not every URL was reached: those say the crawl was interrupted, not that something broke.
     unfinished = [e for e in result.log if e["outcome"] == "failed"]
     assert unfinished and all(str(e["reason"]).startswith("interrupted: ") for e in unfinished), result.log_text()
-    assert [e["url"] for e in unfinished] == [web.url(B, "/")], result.log_text()
-    assert result.summary["parked_left"] == 1  # B's page, still in its backlog
+    # B's page waits out its Crawl-delay; A's run stops at its next wait, its pages not yet fetched left too.
+    assert web.url(B, "/") in [e["url"] for e in unfinished], result.log_text()
+    assert result.summary["parked_left"] == len(unfinished)  # each still in its host's backlog
     assert [e.bare_path for e in web.requests_for(B)] == ["/robots.txt"], describe(web.log)
     fetched = [e["url"] for e in result.log if e["outcome"] == "fetched"]
     assert fetched and len(fetched) < len(result.log)

@@ -13,6 +13,7 @@ Settings: ``settings.BACKLOG_BUNDLE_BYTES``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 
 from crawlstack import settings
@@ -33,6 +34,19 @@ class SqliteBacklog:
         self.db = db
         self.bundle_bytes = bundle_bytes
         db.ensure(SCHEMA)
+        # Per host, set when tasks are added: a lingering run waits on it (``wait_added``), not polls.
+        self._added: dict[str, threading.Event] = {}
+        self._events_lock = threading.Lock()
+
+    def _event(self, host: str) -> threading.Event:
+        with self._events_lock:
+            return self._added.setdefault(host, threading.Event())
+
+    def wait_added(self, host: str, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for tasks added to ``host``'s backlog in this process (no answer: peek)."""
+        event = self._event(host)
+        event.wait(max(0.0, timeout))
+        event.clear()  # an add after this is seen by the caller's next peek, committed before its set
 
     def add(self, host: str, depth: int, tasks: Sequence[FetchTask]) -> list[str]:
         if not tasks:
@@ -44,6 +58,7 @@ class SqliteBacklog:
                 conn.execute(
                     "INSERT INTO backlog (host, key, n, tasks) VALUES (?, ?, ?, ?)", (host, keys[-1], len(part), blob)
                 )
+        self._event(host).set()
         return keys
 
     def peek(self, host: str, limit: int, after: str | None = None, consistent: bool = True) -> list[Bundle]:

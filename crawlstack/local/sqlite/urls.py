@@ -37,6 +37,10 @@ def _lost_claim(item: dict[str, Any]) -> Claim | None:
     return Claim(False, item.get("depth"), item.get("state"), item.get("claimed_by"))
 
 
+# Fingerprints a batch read asks for in one statement (SQLite allows 32,766 parameters).
+MANY_CHUNK = 500
+
+
 class SqliteUrls:
     def __init__(self, db: StateDb, clock: Any = time.time) -> None:
         self.db = db
@@ -92,9 +96,20 @@ class SqliteUrls:
 
     def seen_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Claim | None]:
         wanted = list(dict.fromkeys(keys))
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        by_crawl: dict[str, list[str]] = {}
+        for crawl_id, fp in wanted:
+            by_crawl.setdefault(crawl_id, []).append(fp)
         with self.db.reading() as conn:
-            items = {key: self._get(conn, *key) for key in wanted}
-        return {key: _lost_claim(item) if item else None for key, item in items.items()}
+            for crawl_id, fps in by_crawl.items():
+                for start in range(0, len(fps), MANY_CHUNK):
+                    chunk = fps[start : start + MANY_CHUNK]
+                    rows = conn.execute(
+                        f"SELECT fp, item FROM urls WHERE crawl_id = ? AND fp IN ({', '.join('?' * len(chunk))})",
+                        (crawl_id, *chunk),
+                    )
+                    found.update(((crawl_id, fp), json.loads(item)) for fp, item in rows)
+        return {key: _lost_claim(found[key]) if key in found else None for key in wanted}
 
     def lower_depth(self, crawl_id: str, fp: str, depth: int) -> bool:
         with self.db.transaction() as conn:
