@@ -478,6 +478,11 @@ class LoopbackWeb:
         with self._lock:
             return list(self._log)
 
+    def count(self) -> int:
+        """How many requests the log holds (without copying it)."""
+        with self._lock:
+            return len(self._log)
+
     def clear_log(self) -> None:
         with self._lock:
             self._log.clear()

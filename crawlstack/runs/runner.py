@@ -72,7 +72,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from crawlstack import http, settings
@@ -109,7 +109,7 @@ class RunResult:
 
     # host -> done | rescheduled | deadline | lost | refused | failed
     ends: dict[str, str] = field(default_factory=dict)
-    fetched: list[Fetched] = field(default_factory=list)
+    fetched: list[Fetched] = field(default_factory=list)  # each outcome flushed, its exchange dropped
     warc_keys: list[str] = field(default_factory=list)
     runs: list[tuple[str, int]] = field(default_factory=list)  # RunMessage bodies, SQS delay (sent if send_runs)
     frontier: list[tuple[str, int]] = field(default_factory=list)  # redirects, unless sent at each flush
@@ -219,7 +219,8 @@ class HostRunner:
 
     def flushed(self, flushed: Flushed) -> None:
         with self._lock:
-            self._result.fetched.extend(flushed.fetched)
+            # Without its exchange: the WARC holds the body now, and an invocation may run for many pages.
+            self._result.fetched.extend(replace(item, exchange=None) for item in flushed.fetched)
             if flushed.warc_key is not None:
                 self._result.warc_keys.append(flushed.warc_key)
             self._result.frontier.extend(flushed.frontier)

@@ -6,15 +6,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeBlobs
 
 from crawlstack import aws
-from crawlstack.local.sqlite import FileBlobs
+from crawlstack.local.sqlite import FileBlobs, LocalBlobs, SqliteQueue, StateDb
 
 
-@pytest.fixture(params=["moto", "files"])
+@pytest.fixture(params=["moto", "files", "local", "fake"])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "files":
         return FileBlobs(tmp_path / "bucket")
+    if request.param == "local":  # the bucket as a local crawl's OUT/
+        db = StateDb(tmp_path / "state.sqlite")
+        return LocalBlobs(tmp_path / "out", db, SqliteQueue(db, "extract"))
+    if request.param == "fake":
+        return FakeBlobs()
     return aws.BlobStore(request.getfixturevalue("stack_names").bucket)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeResolved
 from test_handlers import sqs_event
 
 from crawlstack import aws, settings
@@ -26,11 +27,13 @@ def dynamo(stack: dict[str, str], stack_names: aws.StackNames) -> aws.ResolvedSt
     return aws.ResolvedStore(stack_names.resolved)
 
 
-@pytest.fixture(params=["moto", "sqlite"])
+@pytest.fixture(params=["moto", "sqlite", "fake"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """The merge's contract on DynamoDB (the embedded emulator) and on local mode's SQLite alike."""
+    """The merge's contract on DynamoDB (the embedded emulator), on local mode's SQLite and the unit tests' fake."""
     if request.param == "sqlite":
         return SqliteResolved(StateDb(tmp_path / "state.sqlite"))
+    if request.param == "fake":
+        return FakeResolved()
     return request.getfixturevalue("dynamo")
 
 

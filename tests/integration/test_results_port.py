@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeResults
 
 from crawlstack import aws
 from crawlstack.local.sqlite import SqliteResults, StateDb
@@ -27,8 +28,11 @@ class Impl:
     read: Callable[[str], dict[str, Any]]  # a page's record, by fingerprint
 
 
-@pytest.fixture(params=["moto", "sqlite"])
+@pytest.fixture(params=["moto", "sqlite", "fake"])
 def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Impl:
+    if request.param == "fake":
+        fake = FakeResults()
+        return Impl(fake, lambda fp: fake.items[f"{CRAWL}#{fp}"])
     if request.param == "sqlite":
         local = SqliteResults(StateDb(tmp_path / "state.sqlite"))
         return Impl(local, lambda fp: next(r for r in local.scan_crawl(CRAWL) if r["fp"] == fp))

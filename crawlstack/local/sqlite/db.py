@@ -24,6 +24,8 @@ from pathlib import Path
 
 # How long a statement waits for another process's lock before failing.
 BUSY_TIMEOUT_MS = 5_000
+# Read connections at once (``StateDb.reading``); more readers wait for one.
+MAX_READERS = 8
 
 
 class StorageFull(Exception):
@@ -52,8 +54,10 @@ class StateDb:
         self.read_only = read_only
         # The first write that failed for want of room (``note``): the crawl stops on it (``fault``).
         self.fault: StorageFull | None = None
-        # Idle read connections (``reading``); list.pop and append are atomic.
+        # Idle read connections (``reading``); list.pop and append are atomic.  At most
+        # MAX_READERS: each holds its own page cache, and a crawl runs hundreds of threads.
         self._readers: list[sqlite3.Connection] = []
+        self._reader_slots = threading.BoundedSemaphore(MAX_READERS)
         self._lock = threading.RLock()
         if read_only:
             uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
@@ -110,16 +114,17 @@ class StateDb:
             with self._lock:
                 yield self._conn
             return
-        try:
-            conn = self._readers.pop()
-        except IndexError:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA query_only=1")
-        try:
-            yield conn
-        finally:
-            self._readers.append(conn)
+        with self._reader_slots:
+            try:
+                conn = self._readers.pop()
+            except IndexError:
+                conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA query_only=1")
+            try:
+                yield conn
+            finally:
+                self._readers.append(conn)
 
     def close(self) -> None:
         with self._lock:
