@@ -30,7 +30,7 @@ def site(web: LoopbackWeb) -> None:
         {
             "/robots.txt": robots("User-agent: *\nDisallow: /private\n"),
             "/": page("index", ["/p1.html", "/p2.html", "/private/x.html", "/gone.html", "bad://x"]),
-            "/p1.html": page("one", ["/p2.html", web.url(B, "/")]),
+            "/p1.html": page("one", ["/p2.html", "{{url:" + B + "}}/"]),
             "/p2.html": page("two", ["/p1.html", "/p3.html?a=1"]),
             "/p3.html": Response(page("three"), status=200),
             "/gone.html": Response("gone", status=404),
