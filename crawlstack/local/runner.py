@@ -58,7 +58,7 @@ from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.pump import EventPump, Source
-from crawlstack.local.sqlite import LocalBlobs
+from crawlstack.local.sqlite import LocalBlobs, SqliteCrawls
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
 from crawlstack.resolution import ResolvedRecord
@@ -228,7 +228,9 @@ def _crawl_on_state(
 ) -> dict[str, Any]:
     stores = state.stores()
     crawl_id = options.crawl_id or "local"
-    if not resumed:
+    # A resume of a crawl killed before its config was stored starts it, as a new crawl would.
+    assert isinstance(stores.crawls, SqliteCrawls)
+    if not resumed or not stores.crawls.item(crawl_id):
         stores.crawls.put(_config(crawl_id, seeds, options))
         _send_seeds(stores.frontier_queue, crawl_id, seeds)
     pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency)
