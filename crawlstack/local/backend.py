@@ -14,7 +14,8 @@
 * ``save_crawl``/``load_crawl`` keep what a resume needs: the seeds, the
   options and the rule files' text, so ``--resume`` needs none of them again;
 * ``recover`` readies a killed crawl's state: messages its handlers held
-  come back, leases its runs held end, the streamed outputs are cut back
+  come back, leases its runs held end, every host with tasks gets a fresh
+  run and its message, the streamed outputs are cut back
   to their last commit, and pages requested but never flushed are marked
   to be logged ``"refetched": true`` when the resumed crawl fetches them.
 
@@ -49,6 +50,8 @@ from crawlstack.local.sqlite import (
     SqliteUrls,
     StateDb,
 )
+from crawlstack.messages import RunMessage
+from crawlstack.runs.admission import new_run_id, run_expires
 from crawlstack.wiring import Stores
 
 STATE_FILE = "state.sqlite"
@@ -186,8 +189,28 @@ class LocalState:
         assert isinstance(stores.runs, SqliteRuns) and isinstance(stores.blobs, LocalBlobs)
         assert isinstance(stores.backlog, SqliteBacklog) and stores.journal is not None
         stores.journal.mark_in_flight(stores.backlog.tasks())
-        stores.runs.expire_leases(time.time())
+        now = time.time()
+        stores.runs.expire_leases(now)
+        # A kill between a run's schedule (or release) and its message's send left a host with
+        # tasks and a run no message will start: every host with tasks gets a fresh run, and the
+        # old runs' messages are refused at their lease.
+        messages = []
+        for host in stores.backlog.hosts():
+            stores.runs.forget_run(host)
+            run_id = new_run_id()
+            if stores.runs.schedule(host, run_id, now, run_expires(now)):
+                messages.append((RunMessage(host, run_id).to_json(), 0))
+        stores.fetch_queue.send(messages)
         stores.blobs.trim()
+
+    def seeded(self) -> bool:
+        """Whether the crawl's config was stored and its seeds sent (``mark_seeded``)."""
+        with self.db.reading() as conn:
+            return conn.execute("SELECT 1 FROM crawl_meta WHERE key = 'seeded'").fetchone() is not None
+
+    def mark_seeded(self) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO crawl_meta (key, value) VALUES ('seeded', 'true')")
 
     def close(self) -> None:
         if self._stores is not None and self._stores.journal is not None:

@@ -58,7 +58,7 @@ from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.pump import EventPump, Source
-from crawlstack.local.sqlite import LocalBlobs, SqliteCrawls
+from crawlstack.local.sqlite import LocalBlobs
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
 from crawlstack.resolution import ResolvedRecord
@@ -228,11 +228,11 @@ def _crawl_on_state(
 ) -> dict[str, Any]:
     stores = state.stores()
     crawl_id = options.crawl_id or "local"
-    # A resume of a crawl killed before its config was stored starts it, as a new crawl would.
-    assert isinstance(stores.crawls, SqliteCrawls)
-    if not resumed or not stores.crawls.item(crawl_id):
+    # A resume of a crawl stopped before its seeds were all sent sends them (again: dispatch dedupes).
+    if not state.seeded():
         stores.crawls.put(_config(crawl_id, seeds, options))
         _send_seeds(stores.frontier_queue, crawl_id, seeds)
+        state.mark_seeded()
     pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency)
     # A host's run need not linger for links once nothing but the runs is left (HostRunner.settled).
     stores = replace(stores, settled=pump.settled)
@@ -340,6 +340,9 @@ def _run(
             warnings.filterwarnings("ignore", message="No application metrics to publish")
             try:
                 pump.run(on_tick=tick, on_interrupt=wiring.stop_runs, fault=fault)
+                # A fault in the last round (a write whose failure its caller let pass) still stops it.
+                if fault is not None and (failure := fault()) is not None:
+                    raise failure
             except KeyboardInterrupt:
                 if not pump.finished:
                     raise  # a second Ctrl-C while batches were finishing: stop now
@@ -523,7 +526,6 @@ def _write_outputs(
     out.mkdir(parents=True, exist_ok=True)
     blobs = stores.blobs
     # The local backend streamed the WARCs and records into OUT/ as the crawl went (LocalBlobs).
-    streamed = isinstance(blobs, LocalBlobs)
 
     log_items = sorted(stores.urls.scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
     outcomes: Counter[str] = Counter()
@@ -540,7 +542,8 @@ def _write_outputs(
             per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    if streamed:
+    if isinstance(blobs, LocalBlobs):
+        blobs.rewritten("crawl-log.jsonl")
         warcs = sum(1 for _ in blobs.keys(settings.PAGES_PREFIX))
         records_path = out / "records.jsonl"
         records_path.touch()

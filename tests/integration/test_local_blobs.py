@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from crawlstack import settings
 from crawlstack.local.sqlite import LocalBlobs, SqliteJournal, SqliteQueue, StateDb
@@ -75,3 +81,50 @@ def test_the_journal_marks_requested_tries_still_waiting_as_refetched(tmp_path: 
     with (tmp_path / "requests.journal").open("a") as fh:
         fh.write(f"{never_started.attempt_key}\thttp://a/4")  # a line a kill cut short
     assert journal.mark_in_flight([never_started]) == 0
+
+
+def test_a_page_fetched_again_in_another_warc_streams_its_record_once(tmp_path: Path) -> None:
+    blobs, _, _ = blobs_in(tmp_path)
+    record = {"url": "http://a/1", "fp": "f1", "crawl_id": "c", "fields": {"t": "one"}}
+    blobs.put(f"{settings.RECORDS_PREFIX}crawl_id=c/first.jsonl.gz", gz_lines(record), "x")
+    # The same page after a kill caught it between its WARC and its task's end: another WARC, another key.
+    again = {**record, "fields": {"t": "one, again"}}
+    blobs.put(f"{settings.RECORDS_PREFIX}crawl_id=c/second.jsonl.gz", gz_lines(again, {**record, "fp": "f2"}), "x")
+    lines = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    # The first record of the page kept; the other page's record in the second object still goes in.
+    assert [(r["url"], r["fields"]["t"]) for r in lines] == [("http://a/1", "one"), ("http://a/1", "one")]
+
+
+def test_a_put_that_fails_to_commit_leaves_no_line_behind(tmp_path: Path, monkeypatch: Any) -> None:
+    blobs, _, db = blobs_in(tmp_path)
+    blobs.put(f"{settings.RECORDS_PREFIX}crawl_id=c/a.jsonl.gz", gz_lines({"url": "u1", "fp": "f1"}), "x")
+    before = (tmp_path / "records.jsonl").read_bytes()
+    real = StateDb.transaction
+
+    @contextmanager
+    def full_at_commit(self: StateDb) -> Iterator[sqlite3.Connection]:
+        with real(self) as conn:
+            yield conn
+            raise sqlite3.OperationalError("database or disk is full")  # as COMMIT would
+
+    monkeypatch.setattr(StateDb, "transaction", full_at_commit)
+    with pytest.raises(sqlite3.OperationalError):
+        blobs.put(f"{settings.RECORDS_PREFIX}crawl_id=c/b.jsonl.gz", gz_lines({"url": "u2", "fp": "f2"}), "x")
+    monkeypatch.undo()
+    assert (tmp_path / "records.jsonl").read_bytes() == before
+    assert db.fault is not None
+    # Retried once there is room: its lines go in then.
+    blobs.put(f"{settings.RECORDS_PREFIX}crawl_id=c/b.jsonl.gz", gz_lines({"url": "u2", "fp": "f2"}), "x")
+    assert [json.loads(x)["url"] for x in (tmp_path / "records.jsonl").read_text().splitlines()] == ["u1", "u2"]
+
+
+def test_a_file_rewritten_whole_is_committed_as_it_stands(tmp_path: Path) -> None:
+    blobs, _, _ = blobs_in(tmp_path)
+    blobs.put(f"{settings.CRAWL_LOG_PREFIX}a.jsonl.gz", gz_lines({"url": "u1", "attempt": 1}, {"url": "u2"}), "x")
+    (tmp_path / "crawl-log.jsonl").write_text('{"url": "u1", "outcome": "fetched"}\n')  # the end's one line a URL
+    blobs.rewritten("crawl-log.jsonl")
+    blobs.put(f"{settings.CRAWL_LOG_PREFIX}b.jsonl.gz", gz_lines({"url": "u3"}), "x")  # a resume goes on
+    with (tmp_path / "crawl-log.jsonl").open("a") as fh:
+        fh.write('{"url": "u4", "cut')
+    blobs.trim()
+    assert (tmp_path / "crawl-log.jsonl").read_text() == '{"url": "u1", "outcome": "fetched"}\n{"url": "u3"}\n'

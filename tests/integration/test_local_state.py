@@ -219,3 +219,46 @@ def test_kill_9_mid_crawl_then_resume_fetches_every_page(tmp_path: Path, web: Lo
 
 def read_summary(out: Path) -> dict[str, object]:
     return dict(json.loads((out / "summary.json").read_text(encoding="utf-8")))
+
+
+def test_resume_gives_a_host_with_tasks_and_no_run_message_a_fresh_run(tmp_path: Path) -> None:
+    """A kill between a run's schedule and its message's send leaves a run nothing starts; recover starts one."""
+    from crawlstack.messages import FetchTask, RunMessage
+
+    state = LocalState(tmp_path, "new")
+    stores = state.stores()
+    task = FetchTask(url="http://h.test/", fp="fp", host="h.test", depth=0, crawl_id="local", not_before=0, delay=0)
+    stores.backlog.add("h.test", 0, [task])
+    assert stores.runs.schedule("h.test", "lost-run", time.time(), time.time() + 3600)  # its message never sent
+    state.close()
+
+    state = LocalState(tmp_path, "resume")
+    state.recover()
+    stores = state.stores()
+    [message] = stores.fetch_queue.receive(10, 30)
+    run = RunMessage.from_json(message.body)
+    assert run.host == "h.test" and run.run_id != "lost-run"
+    assert stores.runs.get("h.test").run_id == run.run_id
+    state.close()
+
+
+def test_a_crawl_stopped_before_its_seeds_were_sent_sends_them_on_resume(
+    tmp_path: Path, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawlstack.local import runner
+
+    web.add_host(A, star_site(3))
+    rules = write_rules(tmp_path / "rules", PAGES)
+    out = tmp_path / "out"
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # as a Ctrl-C between the saved settings and the seeds
+
+    monkeypatch.setattr(runner, "_send_seeds", interrupted)
+    code, _ = cli("crawl", "--local", web.url(A, "/"), "--rules", str(rules), "--out", str(out), *ALLOW_LOOPBACK,
+                  "--delay", "0", "--user-agent", UA, "--no-progress")  # fmt: skip
+    assert code == 130 and not web.log
+    monkeypatch.undo()
+    code, output = resume(out)
+    assert code == 0, output
+    assert_every_page_once_in_outputs(web, out, 4)

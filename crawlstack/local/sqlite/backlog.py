@@ -83,6 +83,11 @@ class SqliteBacklog:
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM backlog WHERE host = ? AND key = ?", (host, key))
 
+    def hosts(self) -> list[str]:
+        """Every host with tasks waiting."""
+        with self.db.reading() as conn:
+            return [host for (host,) in conn.execute("SELECT DISTINCT host FROM backlog ORDER BY host")]
+
     def tasks(self) -> Iterator[FetchTask]:
         """Every task waiting in every backlog (a resume's look at what a kill left)."""
         with self.db.reading() as conn:

@@ -14,6 +14,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import quote_plus
 
 from crawlstack import settings
@@ -72,10 +73,13 @@ class LocalBlobs:
     SCHEMA = (
         "CREATE TABLE IF NOT EXISTS objects (key TEXT PRIMARY KEY, path TEXT NOT NULL) WITHOUT ROWID",
         "CREATE TABLE IF NOT EXISTS streamed (key TEXT PRIMARY KEY, file TEXT NOT NULL, end INTEGER NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS streamed_records (crawl_id TEXT, fp TEXT, PRIMARY KEY (crawl_id, fp))"
+        " WITHOUT ROWID",
     )
+    RECORDS = "records.jsonl"
     # Which objects stream to which output file, and the keys each line drops.
     STREAMS = {
-        settings.RECORDS_PREFIX: ("records.jsonl", ("fp",)),
+        settings.RECORDS_PREFIX: (RECORDS, ("fp",)),
         settings.CRAWL_LOG_PREFIX: ("crawl-log.jsonl", ("crawl_id",)),
     }
 
@@ -102,31 +106,77 @@ class LocalBlobs:
         except OSError as exc:
             self.db.note(exc)  # a full disk stops the crawl (``StateDb.fault``)
             raise
-        with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO objects (key, path) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET path = excluded.path",
-                (key, str(path.relative_to(self.out))),
-            )
-            if key.startswith(settings.PAGES_PREFIX) and key.endswith(".warc.gz"):
-                self.notify.insert(conn, [(object_created(self.bucket, key, len(data)), 0)])
-            for prefix, (name, dropped) in self.STREAMS.items():
-                if key.startswith(prefix):
-                    self._stream(conn, key, name, dropped, data)
+        appended: list[tuple[Path, int]] = []  # each streamed file and its length before this put
+        try:
+            with self.db.transaction() as conn:
+                conn.execute(
+                    "INSERT INTO objects (key, path) VALUES (?, ?)"
+                    " ON CONFLICT (key) DO UPDATE SET path = excluded.path",
+                    (key, str(path.relative_to(self.out))),
+                )
+                if key.startswith(settings.PAGES_PREFIX) and key.endswith(".warc.gz"):
+                    self.notify.insert(conn, [(object_created(self.bucket, key, len(data)), 0)])
+                for prefix, (name, dropped) in self.STREAMS.items():
+                    if key.startswith(prefix):
+                        self._stream(conn, key, name, dropped, data, appended)
+        except BaseException as exc:
+            # Not committed: what was appended goes, or a later commit's length would keep it.
+            for file, length in appended:
+                with file.open("r+b") as fh:
+                    fh.truncate(length)
+            if isinstance(exc, OSError):
+                self.db.note(exc)
+            raise
 
-    def _stream(self, conn: sqlite3.Connection, key: str, name: str, dropped: tuple[str, ...], data: bytes) -> None:
+    def _stream(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        name: str,
+        dropped: tuple[str, ...],
+        data: bytes,
+        appended: list[tuple[Path, int]],
+    ) -> None:
         if conn.execute("SELECT 1 FROM streamed WHERE key = ?", (key,)).fetchone():
             return  # a redelivery rewrote its object: its lines are in the file already
         lines = []
         for line in gzip.decompress(data).decode("utf-8").split("\n"):
-            if line.strip():
-                value = json.loads(line)
-                for field in dropped:
-                    value.pop(field, None)
-                lines.append(json.dumps(value, ensure_ascii=False, allow_nan=False) + "\n")
-        with (self.out / name).open("a", encoding="utf-8") as fh:
+            if not line.strip():
+                continue
+            value = json.loads(line)
+            if name == self.RECORDS and not self._first_record(conn, value):
+                continue
+            for field in dropped:
+                value.pop(field, None)
+            lines.append(json.dumps(value, ensure_ascii=False, allow_nan=False) + "\n")
+        path = self.out / name
+        with path.open("a", encoding="utf-8") as fh:
+            appended.append((path, fh.tell()))
             fh.write("".join(lines))
             end = fh.tell()
         conn.execute("INSERT INTO streamed (key, file, end) VALUES (?, ?, ?)", (key, name, end))
+
+    @staticmethod
+    def _first_record(conn: sqlite3.Connection, record: dict[str, Any]) -> bool:
+        """Whether this is the first record streamed of its page: a page a kill caught after its WARC
+        was written but before its task was done is fetched again, in another WARC."""
+        if "fp" not in record:
+            return True
+        added = conn.execute(
+            "INSERT OR IGNORE INTO streamed_records (crawl_id, fp) VALUES (?, ?)",
+            (record.get("crawl_id") or "", record["fp"]),
+        )
+        return added.rowcount == 1
+
+    def rewritten(self, name: str) -> None:
+        """``name`` was rewritten whole (the crawl log at a crawl's end): its length now is the committed one."""
+        path = self.out / name
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM streamed WHERE file = ?", (name,))
+            conn.execute(
+                "INSERT INTO streamed (key, file, end) VALUES (?, ?, ?)",
+                (f"#rewritten:{name}", name, path.stat().st_size if path.exists() else 0),
+            )
 
     def get(self, key: str, bucket: str | None = None) -> bytes:
         return self._path(key).read_bytes()

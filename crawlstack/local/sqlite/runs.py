@@ -115,6 +115,14 @@ class SqliteRuns:
             self._write(conn, host, {**row, **changed})
             return True
 
+    def forget_run(self, host: str) -> None:
+        """Drop the host's run and lease (a resume's, before it schedules a fresh one); its timing stays."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET run_id = NULL, run_expires = NULL, holder = NULL, lease_until = NULL WHERE host = ?",
+                (host,),
+            )
+
     def expire_leases(self, now: float) -> int:
         """End every lease now: their holders died with a killed crawl, and their runs' messages come back."""
         with self.db.transaction() as conn:
