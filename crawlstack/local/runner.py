@@ -1,69 +1,68 @@
-"""``crawlstack crawl --local``: one crawl, start to finish, on the embedded emulator.
+"""``crawlstack crawl --local``: one crawl, start to finish, in this process.
 
-It creates the stack's resources, stores the crawl's config, sends the seeds
-to the frontier exactly as a deployed user would, runs the event pump until
-nothing is queued, delayed or in flight, and writes ``OUT/``:
+On the local backend (the default) its state is ``OUT/state.sqlite`` and its
+bucket ``OUT/`` itself (``crawlstack.local.backend``); ``resume_local``
+continues a crawl stopped or killed there.  With ``emulate_aws`` it runs on
+the AWS adapters against moto in the process, and with ``endpoint_url``
+against an external AWS-compatible endpoint (a moto server or LocalStack)
+with a fresh crawl id, so earlier runs' state there does not dedupe this
+one's URLs away.
 
-* ``records.jsonl``: one line per extracted record;
+Either way it stores the crawl's config, sends the seeds to the frontier
+exactly as a deployed user would, runs the event pump until nothing is
+queued, delayed or in flight, and writes ``OUT/`` (``crawlstack.local.outputs``):
+
+* ``records.jsonl``: one line per extracted record, appended as pages are
+  extracted on the local backend;
 * ``crawl-log.jsonl``: one line per URL the crawl met (duplicates aside), from
   the urls table and the crawl-log objects (``crawlstack.crawllog.outcome_of``):
   ``fetched``, ``skipped`` or ``failed``, or ``dropped`` by dispatch before
   dedupe (invalid, out of scope, a port not allowed, a spider trap, over the
   budget or its host's cap), each with its reason; ``attempts`` when a URL
-  was tried more than once;
+  was tried more than once; ``refetched`` when a kill made it go twice;
 * ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
   (``crawlstack.resolution``), sorted by record id;
-* ``warc/*.warc.gz``: the fetched pages, one file per fetch batch;
+* ``warc/*.warc.gz``: the fetched pages, one file per flush;
 * ``summary.json``: counts and timings, written last.
 
 Records are strict JSON (NaN and infinities as null), their fields in the
-order the mapping lists them.  Each file is written whole or not at all.
+order the mapping lists them.
 
 Ctrl-C stops the crawl: no more batches are handed out, the running ones
 finish, and ``OUT/`` is written from what was done so far, its summary
 saying ``"interrupted": true``; then the KeyboardInterrupt goes on to the
 caller.  Another Ctrl-C while batches finish or files are written abandons
-the rest.
-
-With ``endpoint_url`` it uses an external AWS-compatible endpoint instead (a
-moto server or LocalStack) and a fresh crawl id, so earlier runs' state there
-does not dedupe this one's URLs away.
+the rest.  A full disk under the local state stops it the same way, then
+raises ``StorageFull``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
 import sys
 import tempfile
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
-from crawlstack.crawllog import url_ends
-from crawlstack.local import resources
+from crawlstack.local import outputs, resources
 from crawlstack.local.backend import LocalState, SavedCrawl
 from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.pump import EventPump, Source
-from crawlstack.local.sqlite import LocalBlobs
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
-from crawlstack.resolution import ResolvedRecord
 from crawlstack.rules import load_rules
-from crawlstack.storable import OMITTED_PREFIX, json_safe
 from crawlstack.urls import canonicalize, host_of, url_port
 
 # A failed batch comes back after this long (the deployed queues wait 6x the
@@ -352,7 +351,7 @@ def _run(
         # Taken before the outputs' own reads: the crawl's calls only.
         emulated = _emulator_stats(emulator)
         summary = _with_retries(
-            lambda: _write_outputs(out, crawl_id, started, pump, stores, seeds, options, interrupted)
+            lambda: outputs.write_outputs(out, crawl_id, started, pump, stores, seeds, options, interrupted)
         )
         wiring.reset()
     summary["rules"] = len(rules)
@@ -360,7 +359,7 @@ def _run(
     summary["resumed"] = resumed
     summary["emulator"] = emulated
     summary["log_bytes"] = log_meter.by_function(out / "metrics.jsonl")
-    with _replacing(out / "summary.json") as fh:
+    with outputs.replacing(out / "summary.json") as fh:
         fh.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     if interrupted:
         raise KeyboardInterrupt
@@ -376,18 +375,6 @@ def _seed_hosts(seeds: list[Seed]) -> frozenset[str]:
         if url_port(url) not in settings.DEFAULT_PORTS:
             hosts.add(seed_port_key(host_of(url), url_port(url)))
     return frozenset(hosts)
-
-
-@contextlib.contextmanager
-def _replacing(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
-    """Write ``path`` whole or not at all: a Ctrl-C midway leaves no truncated file that looks complete."""
-    part = path.with_name(path.name + ".part")
-    try:
-        with part.open("wb") if binary else part.open("w", encoding="utf-8") as fh:
-            yield fh
-        os.replace(part, path)
-    finally:
-        part.unlink(missing_ok=True)
 
 
 def _create_resources(external: bool) -> dict[str, str]:
@@ -499,175 +486,3 @@ def _with_retries(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             aws.reset_clients()  # a fresh retry quota
             time.sleep(2**attempt)
     raise AssertionError("unreachable")
-
-
-def json_lines(text: str) -> Iterator[Any]:
-    """The values of a JSON Lines text, split at line feeds only.
-
-    ``str.splitlines()`` also splits at U+0085, U+2028, U+2029, which a
-    record's strings keep as they are (``ensure_ascii=False``): a page holding
-    one would cut its record's line in two.
-    """
-    for line in text.split("\n"):
-        if line.strip():
-            yield json.loads(line)
-
-
-def _write_outputs(
-    out: Path,
-    crawl_id: str,
-    started: float,
-    pump: EventPump,
-    stores: wiring.Stores,
-    seeds: list[Seed],
-    options: LocalOptions,
-    interrupted: bool = False,
-) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    blobs = stores.blobs
-    # The local backend streamed the WARCs and records into OUT/ as the crawl went (LocalBlobs).
-
-    log_items = sorted(stores.urls.scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
-    outcomes: Counter[str] = Counter()
-    per_host: dict[str, Counter[str]] = {}
-    # Pages a kill left in flight, fetched again on resume (the local backend's journal).
-    refetched = stores.journal.refetched() if stores.journal is not None else set()
-    with _replacing(out / "crawl-log.jsonl") as fh:
-        # A first try's page is fetched or skipped in the crawl log's objects alone.
-        for item in url_ends(log_items, blobs, crawl_id):
-            line = _log_line(item, interrupted)
-            if item["url"] in refetched:
-                line["refetched"] = True
-            outcomes[line["outcome"]] += 1
-            per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-
-    if isinstance(blobs, LocalBlobs):
-        blobs.rewritten("crawl-log.jsonl")
-        warcs = sum(1 for _ in blobs.keys(settings.PAGES_PREFIX))
-        records_path = out / "records.jsonl"
-        records_path.touch()
-        with records_path.open(encoding="utf-8") as fh:
-            records = sum(1 for line in fh if line.strip())
-        pages = lambda: list(json_lines(records_path.read_text(encoding="utf-8")))  # noqa: E731
-    else:
-        warcs = _copy_warcs(out / "warc", blobs, started)
-        lines = _records_from_objects(out / "records.jsonl", blobs, crawl_id)
-        records = len(lines)
-        pages = lambda: lines  # noqa: E731
-
-    resolved = _write_resolved(out / "resolved.jsonl", stores.resolved, crawl_id, seeds, pages)
-    dlq = {key: queue.depth().visible for key, queue in stores.dead_letter.items()}
-
-    # Every URL ends fetched, skipped or failed; a task still in a backlog (or
-    # held) would be a URL the crawl never reached, and the summary says so.
-    parked_left = stores.backlog.waiting()
-    if parked_left and not interrupted:
-        print(f"crawlstack: warning: {parked_left} URLs were left waiting, never fetched", file=sys.stderr)
-    finished = time.time()
-    return {
-        "crawl_id": crawl_id,
-        "seeds": [s.url for s in seeds],
-        "started_at": datetime.fromtimestamp(started, tz=UTC).isoformat(),
-        "finished_at": datetime.fromtimestamp(finished, tz=UTC).isoformat(),
-        "elapsed_seconds": round(finished - started, 3),
-        "urls": len(log_items),
-        "outcomes": dict(outcomes),
-        "pages_fetched": outcomes.get("fetched", 0),
-        "records": records,
-        "resolved_records": len(resolved),
-        "resolved_complete": sum(1 for r in resolved if r.complete),
-        "warc_files": warcs,
-        "hosts": {h: dict(c) for h, c in sorted(per_host.items())},
-        "dead_letter": dlq,
-        "parked_left": parked_left,
-        "handler_errors": pump.handler_errors[:20],
-        "invocations": {s.key: s.stats.invocations for s in pump.sources},
-        "handler_seconds": {s.key: round(s.stats.handler_seconds, 3) for s in pump.sources},
-        "settings": {
-            "max_depth": options.max_depth,
-            "max_pages": options.max_pages,
-            "max_pages_per_host": options.max_pages_per_host,
-            "allow_ports": list(options.allow_ports),
-            "delay": options.delay,
-            "user_agent": options.user_agent,
-            "fetch_concurrency": options.fetch_concurrency,
-            "extract_concurrency": options.extract_concurrency,
-        },
-    }
-
-
-def _log_line(item: dict[str, Any], interrupted: bool) -> dict[str, Any]:
-    """A URL's one line of OUT/crawl-log.jsonl, from its urls-table item merged with its crawl log."""
-    state = item.get("state", "queued")
-    line: dict[str, Any] = {"url": item["url"], "outcome": state, "depth": item.get("depth", 0)}
-    if state not in ("fetched", "skipped", "failed", "dropped"):
-        # Never reached an end: the crawl was interrupted, or a bug or a crash; the log says which.
-        line["outcome"] = "failed"
-        cause = "interrupted" if interrupted else "unfinished"
-        line["reason"] = f"{cause}: left in state {state!r}"
-    for key in ("reason", "status", "truncated", "note"):
-        if item.get(key) is not None and key not in line:
-            line[key] = item[key]
-    if item.get("attempt", 1) > 1:
-        # Tried more than once (retries of HTTP errors, crawlstack.fetch_outcomes).
-        line["attempts"] = item["attempt"]
-    return line
-
-
-def _copy_warcs(warc_dir: Path, blobs: Any, started: float) -> int:
-    warc_dir.mkdir(exist_ok=True)
-    warcs = 0
-    for key in blobs.keys(settings.PAGES_PREFIX, since=started - 1):
-        data = blobs.get(key)
-        with _replacing(warc_dir / key.rsplit("/", 1)[-1], binary=True) as wh:
-            wh.write(data)
-        warcs += 1
-    return warcs
-
-
-def _records_from_objects(path: Path, blobs: Any, crawl_id: str) -> list[dict[str, Any]]:
-    """OUT/records.jsonl from the bucket's records objects (on AWS); the records written."""
-    lines = []
-    for key in blobs.keys(settings.RECORDS_PREFIX):
-        for record in json_lines(gzip.decompress(blobs.get(key)).decode("utf-8")):
-            if record.get("crawl_id") == crawl_id:
-                lines.append(record)
-    lines.sort(key=lambda r: (r.get("fetched_at") or 0, r["url"]))
-    with _replacing(path) as fh:
-        for record in lines:
-            record.pop("fp", None)
-            # The extractor's key order (fields in mapping order), strict JSON.
-            fh.write(json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n")
-    return lines
-
-
-def _write_resolved(
-    path: Path,
-    store: Any,
-    crawl_id: str,
-    seeds: list[Seed],
-    pages: Callable[[], list[dict[str, Any]]],
-) -> list[ResolvedRecord]:
-    """OUT/resolved.jsonl: every record of the crawl, and a seed's record that found nothing yet.
-
-    A value the resolved table holds as a marker (too large for its item)
-    is the full one again here, from the record of the page it came from.
-    """
-    records = {r.record_id: r for r in store.scan_crawl(crawl_id)}
-    for seed in seeds:
-        if seed.record_id is not None and seed.record_id not in records:
-            records[seed.record_id] = ResolvedRecord(crawl_id, seed.record_id, seed.want)
-    ordered = [records[rid] for rid in sorted(records)]
-    marked = any(isinstance(v, str) and v.startswith(OMITTED_PREFIX) for r in ordered for v in r.fields.values())
-    # The records are read back only for a value the table holds as a marker.
-    found = {(p.get("record_id"), p["url"]): p.get("fields") or {} for p in pages()} if marked else {}
-    with _replacing(path) as fh:
-        for record in ordered:
-            fields = dict(record.fields)
-            for name, value in record.fields.items():
-                if isinstance(value, str) and value.startswith(OMITTED_PREFIX):
-                    fields[name] = found.get((record.record_id, record.sources.get(name)), {}).get(name, value)
-            line = ResolvedRecord(crawl_id, record.record_id, record.want, fields, record.sources).to_line()
-            fh.write(json.dumps(json_safe(line), ensure_ascii=False, allow_nan=False) + "\n")
-    return ordered

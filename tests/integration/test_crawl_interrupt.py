@@ -22,7 +22,7 @@ from webs import Crawl, describe, host_pattern, mapping, page, read_jsonl, robot
 
 from crawlstack import settings, wiring
 from crawlstack.demo.server import LoopbackWeb, Response
-from crawlstack.local import runner
+from crawlstack.local import outputs
 from crawlstack.local.pump import EventPump, Source
 
 A, B = "127.0.0.2", "127.0.0.3"
@@ -86,7 +86,7 @@ def test_a_second_ctrl_c_while_writing_abandons_the_rest_without_a_traceback(
     def write_resolved(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_write_resolved", write_resolved)
+    monkeypatch.setattr(outputs, "write_resolved", write_resolved)
     result = crawl(web.url(A, "/"), rules=[PAGES], delay=0.05, expect_exit=130)
     assert "Traceback" not in result.output
     assert result.summary is None  # written last: its absence says OUT/ is incomplete

@@ -58,7 +58,7 @@ from crawlstack.headers import (
     parse_retry_after,
 )
 from crawlstack.http import looks_binary
-from crawlstack.local.runner import json_lines
+from crawlstack.local.outputs import json_lines
 from crawlstack.messages import FrontierMessage
 from crawlstack.robots import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord
 from crawlstack.rules import RuleSet
