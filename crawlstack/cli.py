@@ -324,7 +324,7 @@ SEED_KEYS = frozenset({"url", "record_id", "want"})
 
 
 def _read_seeds(args: argparse.Namespace, rules: RuleSet | None = None, check_want: bool = True) -> list[object]:
-    from crawlstack.local.runner import Seed
+    from crawlstack.local.options import Seed
 
     seeds: list[Seed] = []
     for url in args.seeds:
@@ -356,7 +356,7 @@ def _seed_line(
     ``check_want=False`` (seeding a deployed stack without --rules) leaves
     out the one check that needs the rules: that a mapping extracts each wanted field.
     """
-    from crawlstack.local.runner import Seed
+    from crawlstack.local.options import Seed
 
     try:
         data = json.loads(line)
@@ -441,7 +441,8 @@ def _flags_given(args: argparse.Namespace) -> list[str]:
 
 
 def _crawl(args: argparse.Namespace) -> int:
-    from crawlstack.local.runner import LocalOptions, crawl_local, resume_local
+    from crawlstack.local.options import LocalOptions
+    from crawlstack.local.runner import crawl_local, resume_local
 
     if not args.local:
         raise UsageError(

@@ -28,8 +28,8 @@ from crawlstack.storable import OMITTED_PREFIX, json_safe
 from crawlstack.urls import host_of
 
 if TYPE_CHECKING:
+    from crawlstack.local.options import LocalOptions, Seed
     from crawlstack.local.pump import EventPump
-    from crawlstack.local.runner import LocalOptions, Seed
     from crawlstack.wiring import Stores
 
 

@@ -46,7 +46,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ from crawlstack.local.backend import LocalState, SavedCrawl
 from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
+from crawlstack.local.options import RESUME_OPTIONS, SAVED_OPTIONS, LocalOptions, Seed
 from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
@@ -82,53 +83,6 @@ LOCAL_RETRY_SECONDS: dict[str, int | None] = {"frontier": 2, "fetch": 2, "extrac
 FRONTIER_HIGH_WATER = 200
 # Fetch waits while the extract queue holds this many WARCs or more.
 EXTRACT_HIGH_WATER = 20
-
-
-@dataclass(frozen=True)
-class Seed:
-    url: str
-    record_id: str | None = None
-    want: tuple[str, ...] = ()
-
-
-@dataclass
-class LocalOptions:
-    rules_dir: str | None
-    out_dir: str
-    max_depth: int = settings.DEFAULT_MAX_DEPTH
-    max_pages: int | None = None
-    delay: float = settings.DEFAULT_DELAY_SECONDS
-    user_agent: str = settings.DEFAULT_USER_AGENT
-    allow_private: tuple[str, ...] = ()
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    max_pages_per_host: int | None = settings.DEFAULT_MAX_PAGES_PER_HOST
-    allow_ports: tuple[int, ...] = ()
-    endpoint_url: str | None = None
-    fetch_concurrency: int = 8
-    # Extract invocations at once; deployed, extract scales out, so more
-    # instances send dispatch the duplicate links it sees there.
-    extract_concurrency: int = 1
-    progress: bool | None = None
-    crawl_id: str | None = None
-    extra_env: dict[str, str] = field(default_factory=dict)
-    # moto in this process (--emulate-aws) rather than the local backend; an endpoint_url implies AWS too.
-    emulate_aws: bool = False
-    # Start afresh where OUT holds an earlier crawl's state (without it, that is refused).
-    overwrite: bool = False
-
-    @property
-    def on_aws(self) -> bool:
-        return self.emulate_aws or self.endpoint_url is not None
-
-
-# What a resume takes from the command line; everything else comes from the saved crawl.
-RESUME_OPTIONS = ("out_dir", "progress", "fetch_concurrency")
-# What is saved for a resume (LocalOptions' fields, less the per-run ones).
-SAVED_OPTIONS = (
-    "max_depth", "max_pages", "delay", "user_agent", "allow_private", "allow", "deny",
-    "max_pages_per_host", "allow_ports", "extract_concurrency", "crawl_id", "extra_env",
-)  # fmt: skip
 
 
 @contextlib.contextmanager
