@@ -186,7 +186,8 @@ def _crawl_on_state(
         stores.crawls.put(_config(crawl_id, seeds, options))
         _send_seeds(stores.frontier_queue, crawl_id, seeds)
         state.mark_seeded()
-    pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency)
+    with _environment(_handler_env(crawl_id, options)):  # the handlers' loggers take their level at import
+        pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency)
     # A host's run need not linger for links once nothing but the runs is left (HostRunner.settled).
     stores = replace(stores, settled=pump.settled)
     wiring.use(lambda: stores)
@@ -220,11 +221,23 @@ def _crawl_on_aws(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
             with _environment(names):
                 stores.crawls.put(_config(crawl_id, seeds, options))
                 _send_seeds(stores.frontier_queue, crawl_id, seeds)
-                pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency, names)
+                with _environment(_handler_env(crawl_id, options)):
+                    pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency, names)
                 return _run(seeds, options, crawl_id, stores, pump, started=started, emulator=emulator)
         finally:
             wiring.reset()
             aws.reset_clients()
+
+
+def _handler_env(crawl_id: str, options: LocalOptions) -> dict[str, str]:
+    """The environment the handlers read, as the stack sets it for the Lambdas."""
+    return {
+        settings.ENV_DEFAULT_CRAWL_ID: crawl_id,
+        settings.ENV_RULES_DIR: str(Path(options.rules_dir).resolve()) if options.rules_dir else "",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+        **options.extra_env,
+    }
 
 
 def _config(crawl_id: str, seeds: list[Seed], options: LocalOptions) -> CrawlConfig:
@@ -264,14 +277,7 @@ def _run(
     """Run the pump to the end (or a Ctrl-C), then write OUT/; the handlers build their services on ``stores``."""
     rules = load_rules(options.rules_dir)
     out = Path(options.out_dir)
-    env = {
-        settings.ENV_DEFAULT_CRAWL_ID: crawl_id,
-        settings.ENV_RULES_DIR: str(Path(options.rules_dir).resolve()) if options.rules_dir else "",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
-        **options.extra_env,
-    }
-    with _environment(env):
+    with _environment(_handler_env(crawl_id, options)):
         wiring.reset()
         # What the handlers log, as CloudWatch Logs would ingest it.
         log_meter = LogMeter()

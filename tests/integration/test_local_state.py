@@ -262,3 +262,12 @@ def test_a_crawl_stopped_before_its_seeds_were_sent_sends_them_on_resume(
     code, output = resume(out)
     assert code == 0, output
     assert_every_page_once_in_outputs(web, out, 4)
+
+
+def test_the_handlers_log_nothing_to_the_terminal_below_warning(tmp_path: Path, web: LoopbackWeb) -> None:
+    # The handlers' loggers take their level when first imported: the crawl's environment must be set by then.
+    web.add_host(A, {"/": '<a href="http://127.0.0.9:9/off-site">x</a><a href="/p1.html">p</a>', "/p1.html": "p"})
+    proc = run_cli(["crawl", "--local", web.url(A, "/"), "--out", str(tmp_path / "out"), *ALLOW_LOOPBACK,
+                    "--delay", "0", "--no-progress"])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("crawled 2 pages") and proc.stdout.count("\n") == 1, proc.stdout
