@@ -34,6 +34,7 @@ from typing import Any
 from common import checkout_env, figure, load_average, loopback_address, report
 
 from crawlstack.demo.server import LoopbackWeb, Request
+from crawlstack.local.metrics import metric_total
 
 CHILDREN = 10
 CROSS_LINKS = 2
@@ -88,19 +89,6 @@ def cpu_at(samples: list[tuple[float, int, float, int]], pages: int) -> float:
     return before[2] + share * (after[2] - before[2])
 
 
-def metric_sum(path: Path, name: str) -> float:
-    """The sum of EMF metric ``name`` over OUT/metrics.jsonl (each line's values, a number or a list)."""
-    total = 0.0
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            value = json.loads(line).get(name) if name in line else None
-            if isinstance(value, list):
-                total += sum(value)
-            elif isinstance(value, int | float):
-                total += value
-    return total
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=1000)
@@ -138,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"crawl exited {proc.returncode}: {(stderr or stdout).strip().splitlines()[-1:]}")
         summary = json.loads((crawl_out / "summary.json").read_text(encoding="utf-8"))
         peak_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        links = metric_sum(crawl_out / "metrics.jsonl", "OutlinksFound")
+        links = metric_total(crawl_out / "metrics.jsonl", "OutlinksFound")
         state_bytes = sum(p.stat().st_size for p in crawl_out.rglob("*") if p.is_file())
 
     fetched = int(summary["pages_fetched"])

@@ -527,6 +527,7 @@ def _run_crawl(args: argparse.Namespace, crawl: Callable[[], dict[str, Any]]) ->
         f"{summary['records']} records, {outcomes.get('skipped', 0)} skipped, {outcomes.get('failed', 0)} failed, "
         f"{outcomes.get('dropped', 0)} dropped -> {args.out}"
     )
+    _print_endings(summary, args.out)
     if summary["handler_errors"]:
         print(
             f"warning: {len(summary['handler_errors'])} handler errors, "
@@ -539,7 +540,35 @@ def _run_crawl(args: argparse.Namespace, crawl: Callable[[], dict[str, Any]]) ->
         counts = ", ".join(f"{queue} {n}" for queue, n in sorted(dead.items()))
         print(f"crawlstack: warning: messages went to dead-letter queues ({counts}); see summary.json", file=sys.stderr)
         return 1
+    if not summary["pages_fetched"]:
+        print("crawlstack: no page was fetched (see the hints above and the crawl log)", file=sys.stderr)
+        return NOTHING_FETCHED
     return 0
+
+
+# ``crawl --local``'s exit status when it fetched no page at all: a crawl that ran but reached nothing.
+NOTHING_FETCHED = 3
+
+
+def _print_endings(summary: dict[str, Any], out: str) -> None:
+    """The top reasons for each outcome, the guards that kept the crawl from URLs, and where to look next."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    reasons = summary.get("top_reasons") or {}
+    if any(reasons.values()):
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+        table.add_column("outcome")
+        table.add_column("URLs", justify="right")
+        table.add_column("reason")
+        for outcome, rows in reasons.items():
+            for reason, count in rows:
+                table.add_row(outcome, str(count), terminal_text(reason))
+        console.print(table)
+    for hint in summary.get("guards") or []:
+        console.print(f"hint: {terminal_text(hint)}")
+    console.print(f"details: {out}/crawl-log.jsonl (a line a URL), {out}/summary.json")
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -22,6 +22,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from crawlstack import settings
 from crawlstack.crawllog import url_ends
+from crawlstack.endings import Endings
+from crawlstack.local.metrics import metric_total
 from crawlstack.local.sqlite import LocalBlobs
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.storable import OMITTED_PREFIX, json_safe
@@ -76,12 +78,14 @@ def write_outputs(
     per_host: dict[str, Counter[str]] = {}
     # Pages a kill left in flight, fetched again on resume (the local backend's journal).
     refetched = stores.journal.refetched() if stores.journal is not None else set()
+    endings = Endings(off_site=int(metric_total(out / "metrics.jsonl", "HrefsSkippedOffSite")))
     with replacing(out / "crawl-log.jsonl") as fh:
         # A first try's page is fetched or skipped in the crawl log's objects alone.
         for item in url_ends(log_items, blobs, crawl_id):
             line = _log_line(item, interrupted)
             if item["url"] in refetched:
                 line["refetched"] = True
+            endings.add(line)
             outcomes[line["outcome"]] += 1
             per_host.setdefault(host_of(item["url"]), Counter())[line["outcome"]] += 1
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -126,6 +130,8 @@ def write_outputs(
         "dead_letter": dlq,
         "parked_left": parked_left,
         "handler_errors": pump.handler_errors[:20],
+        "top_reasons": endings.top(),
+        "guards": endings.guard_hints(),
         "invocations": {s.key: s.stats.invocations for s in pump.sources},
         "handler_seconds": {s.key: round(s.stats.handler_seconds, 3) for s in pump.sources},
         "settings": {

@@ -35,6 +35,7 @@ from webs import (
     write_rules,
 )
 
+from crawlstack.addresses import REFUSAL
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local.backend import STATE_FILE, LocalState
 from crawlstack.local.sqlite import SqliteJournal
@@ -270,4 +271,16 @@ def test_the_handlers_log_nothing_to_the_terminal_below_warning(tmp_path: Path, 
     proc = run_cli(["crawl", "--local", web.url(A, "/"), "--out", str(tmp_path / "out"), *ALLOW_LOOPBACK,
                     "--delay", "0", "--no-progress"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("crawled 2 pages") and proc.stdout.count("\n") == 1, proc.stdout
+    assert proc.stdout.startswith("crawled 2 pages"), proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("{")], proc.stdout  # no log line
+
+
+def test_a_crawl_that_fetched_nothing_exits_3_naming_the_guard(tmp_path: Path, web: LoopbackWeb) -> None:
+    web.add_host(A, star_site(1))
+    proc = run_cli(["crawl", "--local", web.url(A, "/"), "--out", str(tmp_path / "out"), "--no-progress"])
+    assert proc.returncode == 3, proc.stderr
+    assert not web.log  # a loopback address is not public: nothing was asked of it
+    assert "hint: 1 URLs are on addresses that are not public: --allow-private CIDR reaches them" in proc.stdout
+    assert proc.stderr.count("\n") == 1 and "no page was fetched" in proc.stderr
+    summary = read_summary(tmp_path / "out")
+    assert summary["guards"] and summary["top_reasons"] == {"skipped": [[f"address {REFUSAL}", 1]]}

@@ -14,8 +14,8 @@ from crawlstack.local import runner
 DEFAULT_CAP = settings.DEFAULT_MAX_PAGES_PER_HOST
 
 SUMMARY = {
-    "outcomes": {},
-    "pages_fetched": 0,
+    "outcomes": {"fetched": 1},
+    "pages_fetched": 1,  # a crawl that fetched nothing exits 3
     "elapsed_seconds": 0.0,
     "records": 0,
     "handler_errors": [],

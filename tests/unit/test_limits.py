@@ -117,8 +117,8 @@ def test_the_longest_record_id_allowed_passes(tmp_path: Path, monkeypatch: pytes
 
 def _summary() -> dict[str, Any]:
     return {
-        "outcomes": {},
-        "pages_fetched": 0,
+        "outcomes": {"fetched": 1},
+        "pages_fetched": 1,  # a crawl that fetched nothing exits 3
         "elapsed_seconds": 0.0,
         "records": 0,
         "handler_errors": [],
