@@ -60,6 +60,7 @@ from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.options import RESUME_OPTIONS, SAVED_OPTIONS, LocalOptions, Seed
+from crawlstack.local.progress import progress, snapshot
 from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
@@ -286,7 +287,7 @@ def _run(
         # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
         # go to OUT/metrics.jsonl instead of the terminal.
         with (
-            _progress(options.progress) as tick,
+            progress(options.progress, lambda started: snapshot(wiring.services(), started), options.max_pages) as tick,
             (out / "metrics.jsonl").open("a" if resumed else "w") as emf,
             contextlib.redirect_stdout(emf),
             serialised_metrics(),
@@ -396,37 +397,6 @@ def _pump(
     )
 
 
-@contextlib.contextmanager
-def _progress(enabled: bool | None) -> Iterator[Callable[[EventPump], None] | None]:
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.live import Live
-
-    console = Console(stderr=True)
-    started = time.monotonic()
-    with Live(console=console, refresh_per_second=4, transient=True) as live:
-
-        def tick(pump: EventPump) -> None:
-            stats = {s.key: s.stats for s in pump.sources}
-            depths: dict[str, int | str]
-            try:
-                depths = dict(pump.depths())
-            except (ClientError, BotoCoreError):  # a failing endpoint: show the rest
-                depths = dict.fromkeys(stats, "?")
-            live.update(
-                f"[bold]crawling[/] {time.monotonic() - started:.0f}s  "
-                f"frontier messages {stats['frontier'].deleted}  fetch batches {stats['fetch'].invocations}  "
-                f"extracted {stats['extract'].deleted}  "
-                f"[dim]queued {depths['frontier']}/{depths['fetch']}/{depths['extract']}[/]"
-            )
-
-        yield tick
-
-
 # Tries at writing OUT/ when AWS calls keep failing (a flaky --endpoint-url):
 # by the end of a long crawl botocore's retry quota may be spent.
 OUTPUT_TRIES = 5
@@ -434,7 +404,6 @@ OUTPUT_TRIES = 5
 
 def _with_retries(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run ``write`` (idempotent: every file is replaced whole) again, with fresh clients, while AWS calls fail."""
-    from botocore.exceptions import BotoCoreError, ClientError
 
     for attempt in range(OUTPUT_TRIES):
         try:

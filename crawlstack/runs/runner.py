@@ -71,6 +71,7 @@ import random
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -121,12 +122,21 @@ class RunResult:
 
 
 class HostCount:
-    """The container's hosts at work, and how many of them linger for links (``HostLoop._linger``)."""
+    """The container's hosts at work, how many of them linger for links (``HostLoop._linger``), and its outcomes.
+
+    ``outcomes`` counts each outcome flushed, by name: a container's own
+    tally (local mode's progress display reads it), not the crawl's.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.working = 0
         self.lingering = 0
+        self.outcomes: Counter[str] = Counter()
+
+    def flushed(self, outcomes: Iterable[str]) -> None:
+        with self._lock:
+            self.outcomes.update(outcomes)
 
     def add(self, working: int = 0, lingering: int = 0) -> None:
         with self._lock:
@@ -224,6 +234,7 @@ class HostRunner:
             if flushed.warc_key is not None:
                 self._result.warc_keys.append(flushed.warc_key)
             self._result.frontier.extend(flushed.frontier)
+        self.hosts.flushed(item.outcome for item in flushed.fetched)
 
     def run(self, messages: Iterable[RunMessage], deadline: float, memory_mb: int | None = None) -> RunResult:
         """One invocation's run messages, worked until their backlogs end or ``deadline`` (a clock time) nears.

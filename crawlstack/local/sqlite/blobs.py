@@ -90,6 +90,9 @@ class LocalBlobs:
         self.bucket = bucket
         self.files = FileBlobs(self.out / "objects")
         db.ensure(*self.SCHEMA)
+        # Records in records.jsonl so far (progress display); a resumed crawl's count goes on from its file's.
+        records = self.out / self.RECORDS
+        self.records_streamed = sum(1 for _ in records.open("rb")) if records.exists() else 0
 
     def _path(self, key: str) -> Path:
         if key.startswith(settings.PAGES_PREFIX):
@@ -107,6 +110,7 @@ class LocalBlobs:
             self.db.note(exc)  # a full disk stops the crawl (``StateDb.fault``)
             raise
         appended: list[tuple[Path, int]] = []  # each streamed file and its length before this put
+        records = 0
         try:
             with self.db.transaction() as conn:
                 conn.execute(
@@ -118,7 +122,8 @@ class LocalBlobs:
                     self.notify.insert(conn, [(object_created(self.bucket, key, len(data)), 0)])
                 for prefix, (name, dropped) in self.STREAMS.items():
                     if key.startswith(prefix):
-                        self._stream(conn, key, name, dropped, data, appended)
+                        lines = self._stream(conn, key, name, dropped, data, appended)
+                        records += lines if name == self.RECORDS else 0
         except BaseException as exc:
             # Not committed: what was appended goes, or a later commit's length would keep it.
             for file, length in appended:
@@ -127,6 +132,7 @@ class LocalBlobs:
             if isinstance(exc, OSError):
                 self.db.note(exc)
             raise
+        self.records_streamed += records
 
     def _stream(
         self,
@@ -136,9 +142,10 @@ class LocalBlobs:
         dropped: tuple[str, ...],
         data: bytes,
         appended: list[tuple[Path, int]],
-    ) -> None:
+    ) -> int:
+        """Append the object's lines to ``name``; how many."""
         if conn.execute("SELECT 1 FROM streamed WHERE key = ?", (key,)).fetchone():
-            return  # a redelivery rewrote its object: its lines are in the file already
+            return 0  # a redelivery rewrote its object: its lines are in the file already
         lines = []
         for line in gzip.decompress(data).decode("utf-8").split("\n"):
             if not line.strip():
@@ -155,6 +162,7 @@ class LocalBlobs:
             fh.write("".join(lines))
             end = fh.tell()
         conn.execute("INSERT INTO streamed (key, file, end) VALUES (?, ?, ?)", (key, name, end))
+        return len(lines)
 
     @staticmethod
     def _first_record(conn: sqlite3.Connection, record: dict[str, Any]) -> bool:
