@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import ipaddress
 import json
+import os
 import signal
 import sys
 import threading
@@ -277,6 +278,9 @@ def _add_deployed_commands(sub: Any) -> None:
         "--resolved",
         action="store_true",
         help="the resolved table instead: one merged record per seed record_id, as resolved.jsonl has them",
+    )
+    records.add_argument(
+        "--local", metavar="OUT_DIR", help="a local crawl's OUT/ instead (its records.jsonl or resolved.jsonl)"
     )
 
     query = sub.add_parser(
@@ -749,13 +753,18 @@ def _records(args: argparse.Namespace) -> int:
 
     if args.resolved and args.mapping:
         raise UsageError("--mapping: resolved records merge pages of any mapping; leave it out with --resolved")
-    stack = _stack(args)
-    tables = Tables(stack.connection)
+    found: Iterator[dict[str, Any]]
+    if args.local:
+        found = _local_records(Path(args.local), args.resolved, args.crawl_id, args.mapping)
+    elif args.resolved:
+        stack = _stack(args)
+        found = Tables(stack.connection).resolved(stack.table("resolved"), args.crawl_id)
+    else:
+        stack = _stack(args)
+        found = Tables(stack.connection).records(stack.table("results"), args.crawl_id, args.mapping)
     if args.resolved:
-        found = tables.resolved(stack.table("resolved"), args.crawl_id)
         base = ["crawl_id", "record_id", "complete"]
     else:
-        found = tables.records(stack.table("results"), args.crawl_id, args.mapping)
         base = ["mapping", "url", "crawl_id", "depth", "fetched_at", "record_id"]
     if args.limit:
         found = itertools.islice(found, args.limit)
@@ -773,6 +782,26 @@ def _records(args: argparse.Namespace) -> int:
         row = [_cell(r.get(c)) for c in base] + [_cell(fields.get(n)) for n in names]
         writer.writerow([csv_cell(v) for v in row])  # no page text may become a live formula
     return 0
+
+
+def _local_records(out: Path, resolved: bool, crawl_id: str | None, mapping: str | None) -> Iterator[dict[str, Any]]:
+    """A local crawl's records (or resolved records), as the deployed tables give them, filtered alike."""
+    path = out / ("resolved.jsonl" if resolved else "records.jsonl")
+    if not path.is_file():
+        raise UsageError(f"--local: {path} does not exist (is {out} a local crawl's output?)")
+
+    def read() -> Iterator[dict[str, Any]]:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                # A line a running crawl is still writing is left for the next look.
+                if line.endswith("\n") and line.strip():
+                    record = json.loads(line)
+                    if (crawl_id is None or record.get("crawl_id") == crawl_id) and (
+                        mapping is None or record.get("mapping") == mapping
+                    ):
+                        yield record
+
+    return read()
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -957,6 +986,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("crawlstack: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of our output went away (``| head``): stop quietly, as other CLIs do. Python's
+        # own flush of stdout at exit would fail again, so stdout goes to the null device first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     parser.error("unknown command")
     return 2
 

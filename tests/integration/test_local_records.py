@@ -1,0 +1,46 @@
+"""``crawlstack records --local OUT``: a local crawl's records as the deployed command prints them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from webs import Crawl, host_pattern, mapping, star_site
+
+from crawlstack.demo.server import LoopbackWeb
+
+A = "127.0.0.2"
+RULES = [
+    mapping("page", host_pattern(A, r"/p\d+\.html"), {"title": "//h1/text()"}),
+    mapping("index", host_pattern(A, r"/"), {"title": "//h1/text()"}),
+]
+
+
+def records(*argv: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "crawlstack"
+    return subprocess.run([str(exe), "records", *argv], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_records_local_prints_a_crawls_records_as_jsonl_or_csv(crawl: Crawl, web: LoopbackWeb) -> None:
+    web.add_host(A, star_site(3))
+    result = crawl(web.url(A, "/"), rules=RULES, delay=0)
+    out = str(result.out)
+
+    printed = records("--local", out)
+    assert printed.returncode == 0, printed.stderr
+    assert [json.loads(line) for line in printed.stdout.splitlines()] == result.records
+
+    pages = records("--local", out, "--mapping", "page", "--limit", "2")
+    assert [json.loads(line)["mapping"] for line in pages.stdout.splitlines()] == ["page", "page"]
+
+    table = list(csv.reader(io.StringIO(records("--local", out, "--format", "csv").stdout)))
+    assert table[0][:2] == ["mapping", "url"] and "fields.title" in table[0] and len(table) == 1 + len(result.records)
+
+
+def test_records_local_of_a_directory_with_no_crawl_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    printed = records("--local", str(tmp_path))
+    assert printed.returncode == 2 and printed.stderr.count("\n") == 1 and "records.jsonl" in printed.stderr
