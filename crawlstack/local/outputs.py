@@ -95,8 +95,7 @@ def write_outputs(
         warcs = sum(1 for _ in blobs.keys(settings.PAGES_PREFIX))
         records_path = out / "records.jsonl"
         records_path.touch()
-        with records_path.open(encoding="utf-8") as fh:
-            records = sum(1 for line in fh if line.strip())
+        records = blobs.records_streamed
         pages = lambda: list(json_lines(records_path.read_text(encoding="utf-8")))  # noqa: E731
     else:
         warcs = _copy_warcs(out / "warc", blobs, started)

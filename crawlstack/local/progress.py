@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from crawlstack.local.sqlite import SqliteBacklog
+
 LOG_EVERY_SECONDS = 10.0
 
 
@@ -72,7 +74,7 @@ def snapshot(services: Any, started: float) -> Snapshot:
         failed=counts.get("failed", 0),
         skipped=counts.get("skipped", 0),
         records=getattr(blobs, "records_streamed", None),
-        waiting=backlog.waiting() if hasattr(backlog, "wait_added") else None,
+        waiting=backlog.waiting() if isinstance(backlog, SqliteBacklog) else None,
         hosts_working=working,
         hosts_lingering=lingering,
     )

@@ -64,7 +64,7 @@ from crawlstack.local.progress import progress, snapshot
 from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
-from crawlstack.rules import load_rules
+from crawlstack.rules import load_rules, rule_files
 from crawlstack.urls import canonicalize, host_of, url_port
 
 # A failed batch comes back after this long (the deployed queues wait 6x the
@@ -172,9 +172,7 @@ def _restored(saved: dict[str, Any]) -> dict[str, Any]:
 def _rule_texts(rules_dir: str | None) -> dict[str, str]:
     if not rules_dir:
         return {}
-    root = Path(rules_dir)
-    files = [root] if root.is_file() else sorted(p for p in root.glob("*.json") if p.is_file())
-    return {f.name: f.read_text(encoding="utf-8-sig") for f in files}
+    return {f.name: f.read_text(encoding="utf-8-sig") for f in rule_files(Path(rules_dir))}
 
 
 def _crawl_on_state(

@@ -45,7 +45,8 @@ class RuleSet:
         return len(self.mappings)
 
 
-def _rule_files(path: Path) -> list[Path]:
+def rule_files(path: Path) -> list[Path]:
+    """The rule files ``path`` names: itself, or the ``*.json`` files of a directory, sorted."""
     if path.is_file():
         return [path]
     return sorted(p for p in path.glob("*.json") if p.is_file())
@@ -98,7 +99,7 @@ def load_rules(path: str | Path | None, check_schema: bool = False) -> RuleSet:
     errors: list[RuleError] = []
     mappings: list[Mapping] = []
     names: dict[str, str] = {}
-    for file in _rule_files(root):
+    for file in rule_files(root):
         label = str(file)
         try:
             # utf-8-sig: editors on Windows save a BOM, which is harmless here.

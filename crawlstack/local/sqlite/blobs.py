@@ -90,9 +90,8 @@ class LocalBlobs:
         self.bucket = bucket
         self.files = FileBlobs(self.out / "objects")
         db.ensure(*self.SCHEMA)
-        # Records in records.jsonl so far (progress display); a resumed crawl's count goes on from its file's.
-        records = self.out / self.RECORDS
-        self.records_streamed = sum(1 for _ in records.open("rb")) if records.exists() else 0
+        # Records in records.jsonl so far; a resumed crawl's count goes on from its file's (``trim``).
+        self.records_streamed = self._lines(self.out / self.RECORDS)
 
     def _path(self, key: str) -> Path:
         if key.startswith(settings.PAGES_PREFIX):
@@ -209,6 +208,14 @@ class LocalBlobs:
             if path.exists() and path.stat().st_size > ends.get(name, 0):
                 with path.open("r+b") as fh:
                     fh.truncate(ends.get(name, 0))
+        self.records_streamed = self._lines(self.out / self.RECORDS)
+
+    @staticmethod
+    def _lines(path: Path) -> int:
+        if not path.exists():
+            return 0
+        with path.open("rb") as fh:
+            return sum(1 for _ in fh)
 
 
 def object_created(bucket: str, key: str, size: int) -> str:
