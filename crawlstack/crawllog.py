@@ -59,6 +59,11 @@ def crawl_prefix(prefix: str, crawl_id: str) -> str:
     return f"{prefix}crawl_id={quote(crawl_id, safe='-_.')}/"
 
 
+def iso_time(epoch: float) -> str:
+    """``2026-11-27T17:50:06.123456+00:00``: ISO 8601 in UTC, to the microsecond."""
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="microseconds")
+
+
 def log_line(item: Fetched, now: float, warc: str | None = None) -> dict[str, Any]:
     task = item.task
     fetched_at = now
@@ -73,6 +78,8 @@ def log_line(item: Fetched, now: float, warc: str | None = None) -> dict[str, An
         "crawl_id": task.crawl_id,
         "host": task.host,
         "fetched_at": fetched_at,
+        # When the try's request began: per-host timelines (crawlstack report) come from these.
+        "started_at": iso_time(item.started_at) if item.started_at else None,
         # As in local mode's crawl-log.jsonl: the body was cut at MAX_BODY_BYTES.
         "truncated": item.truncated or None,
         "attempt": task.attempt,
@@ -160,13 +167,33 @@ def outcome_of(item: dict[str, Any], logged: dict[str, Any] | None) -> dict[str,
 
 
 def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -> list[dict[str, Any]]:
-    """The crawl's urls-table ``items``, each with its last crawl-log line only the log holds (``outcome_of``)."""
-    logged = last_lines(
+    """The crawl's urls-table ``items``, each with its last crawl-log line only the log holds (``outcome_of``).
+
+    Each also gains ``tries_started``: when each of its tries' requests began,
+    in order (ISO 8601), from every crawl-log line of the URL.
+    """
+    lines = [
         line
         for key in blobs.keys(crawl_prefix(settings.CRAWL_LOG_PREFIX, crawl_id))
         for line in read_lines(blobs.get(key))
-    )
-    return [outcome_of(item, logged.get(item.get("url", ""))) for item in items]
+    ]
+    logged = last_lines(lines)
+    starts = tries_started(lines)
+    ends = []
+    for item in items:
+        end = dict(outcome_of(item, logged.get(item.get("url", ""))))
+        end["tries_started"] = starts.get(item.get("url", ""), [])
+        ends.append(end)
+    return ends
+
+
+def tries_started(lines: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
+    """URL -> when each of its tries began (``started_at``), in order; a redelivered line counts once."""
+    starts: dict[str, set[str]] = {}
+    for line in lines:
+        if isinstance(line.get("url"), str) and isinstance(line.get("started_at"), str):
+            starts.setdefault(line["url"], set()).add(line["started_at"])
+    return {url: sorted(times) for url, times in starts.items()}
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,11 @@ def _log_line(item: dict[str, Any], interrupted: bool) -> dict[str, Any]:
     if item.get("attempt", 1) > 1:
         # Tried more than once (retries of HTTP errors, crawlstack.fetch_outcomes).
         line["attempts"] = item["attempt"]
+    *earlier, last = item.get("tries_started") or [None]
+    if last is not None:
+        line["started_at"] = last
+    if earlier:
+        line["earlier_tries"] = earlier
     return line
 
 

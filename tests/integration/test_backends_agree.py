@@ -9,6 +9,7 @@ lines and resolved records.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,11 @@ def comparable(out: Path, port_of: dict[str, int]) -> dict[str, Any]:
         (plain(r["url"]), r["mapping"], json.dumps(r["fields"], sort_keys=True), r["depth"])
         for r in lines("records.jsonl")
     )
-    log = sorted(json.dumps({**e, "url": plain(e["url"])}, sort_keys=True) for e in lines("crawl-log.jsonl"))
+    log_lines = lines("crawl-log.jsonl")
+    for line in log_lines:
+        if line["outcome"] == "fetched":  # each try's start, to the microsecond, in UTC
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", line.pop("started_at"))
+    log = sorted(json.dumps({**e, "url": plain(e["url"])}, sort_keys=True) for e in log_lines)
     return {"records": records, "log": log, "resolved": lines("resolved.jsonl")}
 
 

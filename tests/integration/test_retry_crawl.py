@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,10 @@ def test_a_503_page_is_fetched_on_its_third_try_and_an_always_500_page_fails_aft
     assert (fetched["outcome"], fetched["status"], fetched["attempts"]) == ("fetched", 200, 3), result.log_text()
     assert (failed["outcome"], failed["status"], failed["attempts"]) == ("failed", 500, 3), result.log_text()
     assert failed["reason"] == "500 Internal Server Error after 3 attempts"
+    # Each try's start is in the line: the server saw the requests begin after them, in that order.
+    starts = [datetime.fromisoformat(t).timestamp() for t in [*fetched["earlier_tries"], fetched["started_at"]]]
+    assert len(starts) == 3 and starts == sorted(starts), result.log_text()
+    assert all(start <= entry.arrived_wall for start, entry in zip(starts, tries, strict=True)), log
     # Every try's exchange is archived, each try in a WARC of its own batch.
     assert warc_statuses(result.warc_files, flaky) == [200, 503, 503]
     assert warc_statuses(result.warc_files, broken) == [500, 500, 500]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 
 import pytest
 from fakes import FakeBlobs
@@ -25,7 +26,7 @@ def task(url: str, crawl_id: str = "c", depth: int = 1) -> FetchTask:
     return FetchTask(url=url, fp=fingerprint(url), host=host, depth=depth, crawl_id=crawl_id, not_before=0, delay=0)
 
 
-def fetched(url: str, crawl_id: str = "c") -> Fetched:
+def fetched(url: str, crawl_id: str = "c", started_at: float | None = None) -> Fetched:
     exchange = Exchange(
         url=url,
         method="GET",
@@ -37,7 +38,7 @@ def fetched(url: str, crawl_id: str = "c") -> Fetched:
         ip_address=None,
         metadata={"fetched_at": NOW - 5},
     )
-    return Fetched(task(url, crawl_id), "fetched", 200, exchange=exchange)
+    return Fetched(task(url, crawl_id), "fetched", 200, exchange=exchange, started_at=started_at)
 
 
 def lines(data: bytes) -> list[dict[str, object]]:
@@ -46,7 +47,7 @@ def lines(data: bytes) -> list[dict[str, object]]:
 
 def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
     batch = [
-        fetched("http://a.example/1"),
+        fetched("http://a.example/1", started_at=NOW - 5.25),
         Fetched(task("http://b.example/robots-no", depth=2), "skipped", reason="robots.txt"),
         Fetched(task("http://a.example/2", crawl_id="other"), "failed", reason="timeout"),
     ]
@@ -69,6 +70,7 @@ def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
             "crawl_id": "c",
             "host": "a.example",
             "fetched_at": NOW - 5,
+            "started_at": "2023-11-14T22:13:14.750000+00:00",
             "truncated": None,
             "attempt": 1,
             "warc": None,
@@ -82,6 +84,7 @@ def test_one_object_per_crawl_with_one_line_per_outcome() -> None:
             "crawl_id": "c",
             "host": "b.example",
             "fetched_at": NOW,
+            "started_at": None,
             "truncated": None,
             "attempt": 1,
             "warc": None,
@@ -159,11 +162,25 @@ def test_a_urls_end_is_the_tables_or_else_the_last_line_only_the_crawl_log_holds
 
 def test_url_ends_reads_a_crawls_objects_and_keeps_the_last_line_only_the_log_holds() -> None:
     blobs = FakeBlobs()
-    first = Fetched(task("http://a.example/1"), "retry", 503, reason="503 Service Unavailable")
-    again = fetched("http://a.example/1")  # a refetch after a crash: the same first try, later
+    first = Fetched(task("http://a.example/1"), "retry", 503, reason="503 Service Unavailable", started_at=NOW - 11)
+    again = fetched("http://a.example/1", started_at=NOW - 6)  # a refetch after a crash: the same first try, later
     write_crawl_log(blobs, [first], NOW - 10)
     write_crawl_log(blobs, [again], NOW)
     write_crawl_log(blobs, [fetched("http://a.example/1", crawl_id="other")], NOW)
     items = [{"url": "http://a.example/1", "state": "retrying", "attempt": 1}]
     [end] = url_ends(items, blobs, "c")
     assert (end["state"], end["status"]) == ("fetched", 200)
+    # The refetch's line replaced the first try's (same object), so one start; the other crawl's is not this one's.
+    assert end["tries_started"] == ["2023-11-14T22:13:14.000000+00:00"]
+
+
+def test_url_ends_gives_every_tries_start_in_order() -> None:
+    blobs = FakeBlobs()
+    second = Fetched(replace(task("http://a.example/1"), attempt=2), "fetched", 200, started_at=NOW - 1)
+    first = Fetched(task("http://a.example/1"), "retry", 503, reason="503 Service Unavailable", started_at=NOW - 11)
+    write_crawl_log(blobs, [second], NOW)
+    write_crawl_log(blobs, [first], NOW - 10)
+    write_crawl_log(blobs, [first], NOW - 10)  # redelivered: the same try once
+    items = [{"url": "http://a.example/1", "state": "fetched", "attempt": 2}]
+    [end] = url_ends(items, blobs, "c")
+    assert end["tries_started"] == ["2023-11-14T22:13:09.000000+00:00", "2023-11-14T22:13:19.000000+00:00"]
