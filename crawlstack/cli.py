@@ -289,7 +289,8 @@ def _add_deployed_commands(sub: Any) -> None:
         help="run SQL on Athena, or with --local on DuckDB over OUT/",
         description="Run SQL on Athena in the stack's workgroup and Glue database, wait, print a table. "
         "With --local OUT_DIR the same SQL runs on DuckDB over a local crawl's output: tables records, "
-        "crawl_log and resolved; fields['name'] reads a record's field on both.",
+        "crawl_log and resolved, with the Glue tables' columns and types; fields['name'] reads a record's field "
+        "as text on both, numbers['name'] a numeric field as a number.",
     )
     query.add_argument("sql", metavar="SQL")
     query.add_argument("--local", metavar="OUT_DIR", help="query a local crawl's output directory instead")
@@ -796,6 +797,7 @@ def _local_records(out: Path, resolved: bool, crawl_id: str | None, mapping: str
                 # A line a running crawl is still writing is left for the next look.
                 if line.endswith("\n") and line.strip():
                     record = json.loads(line)
+                    record.pop("numbers", None)  # a copy of fields for the query tables; the results table has none
                     if (crawl_id is None or record.get("crawl_id") == crawl_id) and (
                         mapping is None or record.get("mapping") == mapping
                     ):

@@ -60,6 +60,7 @@ from crawlstack.rules import Mapping, Page, RuleSet, budget
 from crawlstack.rules.budget import BudgetExceeded, page_budget
 from crawlstack.scope import out_of_scope, rules_for
 from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
+from crawlstack.tables import numbers_of
 from crawlstack.urls import InvalidURL, resolve_link
 from crawlstack.warc import WarcPage, read_warc
 
@@ -155,8 +156,16 @@ def records_key(warc_key: str, crawl_id: str) -> str:
 
 
 def record_line(record: dict[str, Any]) -> str:
-    """One line of a records object: strict JSON, keys in the record's own order (fields in mapping order)."""
-    return json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False) + "\n"
+    """One line of a records object: strict JSON, keys in the record's own order (fields in mapping order).
+
+    ``numbers`` follows ``fields``: its numeric values, for the query tables' typed column (``crawlstack.tables``).
+    """
+    line: dict[str, Any] = {}
+    for key, value in json_safe(record).items():
+        line[key] = value
+        if key == "fields":
+            line["numbers"] = numbers_of(value or {})
+    return json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def page_links(

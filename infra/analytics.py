@@ -10,7 +10,7 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from crawlstack import settings
+from crawlstack import settings, tables
 
 JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
 TEXT_INPUT = "org.apache.hadoop.mapred.TextInputFormat"
@@ -21,35 +21,8 @@ RESULTS_RETENTION = Duration.days(30)
 # A cost guard: one query may scan at most this much (Athena bills per byte scanned).
 BYTES_SCANNED_CUTOFF = 10 * 1024**3
 
-# Columns of the JSON lines.  crawl_id is left out: it is the partition
-# column (from the key), and Hive refuses a column that is both.
-RECORDS_COLUMNS = (
-    ("mapping", "string"),
-    ("url", "string"),
-    # Each mapping has its own fields: a map, so fields['title'] reads any of
-    # them (nested values as their JSON text), as in local mode's DuckDB view.
-    ("fields", "map<string,string>"),
-    ("depth", "int"),
-    ("fp", "string"),
-    ("fetched_at", "double"),
-    ("record_id", "string"),
-)
-CRAWL_LOG_COLUMNS = (
-    ("url", "string"),
-    ("outcome", "string"),
-    ("reason", "string"),
-    ("status", "int"),
-    ("depth", "int"),
-    ("host", "string"),
-    ("fetched_at", "double"),
-    ("truncated", "boolean"),
-    ("attempt", "int"),
-    ("warc", "string"),
-)
-PARTITION_KEYS = (("crawl_id", "string"), ("dt", "string"))
-
-RECORDS = settings.QUERY_TABLES["records"]
-CRAWL_LOG = settings.QUERY_TABLES["crawl_log"]
+RECORDS = tables.RECORDS
+CRAWL_LOG = tables.CRAWL_LOG
 # Partition projection injects crawl_id: every query must name its crawl(s).
 NAMED_QUERIES = {
     # Plain SQL that DuckDB runs too (`crawlstack query --local`).
@@ -102,8 +75,8 @@ class Analytics(Construct):
             ),
         )
         self.tables = {
-            RECORDS: self._table(bucket, RECORDS, settings.RECORDS_PREFIX, RECORDS_COLUMNS),
-            CRAWL_LOG: self._table(bucket, CRAWL_LOG, settings.CRAWL_LOG_PREFIX, CRAWL_LOG_COLUMNS),
+            RECORDS: self._table(bucket, RECORDS, settings.RECORDS_PREFIX),
+            CRAWL_LOG: self._table(bucket, CRAWL_LOG, settings.CRAWL_LOG_PREFIX),
         }
 
         bucket.add_lifecycle_rule(
@@ -146,7 +119,8 @@ class Analytics(Construct):
             )
             self.named_queries[name] = query
 
-    def _table(self, bucket: s3.Bucket, name: str, prefix: str, columns: tuple[tuple[str, str], ...]) -> glue.CfnTable:
+    def _table(self, bucket: s3.Bucket, name: str, prefix: str) -> glue.CfnTable:
+        """The Glue table over ``prefix``, its columns as ``crawlstack.tables`` defines them for both engines."""
         location = bucket.s3_url_for_object(prefix.rstrip("/"))
         table = glue.CfnTable(
             self,
@@ -169,13 +143,13 @@ class Analytics(Construct):
                     "projection.dt.interval.unit": "DAYS",
                     "storage.location.template": f"{location}/crawl_id=${{crawl_id}}/dt=${{dt}}/",
                 },
-                partition_keys=[glue.CfnTable.ColumnProperty(name=n, type=t) for n, t in PARTITION_KEYS],
+                partition_keys=[glue.CfnTable.ColumnProperty(name=c.name, type=c.type) for c in tables.PARTITION_KEYS],
                 storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
                     location=f"{location}/",
                     input_format=TEXT_INPUT,
                     output_format=TEXT_OUTPUT,
                     compressed=True,
-                    columns=[glue.CfnTable.ColumnProperty(name=n, type=t) for n, t in columns],
+                    columns=[glue.CfnTable.ColumnProperty(name=c.name, type=c.type) for c in tables.COLUMNS[name]],
                     serde_info=glue.CfnTable.SerdeInfoProperty(
                         serialization_library=JSON_SERDE,
                         # A line that is not JSON is skipped, not a failed query.

@@ -1,71 +1,91 @@
 """``crawlstack query --local OUT_DIR``: SQL on DuckDB over a local crawl's ``OUT/``.
 
-The views carry the names and columns of the stack's Glue tables
-(``settings.QUERY_TABLES``, ``infra/analytics.py``), partition columns
-``crawl_id`` and ``dt`` included, and ``fields`` is a map of strings as in
-the Athena table, so that ``fields['title']`` and the stack's named queries
-mean the same on both:
+The views have the stack's Glue tables' names, columns and types, from the
+one definition in ``crawlstack.tables`` (partition columns ``crawl_id`` and
+``dt`` included), so the same SQL gives the same answer on both:
 
-* ``records``: ``records.jsonl`` (mapping, url, fields, depth, fetched_at, record_id, crawl_id, dt);
-* ``crawl_log``: ``crawl-log.jsonl`` (url, outcome, reason, status, depth, host, fetched_at, truncated,
-  crawl_id, dt); local lines have no host (taken from the URL), fetched_at or dt, nor a crawl id
-  (``summary.json``'s);
+* ``records``: ``records.jsonl``;
+* ``crawl_log``: ``crawl-log.jsonl``, one line a URL: its last try's ``started_at``
+  and ``attempt``; the host comes from the URL, ``crawl_id`` from ``summary.json``,
+  ``dt`` from the try's start; local lines have no ``fetched_at`` nor ``warc``;
 * ``resolved``: ``resolved.jsonl`` (record_id, fields, sources, complete), local only.
 
-Nested values in ``fields`` read as their JSON text, as Athena's JSON SerDe gives them.
-``from_unixtime`` is defined as in Athena.
+``from_unixtime`` and ``from_iso8601_timestamp`` are defined as in Athena.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from crawlstack import settings
+from crawlstack import tables
 from crawlstack.deployed import DeployedError, QueryResult
 
 _MAP = "MAP(VARCHAR, VARCHAR)"
-# file, its columns as read, and the view's extra columns (SQL over those).
-VIEWS: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
-    settings.QUERY_TABLES["records"]: (
-        "records.jsonl",
-        {
-            "mapping": "VARCHAR",
-            "url": "VARCHAR",
-            "fields": _MAP,
-            "depth": "INTEGER",
-            "fetched_at": "DOUBLE",
-            "record_id": "VARCHAR",
-            "crawl_id": "VARCHAR",
-        },
-        {"dt": "strftime(from_unixtime(fetched_at), '%Y-%m-%d')"},
+_HOST = "lower(regexp_extract(url, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?([^/:?#]+)', 1))"
+_DAY_FETCHED = "strftime(from_unixtime(fetched_at), '%Y-%m-%d')"
+
+
+@dataclass(frozen=True)
+class LocalTable:
+    """A view over one file of ``OUT/``: the columns read (name -> DuckDB type), and SQL for the view's others."""
+
+    file: str
+    read: dict[str, str]
+    derived: dict[str, str] = field(default_factory=dict)
+
+
+def _table_columns(name: str) -> dict[str, str]:
+    return {c.name: tables.duckdb_type(c) for c in tables.COLUMNS[name]}
+
+
+VIEWS = {
+    tables.RECORDS: LocalTable(
+        "records.jsonl", {**_table_columns(tables.RECORDS), "crawl_id": "VARCHAR"}, {"dt": _DAY_FETCHED}
     ),
-    settings.QUERY_TABLES["crawl_log"]: (
+    tables.CRAWL_LOG: LocalTable(
         "crawl-log.jsonl",
+        {**_table_columns(tables.CRAWL_LOG), "attempts": "INTEGER"},
         {
-            "url": "VARCHAR",
-            "outcome": "VARCHAR",
-            "reason": "VARCHAR",
-            "status": "INTEGER",
-            "depth": "INTEGER",
-            "host": "VARCHAR",
-            "fetched_at": "DOUBLE",
-            "truncated": "BOOLEAN",
+            "host": f"coalesce(host, {_HOST})",
+            "attempt": "coalesce(attempt, attempts, 1)",
+            "crawl_id": "{crawl_id}",
+            "dt": "strftime(from_iso8601_timestamp(started_at), '%Y-%m-%d')",
         },
-        {"crawl_id": "{crawl_id}", "dt": "strftime(from_unixtime(fetched_at), '%Y-%m-%d')"},
     ),
-    "resolved": (
-        "resolved.jsonl",
-        {"record_id": "VARCHAR", "fields": _MAP, "sources": _MAP, "complete": "BOOLEAN"},
-        {},
+    "resolved": LocalTable(
+        "resolved.jsonl", {"record_id": "VARCHAR", "fields": _MAP, "sources": _MAP, "complete": "BOOLEAN"}
     ),
 }
-_HOST = "lower(regexp_extract(url, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?([^/:?#]+)', 1))"
+# The view's columns in the Glue table's order, partitions last; a file's own extra columns are left out.
+_ORDER = {name: [c.name for c in (*cols, *tables.PARTITION_KEYS)] for name, cols in tables.COLUMNS.items()}
+# DuckDB's to_timestamp and TIMESTAMPTZ give times with a zone, which need pytz to fetch: plain UTC timestamps.
+_MACROS = (
+    "CREATE MACRO from_unixtime(x) AS make_timestamp(CAST(x * 1000000 AS BIGINT))",
+    "CREATE MACRO from_iso8601_timestamp(x) AS make_timestamp(CAST(epoch_us(CAST(x AS TIMESTAMPTZ)) AS BIGINT))",
+)
 
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _view_sql(view: str, table: LocalTable, path: Path, crawl_id: object) -> str:
+    columns = table.read
+    cols = "{" + ", ".join(f"{_literal(c)}: {_literal(t)}" for c, t in columns.items()) + "}"
+    if path.is_file():
+        source = f"read_json({_literal(str(path))}, format='newline_delimited', columns={cols})"
+    else:
+        # A crawl that wrote no such file still has the table, empty.
+        source = "(SELECT " + ", ".join(f"NULL::{t} AS {c}" for c, t in columns.items()) + " WHERE false)"
+    crawl = _literal(crawl_id) if isinstance(crawl_id, str) else "NULL::VARCHAR"
+    exprs = {c: c for c in columns}
+    exprs.update({c: sql.replace("{crawl_id}", crawl) for c, sql in table.derived.items()})
+    order = _ORDER.get(view, list(exprs))
+    select = ", ".join(f"{exprs[c]} AS {c}" for c in order)
+    return f"CREATE VIEW {view} AS SELECT {select} FROM {source}"
 
 
 def query_local(out_dir: str, sql: str) -> QueryResult:
@@ -80,20 +100,10 @@ def query_local(out_dir: str, sql: str) -> QueryResult:
         crawl_id = json.loads((out / "summary.json").read_text(encoding="utf-8")).get("crawl_id")
     con = duckdb.connect(":memory:")
     try:
-        # A plain UTC timestamp: DuckDB's to_timestamp gives one with a time zone, which needs pytz to fetch.
-        con.execute("CREATE MACRO from_unixtime(x) AS make_timestamp(CAST(x * 1000000 AS BIGINT))")
-        for view, (name, columns, extra) in VIEWS.items():
-            path = out / name
-            cols = "{" + ", ".join(f"{_literal(c)}: {_literal(t)}" for c, t in columns.items()) + "}"
-            if path.is_file():
-                source = f"read_json({_literal(str(path))}, format='newline_delimited', columns={cols})"
-            else:
-                # A crawl that wrote no such file still has the table, empty.
-                source = "(SELECT " + ", ".join(f"NULL::{t} AS {c}" for c, t in columns.items()) + " WHERE false)"
-            select = [("coalesce(host, " + _HOST + ") AS host") if c == "host" else c for c in columns]
-            crawl = _literal(crawl_id) if isinstance(crawl_id, str) else "NULL::VARCHAR"
-            select += [f"{sql.replace('{crawl_id}', crawl)} AS {c}" for c, sql in extra.items()]
-            con.execute(f"CREATE VIEW {view} AS SELECT {', '.join(select)} FROM {source}")
+        for macro in _MACROS:
+            con.execute(macro)
+        for view, table in VIEWS.items():
+            con.execute(_view_sql(view, table, out / table.file, crawl_id))
         try:
             cursor = con.execute(sql)
             columns_out = [d[0] for d in cursor.description or []]

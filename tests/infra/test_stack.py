@@ -21,6 +21,7 @@ import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Match, Template  # noqa: E402
 
 from crawlstack import settings  # noqa: E402
+from crawlstack import tables as schema  # noqa: E402
 from infra.config import (  # noqa: E402
     CTX_ALARM_EMAIL,
     CTX_DELAY,
@@ -586,6 +587,21 @@ def test_glue_tables_project_partitions_from_the_key_layout(stack, resources):
         assert table["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"] == "org.openx.data.jsonserde.JsonSerDe"
     log_columns = {c["Name"] for c in tables["crawl_log"]["TableInput"]["StorageDescriptor"]["Columns"]}
     assert {"outcome", "reason", "status", "depth", "host"} <= log_columns
+
+
+def test_glue_tables_have_the_one_schema_query_local_uses_too(resources):
+    """The columns and types of crawlstack.tables, which local mode's DuckDB views also take."""
+    glue_tables = {t["Properties"]["TableInput"]["Name"]: t for t in of_type(resources, "AWS::Glue::Table").values()}
+    for name, columns in schema.COLUMNS.items():
+        table = glue_tables[name]["Properties"]["TableInput"]
+        declared = [(c["Name"], c["Type"]) for c in table["StorageDescriptor"]["Columns"]]
+        assert declared == [(c.name, c.type) for c in columns]
+    assert dict(declared)["started_at"] == "string"
+    records = dict(
+        (c["Name"], c["Type"])
+        for c in glue_tables["records"]["Properties"]["TableInput"]["StorageDescriptor"]["Columns"]
+    )
+    assert records["fields"] == "map<string,string>" and records["numbers"] == "map<string,double>"
 
 
 def test_athena_workgroup_enforces_its_own_result_location(stack, resources):

@@ -63,7 +63,7 @@ def test_a_huge_field_and_a_number_out_of_range_in_one_batch_keep_every_record(
     by_url = {r["url"]: r for r in result.records}
     assert {url: by_url[url]["fields"] for url in urls} == dict(zip(urls, pages.values(), strict=True))
     assert all(list(r["fields"]) == ["title", "body", "amount"] for r in result.records)
-    assert list(result.records[0]) == ["mapping", "url", "fields", "depth", "crawl_id", "fetched_at"]
+    assert list(result.records[0]) == ["mapping", "url", "fields", "numbers", "depth", "crawl_id", "fetched_at"]
     assert stored == {
         urls[0]: {"title": "big", "body": omitted(size(HUGE)), "amount": 1},
         urls[1]: {"title": "far", "body": "b", "amount": "1e+300"},

@@ -80,7 +80,9 @@ def test_a_huge_field_and_a_number_dynamodb_cannot_hold_keep_their_records() -> 
         {"title": "far", "body": "b", "amount": 1e300},
     ]
     assert all(list(p["fields"]) == ["title", "body", "amount"] for p in parsed)
-    assert list(parsed[0]) == ["mapping", "url", "fields", "depth", "crawl_id", "fp", "fetched_at"]
+    assert list(parsed[0]) == ["mapping", "url", "fields", "numbers", "depth", "crawl_id", "fp", "fetched_at"]
+    # Numbers as numbers beside the fields, for queries that compare them.
+    assert [p["numbers"] for p in parsed] == [{"amount": 1}, {"amount": 1e300}]
     # The results table has both: the huge value as a marker, the number as text.
     stored = {item["url"]: item["fields"] for item in results.items.values()}
     assert stored["http://api.example/big"] == {"title": "big", "body": omitted(size(HUGE)), "amount": 1}
