@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit integration lint typecheck demo bench clean
+.PHONY: setup browser test unit integration lint typecheck demo bench clean
 
 include make/infra.mk
 
@@ -19,7 +19,15 @@ $(STAMP): pyproject.toml package.json package-lock.json
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	npm ci --no-audit --no-fund --loglevel=error
+	$(MAKE) --no-print-directory browser
 	touch $@
+
+## Debian's chromium and chromedriver, for the report's browser test (apt as root, or through sudo)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver \
+	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver; }; }
 
 ## The whole suite: lint, types, unit, integration and infra tests
 test: setup lint typecheck

@@ -7,9 +7,10 @@
 For a deployed stack (its CloudFormation outputs, ``crawlstack.deployed``):
 
     crawlstack seed URL... [--crawl-id ID] [--seeds-file F]
-    crawlstack status [ID]
-    crawlstack records [--crawl-id ID] [--mapping M | --resolved] [--limit N] [--format jsonl|csv]
+    crawlstack status [ID] [--local OUT_DIR]
+    crawlstack records [--crawl-id ID] [--mapping M | --resolved] [--limit N] [--format jsonl|csv] [--local OUT_DIR]
     crawlstack query "SQL" [--local OUT_DIR]
+    crawlstack report OUT_DIR | --crawl-id ID --out FILE
     crawlstack dlq show|redrive [QUEUE]
     crawlstack crawl stop|resume ID
 
@@ -28,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,7 +94,10 @@ _PER_HOST_HELP = (
     "URLs admitted per host name, a bound on spider traps "
     f"(default {settings.DEFAULT_MAX_PAGES_PER_HOST}; 0 for no cap)"
 )
-_ALLOW_PORT_HELP = "also fetch this port on any host (repeatable; 80, 443 and the seeds' own ports always are)"
+_ALLOW_PORT_HELP = (
+    "also fetch this port on any host in scope (repeatable); otherwise only 80, 443 "
+    "and each seed's own port, on that seed's host, are fetched"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -262,6 +267,11 @@ def _add_deployed_commands(sub: Any) -> None:
         "crawl_id", nargs="?", type=crawl_id_lookup_flag, metavar="ID", help="one crawl (default: every crawl)"
     )
     status.add_argument("--no-counts", action="store_true", help="queue depths only: no table scans")
+    status.add_argument(
+        "--local",
+        metavar="OUT_DIR",
+        help="a local crawl's OUT/ instead, read without taking its lock (works while the crawl runs)",
+    )
 
     records = sub.add_parser(
         "records",
@@ -302,6 +312,25 @@ def _add_deployed_commands(sub: Any) -> None:
         help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
     )
     query.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
+
+    report = sub.add_parser(
+        "report",
+        parents=[common],
+        help="draw a crawl's plots into one self-contained HTML file",
+        description="Rebuild OUT_DIR/report.html from a local crawl's output, or with --crawl-id build the "
+        "report of a deployed crawl from its Athena tables into --out FILE. The file makes no network "
+        "request: plotly.js is embedded.",
+    )
+    report.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="a local crawl's output directory")
+    report.add_argument("--crawl-id", type=crawl_id_lookup_flag, metavar="ID", help="a deployed crawl, from Athena")
+    report.add_argument("--out", metavar="FILE", help="where to write the report (default OUT_DIR/report.html)")
+    report.add_argument(
+        "--timeout",
+        type=number_flag(limits.QUERY_TIMEOUT_SECONDS, stored=False),
+        default=settings.QUERY_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
+    )
 
     dlq = sub.add_parser("dlq", help="inspect or redrive dead-letter queues")
     dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
@@ -573,6 +602,7 @@ def _print_endings(summary: dict[str, Any], out: str) -> None:
         console.print(table)
     for hint in summary.get("guards") or []:
         console.print(f"hint: {terminal_text(hint)}")
+    console.print(f"report: {out}/report.html (plots)")
     console.print(f"details: {out}/crawl-log.jsonl (a line a URL), {out}/summary.json")
 
 
@@ -712,7 +742,20 @@ def _cell(value: Any) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from crawlstack.deployed import URL_STATES, Queues, Tables, url_counts
+    if args.local:
+        from crawlstack.local.backend import StateError
+        from crawlstack.local.status import local_status
+
+        try:
+            found = local_status(Path(args.local), args.crawl_id)
+        except StateError as exc:
+            raise UsageError(f"--local: {exc}") from exc
+        rows = [[k, q.visible, q.in_flight, q.delayed, d.visible + d.in_flight] for k, (q, d) in found.queues.items()]
+        _print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
+        if not args.no_counts:
+            _print_crawls(found.url_states, found.extracted, found.crawls, args.crawl_id)
+        return 0
+    from crawlstack.deployed import Queues, Tables
 
     stack = _stack(args)
     queues = Queues(stack.connection)
@@ -727,23 +770,32 @@ def _status(args: argparse.Namespace) -> int:
     states = tables.url_states(stack.table("urls"), args.crawl_id)
     extracted = tables.count(stack.table("results"), args.crawl_id)
     configs = tables.crawls(stack.table("crawls"), args.crawl_id)
-    crawls = sorted(set(states) | set(extracted) | set(configs) | ({args.crawl_id} if args.crawl_id else set()))
+    _print_crawls(states, extracted, configs, args.crawl_id)
+    return 0
+
+
+def _print_crawls(
+    states: dict[str, Counter[str]], extracted: dict[str, int], configs: dict[str, dict[str, Any]], crawl_id: str | None
+) -> None:
+    """URLs per state, records and the page budget of each crawl, as ``status`` prints them."""
+    from crawlstack.deployed import URL_STATES, url_counts
+
+    crawls = sorted(set(states) | set(extracted) | set(configs) | ({crawl_id} if crawl_id else set()))
     print()
     if not crawls:
         print("no crawl has seen a URL yet")
-        return 0
+        return
     rows = []
-    for crawl_id in crawls:
-        config = configs.get(crawl_id, {})
-        counts = url_counts(states.get(crawl_id, {}), config)
+    for crawl in crawls:
+        config = configs.get(crawl, {})
+        counts = url_counts(states.get(crawl, {}), config)
         budget = ""
         if config.get("max_pages") is not None:
             budget = f"{config.get('pages_admitted', 0)}/{config['max_pages']}"
         # A crawl without a config item runs on the stack's defaults.
         state = config.get("state", "running")
-        rows.append([crawl_id, state, *(counts.get(s, 0) for s in URL_STATES), extracted.get(crawl_id, 0), budget])
+        rows.append([crawl, state, *(counts.get(s, 0) for s in URL_STATES), extracted.get(crawl, 0), budget])
     _print_table(["crawl", "state", *URL_STATES, "extracted", "budget"], rows)
-    return 0
 
 
 def _records(args: argparse.Namespace) -> int:
@@ -804,6 +856,38 @@ def _local_records(out: Path, resolved: bool, crawl_id: str | None, mapping: str
                         yield record
 
     return read()
+
+
+def _report(args: argparse.Namespace) -> int:
+    from crawlstack.report import REPORT_FILE, from_out, write_report
+
+    if (args.out_dir is None) == (args.crawl_id is None):
+        raise UsageError("give a local crawl's OUT_DIR, or --crawl-id ID --out FILE for a deployed crawl")
+    if args.out_dir is not None:
+        out = Path(args.out_dir)
+        if not (out / "crawl-log.jsonl").is_file():
+            raise UsageError(f"{out}: no crawl-log.jsonl (is it a local crawl's output directory?)")
+        target = Path(args.out) if args.out else out / REPORT_FILE
+        facts = from_out(out)
+    else:
+        from crawlstack.deployed import Athena
+        from crawlstack.report.athena import from_athena
+
+        if not args.out:
+            raise UsageError("--crawl-id: give --out FILE for the report")
+        target = Path(args.out)
+        stack = _stack(args)
+        workgroup, database = stack.output(settings.OUTPUT_WORKGROUP), stack.output(settings.OUTPUT_GLUE_DATABASE)
+        athena = Athena(stack.connection)
+        facts = from_athena(
+            lambda sql: athena.run(sql, workgroup, database, args.timeout), args.crawl_id, f"Athena ({database})"
+        )
+    try:
+        write_report(facts, target)
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    print(f"wrote {target}")
+    return 0
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -968,7 +1052,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args)
         if args.command == "rules" and args.rules_command == "test":
             return _test(args)
-        deployed = {"seed": _seed, "status": _status, "records": _records, "query": _query, "dlq": _dlq}
+        deployed = {
+            "seed": _seed,
+            "status": _status,
+            "records": _records,
+            "query": _query,
+            "dlq": _dlq,
+            "report": _report,
+        }
         if args.command in deployed:
             from crawlstack.deployed import DeployedError
 

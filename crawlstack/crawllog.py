@@ -66,9 +66,9 @@ def iso_time(epoch: float) -> str:
 
 def log_line(item: Fetched, now: float, warc: str | None = None) -> dict[str, Any]:
     task = item.task
-    fetched_at = now
+    fetched_at = item.finished_at or now
     if item.exchange is not None:
-        fetched_at = item.exchange.metadata.get("fetched_at") or now
+        fetched_at = item.exchange.metadata.get("fetched_at") or fetched_at
     return {
         "url": task.url,
         "outcome": item.outcome,
@@ -169,8 +169,9 @@ def outcome_of(item: dict[str, Any], logged: dict[str, Any] | None) -> dict[str,
 def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -> list[dict[str, Any]]:
     """The crawl's urls-table ``items``, each with its last crawl-log line only the log holds (``outcome_of``).
 
-    Each also gains ``tries_started``: when each of its tries' requests began,
-    in order (ISO 8601), from every crawl-log line of the URL.
+    Each also gains ``tries``: when each of its tries' requests began (ISO
+    8601) and its response ended (epoch seconds), in order, from every
+    crawl-log line of the URL.
     """
     lines = [
         line
@@ -178,22 +179,22 @@ def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -
         for line in read_lines(blobs.get(key))
     ]
     logged = last_lines(lines)
-    starts = tries_started(lines)
+    tries = tries_of(lines)
     ends = []
     for item in items:
         end = dict(outcome_of(item, logged.get(item.get("url", ""))))
-        end["tries_started"] = starts.get(item.get("url", ""), [])
+        end["tries"] = tries.get(item.get("url", ""), [])
         ends.append(end)
     return ends
 
 
-def tries_started(lines: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
-    """URL -> when each of its tries began (``started_at``), in order; a redelivered line counts once."""
-    starts: dict[str, set[str]] = {}
+def tries_of(lines: Iterable[dict[str, Any]]) -> dict[str, list[tuple[str, float | None]]]:
+    """URL -> (``started_at``, ``fetched_at``) of each of its tries, in order; a redelivered line counts once."""
+    tries: dict[str, dict[str, float | None]] = {}
     for line in lines:
         if isinstance(line.get("url"), str) and isinstance(line.get("started_at"), str):
-            starts.setdefault(line["url"], set()).add(line["started_at"])
-    return {url: sorted(times) for url, times in starts.items()}
+            tries.setdefault(line["url"], {})[line["started_at"]] = line.get("fetched_at")
+    return {url: sorted(times.items()) for url, times in tries.items()}
 
 
 @dataclass(frozen=True)

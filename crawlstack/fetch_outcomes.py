@@ -51,8 +51,9 @@ class Fetched:
     recorded: bool = False
     # outcome "retry": the next try, admitted once this outcome is written.
     retry: FetchTask | None = None
-    # When this try's request began (epoch seconds); None when no request was made.
+    # When this try's request began and its response ended (epoch seconds); None when no request was made.
     started_at: float | None = None
+    finished_at: float | None = None
 
 
 # The urls table's state for each outcome that is not its own name.

@@ -74,6 +74,7 @@ OUTPUTS = (
     "resolved.jsonl",
     "metrics.jsonl",
     "summary.json",
+    "report.html",
 )
 
 

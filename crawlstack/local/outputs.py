@@ -146,6 +146,16 @@ def write_outputs(
     }
 
 
+def write_report(out: Path) -> None:
+    """OUT/report.html from what OUT/ now holds; a report that cannot be drawn costs a warning, not the crawl."""
+    from crawlstack.report import report_out
+
+    try:
+        report_out(out)
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"crawlstack: warning: no report.html: {exc}", file=sys.stderr)
+
+
 def _log_line(item: dict[str, Any], interrupted: bool) -> dict[str, Any]:
     """A URL's one line of OUT/crawl-log.jsonl, from its urls-table item merged with its crawl log."""
     state = item.get("state", "queued")
@@ -161,11 +171,11 @@ def _log_line(item: dict[str, Any], interrupted: bool) -> dict[str, Any]:
     if item.get("attempt", 1) > 1:
         # Tried more than once (retries of HTTP errors, crawlstack.fetch_outcomes).
         line["attempts"] = item["attempt"]
-    *earlier, last = item.get("tries_started") or [None]
+    *earlier, last = item.get("tries") or [None]
     if last is not None:
-        line["started_at"] = last
+        line["started_at"], line["fetched_at"] = last
     if earlier:
-        line["earlier_tries"] = earlier
+        line["earlier_tries"] = [started for started, _ in earlier]
     return line
 
 

@@ -18,12 +18,14 @@ queued, delayed or in flight, and writes ``OUT/`` (``crawlstack.local.outputs``)
   the urls table and the crawl-log objects (``crawlstack.crawllog.outcome_of``):
   ``fetched``, ``skipped`` or ``failed``, or ``dropped`` by dispatch before
   dedupe (invalid, out of scope, a port not allowed, a spider trap, over the
-  budget or its host's cap), each with its reason; ``attempts`` when a URL
+  budget or its host's cap), each with its reason; ``started_at`` and
+  ``fetched_at`` of its last try, ``earlier_tries`` and ``attempts`` when it
   was tried more than once; ``refetched`` when a kill made it go twice;
 * ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
   (``crawlstack.resolution``), sorted by record id;
 * ``warc/*.warc.gz``: the fetched pages, one file per flush;
-* ``summary.json``: counts and timings, written last.
+* ``summary.json``: counts and timings;
+* ``report.html``: the crawl's plots (``crawlstack.report``), drawn from the files above, written last.
 
 Records are strict JSON (NaN and infinities as null), their fields in the
 order the mapping lists them.
@@ -320,6 +322,7 @@ def _run(
     summary["log_bytes"] = log_meter.by_function(out / "metrics.jsonl")
     with outputs.replacing(out / "summary.json") as fh:
         fh.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    outputs.write_report(out)
     if interrupted:
         raise KeyboardInterrupt
     return summary

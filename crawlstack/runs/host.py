@@ -254,7 +254,7 @@ class HostLoop:
             done = classify(task, result, frontier, self.r.clock, self.r.jitter)
         except Exception as exc:  # a response nothing expected costs its own task, not the run
             done = Fetched(task, "failed", result.status, f"response could not be processed: {failure(exc)}")
-        done.started_at = result.started_at or None
+        done.started_at, done.finished_at = result.started_at or None, result.finished_at or None
         if done.outcome == "fetched":
             self.fetched_pages = True
         # What the flush will write, known now: a copy of the task, or its next try, reads it.

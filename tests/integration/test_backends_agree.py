@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,10 @@ def comparable(out: Path, port_of: dict[str, int]) -> dict[str, Any]:
     )
     log_lines = lines("crawl-log.jsonl")
     for line in log_lines:
-        if line["outcome"] == "fetched":  # each try's start, to the microsecond, in UTC
-            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", line.pop("started_at"))
+        if line["outcome"] == "fetched":  # each try's start, to the microsecond, in UTC, and its end
+            started = line.pop("started_at")
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", started)
+            assert line.pop("fetched_at") >= datetime.fromisoformat(started).timestamp()
     log = sorted(json.dumps({**e, "url": plain(e["url"])}, sort_keys=True) for e in log_lines)
     return {"records": records, "log": log, "resolved": lines("resolved.jsonl")}
 

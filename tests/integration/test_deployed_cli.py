@@ -671,3 +671,47 @@ def test_the_installed_command_as_an_operator_runs_it(deployed: Deployed, tmp_pa
     assert status.returncode == 0 and status.stdout.splitlines()[2].split() == ["frontier", "2", "0", "0", "0"]
     bad = cli("query", "SELECT 1", "--local", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def _athena_result(columns: list[str], *rows: list[str | None]) -> dict[str, Any]:
+    header = {"Data": [{"VarCharValue": c} for c in columns]}
+    data = [{"Data": [{} if v is None else {"VarCharValue": v} for v in row]} for row in rows]
+    return {"rows": [header, *data], "column_info": [{"Name": c, "Type": "varchar"} for c in columns]}
+
+
+def test_report_of_a_deployed_crawl_from_athena(
+    capsys: pytest.CaptureFixture[str], deployed: Deployed, tmp_path: Path
+) -> None:
+    """moto's Athena answers the report's three queries, in order, with canned rows."""
+    from crawlstack.report.athena import queries
+
+    log = ["url", "outcome", "reason", "status", "depth", "started_at", "fetched_at", "attempt"]
+    results = [
+        _athena_result(
+            log,
+            ["http://a.test/", "fetched", None, "200", "0", "2026-01-01T00:00:00.000000+00:00", "1767225600.3", "1"],
+            ["http://a.test/x", "failed", "timeout", None, "1", "2026-01-01T00:00:02.000000+00:00", "1767225612", "1"],
+        ),
+        _athena_result(["mapping", "records"], ["page", "1"]),
+        _athena_result(["mapping", "name", "filled"], ["page", "title", "1"]),
+    ]
+    requests.post(
+        f"{deployed.endpoint}/moto-api/static/athena/query-results",
+        json={"region": "us-east-1", "results": results},
+        timeout=10,
+    ).raise_for_status()
+    target = tmp_path / "c1.html"
+    code, out, err = run(capsys, deployed, "report", "--crawl-id", "c1", "--out", str(target))
+    assert (code, err) == (0, ""), err
+    assert out.strip() == f"wrote {target}"
+    page = target.read_text(encoding="utf-8")
+    assert "Crawl c1" in page and f"Athena ({DATABASE})" in page
+    assert "2 URLs (fetched 1, failed 1)" in page and "1 records" in page
+    athena = deployed.client("athena")
+    asked = [
+        athena.get_query_execution(QueryExecutionId=q)["QueryExecution"]["Query"]
+        for q in athena.list_query_executions(WorkGroup=WORKGROUP)["QueryExecutionIds"]
+    ]
+    assert sorted(asked) == sorted(queries("c1").values())
+    code, _, err = run(capsys, deployed, "report", "--crawl-id", "c1")
+    assert code == 2 and "--out" in err

@@ -1,4 +1,4 @@
-"""``crawlstack records --local OUT``: a local crawl's records as the deployed command prints them."""
+"""``crawlstack records --local OUT`` and ``status --local OUT``: a local crawl as the deployed commands print it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from webs import Crawl, host_pattern, mapping, star_site
 
 from crawlstack.demo.server import LoopbackWeb
+from crawlstack.local.backend import LocalState
 
 A = "127.0.0.2"
 RULES = [
@@ -20,9 +21,13 @@ RULES = [
 ]
 
 
-def records(*argv: str) -> subprocess.CompletedProcess[str]:
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).parent / "crawlstack"
-    return subprocess.run([str(exe), "records", *argv], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=60, check=False)
+
+
+def records(*argv: str) -> subprocess.CompletedProcess[str]:
+    return cli("records", *argv)
 
 
 def test_records_local_prints_a_crawls_records_as_jsonl_or_csv(crawl: Crawl, web: LoopbackWeb) -> None:
@@ -46,3 +51,26 @@ def test_records_local_prints_a_crawls_records_as_jsonl_or_csv(crawl: Crawl, web
 def test_records_local_of_a_directory_with_no_crawl_is_one_line_and_exit_2(tmp_path: Path) -> None:
     printed = records("--local", str(tmp_path))
     assert printed.returncode == 2 and printed.stderr.count("\n") == 1 and "records.jsonl" in printed.stderr
+
+
+def test_status_local_reads_the_state_even_while_a_crawl_holds_it(crawl: Crawl, web: LoopbackWeb) -> None:
+    web.add_host(A, star_site(3))
+    result = crawl(web.url(A, "/"), rules=RULES, delay=0)
+    state = LocalState(result.out, "resume")  # as a running crawl has it: the lock taken, the state open for writing
+    try:
+        shown = cli("status", "--local", str(result.out))
+    finally:
+        state.close()
+    assert shown.returncode == 0, shown.stderr
+    queues, crawls = shown.stdout.split("\n\n")
+    assert [line.split()[0] for line in queues.splitlines()[2:]] == ["frontier", "fetch", "extract"]
+    header, _, row = crawls.splitlines()
+    counts = dict(zip(header.split(), row.split(), strict=False))
+    assert counts["crawl"] == result.summary["crawl_id"] and counts["state"] == "finished"
+    assert int(counts["fetched"]) == result.summary["pages_fetched"] == 4
+    assert int(counts["extracted"]) == len(result.records)
+
+
+def test_status_local_of_a_directory_with_no_crawl_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    shown = cli("status", "--local", str(tmp_path))
+    assert shown.returncode == 2 and shown.stderr.count("\n") == 1 and "state.sqlite" in shown.stderr

@@ -171,16 +171,22 @@ def test_url_ends_reads_a_crawls_objects_and_keeps_the_last_line_only_the_log_ho
     [end] = url_ends(items, blobs, "c")
     assert (end["state"], end["status"]) == ("fetched", 200)
     # The refetch's line replaced the first try's (same object), so one start; the other crawl's is not this one's.
-    assert end["tries_started"] == ["2023-11-14T22:13:14.000000+00:00"]
+    assert end["tries"] == [("2023-11-14T22:13:14.000000+00:00", NOW - 5)]
 
 
 def test_url_ends_gives_every_tries_start_in_order() -> None:
     blobs = FakeBlobs()
-    second = Fetched(replace(task("http://a.example/1"), attempt=2), "fetched", 200, started_at=NOW - 1)
+    second = Fetched(
+        replace(task("http://a.example/1"), attempt=2), "failed", 503, started_at=NOW - 1, finished_at=NOW - 0.5
+    )
     first = Fetched(task("http://a.example/1"), "retry", 503, reason="503 Service Unavailable", started_at=NOW - 11)
     write_crawl_log(blobs, [second], NOW)
     write_crawl_log(blobs, [first], NOW - 10)
     write_crawl_log(blobs, [first], NOW - 10)  # redelivered: the same try once
     items = [{"url": "http://a.example/1", "state": "fetched", "attempt": 2}]
     [end] = url_ends(items, blobs, "c")
-    assert end["tries_started"] == ["2023-11-14T22:13:09.000000+00:00", "2023-11-14T22:13:19.000000+00:00"]
+    # A try's end is its response's; with none known, when its batch was written.
+    assert end["tries"] == [
+        ("2023-11-14T22:13:09.000000+00:00", NOW - 10),
+        ("2023-11-14T22:13:19.000000+00:00", NOW - 0.5),
+    ]
