@@ -34,8 +34,8 @@ nothing visible, in flight or delayed.  Ctrl-C (KeyboardInterrupt) stops
 handing out batches; the running ones finish (``finished`` then says so)
 before it goes on to the caller, unless a second Ctrl-C cuts that short.
 
-Every queue stays short by design (see ARCHITECTURE.md, "Local mode at
-scale"), so moto's per-call cost, linear in queue length, stays flat.  One
+Every queue stays short by design (see ARCHITECTURE.md, "Local mode"),
+so moto's per-call cost, linear in queue length, stays flat.  One
 part of that is backpressure: a source with ``backpressure_from`` is not
 served while that queue is deep.  Extract turns one message into hundreds
 of outlinks, so it waits while the frontier is deep; fetch waits while the
