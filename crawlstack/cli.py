@@ -223,6 +223,16 @@ def _stack_options() -> argparse.ArgumentParser:
     return common
 
 
+def _athena_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=number_flag(limits.QUERY_TIMEOUT_SECONDS, stored=False),
+        default=settings.QUERY_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
+    )
+
+
 def _add_deployed_commands(sub: Any) -> None:
     common = _stack_options()
     seed = sub.add_parser(
@@ -304,13 +314,7 @@ def _add_deployed_commands(sub: Any) -> None:
     )
     query.add_argument("sql", metavar="SQL")
     query.add_argument("--local", metavar="OUT_DIR", help="query a local crawl's output directory instead")
-    query.add_argument(
-        "--timeout",
-        type=number_flag(limits.QUERY_TIMEOUT_SECONDS, stored=False),
-        default=settings.QUERY_TIMEOUT_SECONDS,
-        metavar="SECONDS",
-        help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
-    )
+    _athena_timeout(query)
     query.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
 
     report = sub.add_parser(
@@ -324,13 +328,7 @@ def _add_deployed_commands(sub: Any) -> None:
     report.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="a local crawl's output directory")
     report.add_argument("--crawl-id", type=crawl_id_lookup_flag, metavar="ID", help="a deployed crawl, from Athena")
     report.add_argument("--out", metavar="FILE", help="where to write the report (default OUT_DIR/report.html)")
-    report.add_argument(
-        "--timeout",
-        type=number_flag(limits.QUERY_TIMEOUT_SECONDS, stored=False),
-        default=settings.QUERY_TIMEOUT_SECONDS,
-        metavar="SECONDS",
-        help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
-    )
+    _athena_timeout(report)
 
     dlq = sub.add_parser("dlq", help="inspect or redrive dead-letter queues")
     dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)

@@ -40,7 +40,11 @@ def render(facts: CrawlFacts) -> str:
     from plotly.offline import get_plotlyjs
 
     figures: list[tuple[str, str, Any]] = [
-        ("pages", "Pages over time, by outcome", _pages_over_time(go, facts)),
+        (
+            "pages",
+            "URLs requested over time, by outcome (robots.txt skips and drops have no request)",
+            _pages_over_time(go, facts),
+        ),
         ("statuses", "HTTP status codes", _statuses(go, facts)),
         ("timeline", "Requests per host over time", _timeline(go, facts)),
         ("gaps", "Smallest gap between a host's requests, beside the delay", _gaps(go, facts)),
