@@ -600,8 +600,17 @@ def _print_endings(summary: dict[str, Any], out: str) -> None:
         console.print(table)
     for hint in summary.get("guards") or []:
         console.print(f"hint: {terminal_text(hint)}")
-    console.print(f"report: {out}/report.html (plots)")
+    if _fresh(Path(out) / "report.html", Path(out) / "summary.json"):
+        console.print(f"report: {out}/report.html (plots)")
     console.print(f"details: {out}/crawl-log.jsonl (a line a URL), {out}/summary.json")
+
+
+def _fresh(path: Path, since: Path) -> bool:
+    """``path`` exists and was written no earlier than ``since`` (a report that failed leaves an older one)."""
+    try:
+        return path.stat().st_mtime >= since.stat().st_mtime
+    except OSError:
+        return False
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -866,7 +875,10 @@ def _report(args: argparse.Namespace) -> int:
         if not (out / "crawl-log.jsonl").is_file():
             raise UsageError(f"{out}: no crawl-log.jsonl (is it a local crawl's output directory?)")
         target = Path(args.out) if args.out else out / REPORT_FILE
-        facts = from_out(out)
+        try:
+            facts = from_out(out)
+        except OSError as exc:
+            raise UsageError(f"cannot read {out}: {exc.strerror or exc}") from exc
     else:
         from crawlstack.deployed import Athena
         from crawlstack.report.athena import from_athena

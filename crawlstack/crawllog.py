@@ -122,17 +122,14 @@ def read_lines(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in gzip.decompress(data).decode("utf-8").splitlines() if line.strip()]
 
 
-def last_lines(lines: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each URL's latest line that only the crawl log holds (``log_only``): a refetch's, after a crash."""
-    last: dict[str, dict[str, Any]] = {}
-    for line in lines:
-        url = line.get("url")
-        if not isinstance(url, str) or not log_only(line):
-            continue
-        seen = last.get(url)
-        if seen is None or (line.get("fetched_at") or 0.0) >= (seen.get("fetched_at") or 0.0):
-            last[url] = line
-    return last
+def _keep_last(last: dict[str, dict[str, Any]], line: dict[str, Any]) -> None:
+    """Keep ``line`` as its URL's latest that only the crawl log holds (``log_only``): a refetch's, after a crash."""
+    url = line.get("url")
+    if not isinstance(url, str) or not log_only(line):
+        return
+    seen = last.get(url)
+    if seen is None or (line.get("fetched_at") or 0.0) >= (seen.get("fetched_at") or 0.0):
+        last[url] = line
 
 
 def log_only(line: dict[str, Any]) -> bool:
@@ -173,13 +170,14 @@ def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -
     8601) and its response ended (epoch seconds), in order, from every
     crawl-log line of the URL.
     """
-    lines = [
-        line
-        for key in blobs.keys(crawl_prefix(settings.CRAWL_LOG_PREFIX, crawl_id))
-        for line in read_lines(blobs.get(key))
-    ]
-    logged = last_lines(lines)
-    tries = tries_of(lines)
+    # One pass, keeping per URL only its last line and its tries' times: a crawl's log may not fit in memory.
+    logged: dict[str, dict[str, Any]] = {}
+    times: dict[str, dict[str, float | None]] = {}
+    for key in blobs.keys(crawl_prefix(settings.CRAWL_LOG_PREFIX, crawl_id)):
+        for line in read_lines(blobs.get(key)):
+            _keep_last(logged, line)
+            _keep_try(times, line)
+    tries = {url: sorted(starts.items()) for url, starts in times.items()}
     ends = []
     for item in items:
         end = dict(outcome_of(item, logged.get(item.get("url", ""))))
@@ -188,13 +186,10 @@ def url_ends(items: Iterable[dict[str, Any]], blobs: ReadBlobs, crawl_id: str) -
     return ends
 
 
-def tries_of(lines: Iterable[dict[str, Any]]) -> dict[str, list[tuple[str, float | None]]]:
-    """URL -> (``started_at``, ``fetched_at``) of each of its tries, in order; a redelivered line counts once."""
-    tries: dict[str, dict[str, float | None]] = {}
-    for line in lines:
-        if isinstance(line.get("url"), str) and isinstance(line.get("started_at"), str):
-            tries.setdefault(line["url"], {})[line["started_at"]] = line.get("fetched_at")
-    return {url: sorted(times.items()) for url, times in tries.items()}
+def _keep_try(times: dict[str, dict[str, float | None]], line: dict[str, Any]) -> None:
+    """Note the try's start and end; a redelivered line, with the same start, counts once."""
+    if isinstance(line.get("url"), str) and isinstance(line.get("started_at"), str):
+        times.setdefault(line["url"], {})[line["started_at"]] = line.get("fetched_at")
 
 
 @dataclass(frozen=True)

@@ -75,9 +75,18 @@ def duckdb_type(column: Column) -> str:
 
 
 def numbers_of(fields: dict[str, Any]) -> dict[str, float | int]:
-    """The fields whose values are finite numbers (not booleans), for the ``numbers`` column."""
-    return {
-        name: value
-        for name, value in fields.items()
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    }
+    """The fields whose values are numbers a double holds (not booleans), for the ``numbers`` column.
+
+    An integer past a double's range (``to_number`` reads up to thousands of
+    digits) is left out: it would overflow the column, and ``fields`` keeps it.
+    """
+    return {name: value for name, value in fields.items() if _double(value)}
+
+
+def _double(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False

@@ -261,11 +261,32 @@ def remove_outputs(out: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def _take_lock(out: Path) -> IO[str]:
-    handle = (out / LOCK_FILE).open("a+", encoding="utf-8")
+def crawl_running(out: Path) -> bool:
+    """Whether a crawl holds ``out``'s lock now: a shared lock is tried without waiting, and let go at once."""
     try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        handle = (out / LOCK_FILE).open("rb")
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def _take_lock(out: Path, tries: int = 20) -> IO[str]:
+    """The crawl's lock on ``out``; a reader's brief probe (``crawl_running``) is waited out, another crawl is not."""
+    handle = (out / LOCK_FILE).open("a+", encoding="utf-8")
+    for attempt in range(tries):
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt + 1 < tries:
+                time.sleep(0.05)
+    else:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()

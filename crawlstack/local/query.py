@@ -5,9 +5,10 @@ one definition in ``crawlstack.tables`` (partition columns ``crawl_id`` and
 ``dt`` included), so the same SQL gives the same answer on both:
 
 * ``records``: ``records.jsonl``;
-* ``crawl_log``: ``crawl-log.jsonl``, one line a URL: its last try's ``started_at``
-  and ``attempt``; the host comes from the URL, ``crawl_id`` from ``summary.json``,
-  ``dt`` from the try's start; local lines have no ``fetched_at`` nor ``warc``;
+* ``crawl_log``: ``crawl-log.jsonl``, one line a URL: its last try's ``started_at``,
+  ``fetched_at`` and ``attempt``; the host comes from the URL, ``crawl_id`` from
+  ``summary.json``, ``dt`` from the try's start (Athena's is the day its batch was
+  written); local lines have no ``warc``;
 * ``resolved``: ``resolved.jsonl`` (record_id, fields, sources, complete), local only.
 
 ``from_unixtime`` and ``from_iso8601_timestamp`` are defined as in Athena.

@@ -3,6 +3,9 @@
 The state is opened read-only (``backend.open_read_only``), so this works
 while the crawl runs, and gives what ``crawlstack status`` gives for a
 deployed stack: queue depths, then URLs per state and records per crawl.
+A crawl's state is ``running`` while a crawl holds ``OUT/``'s lock,
+``finished`` when its summary says it ran to its end, else ``interrupted``
+(``crawl --local --resume`` goes on with it).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
-from crawlstack.local.backend import local_stores, open_read_only
+from crawlstack.local.backend import crawl_running, local_stores, open_read_only
 from crawlstack.queueing import Depth
 
 
@@ -46,9 +49,9 @@ def local_status(out: Path, crawl_id: str | None) -> LocalStatus:
             items = {c: json.loads(i) for c, i in conn.execute(f"SELECT crawl_id, item FROM crawls {where}", args)}
     finally:
         db.close()
-    if _finished(out):
-        for item in items.values():
-            item["state"] = "finished"
+    state = "running" if crawl_running(out) else "finished" if _finished(out) else "interrupted"
+    for item in items.values():
+        item["state"] = state
     return LocalStatus(queues, states, extracted, items)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from crawlstack import tables
 from crawlstack.deployed import QueryResult
-from crawlstack.report.facts import CrawlFacts, Request, epoch
+from crawlstack.report.facts import CrawlFacts, UrlLines
 
 Run = Callable[[str], QueryResult]
 
@@ -57,39 +57,25 @@ def _rows(result: QueryResult) -> list[dict[str, Any]]:
     return [dict(zip(result.columns, row, strict=False)) for row in result.rows]
 
 
-def _end_order(line: dict[str, Any]) -> tuple[int, int, float]:
-    # An extraction's failure comes after its page's fetch; then later tries, then later lines.
-    extract = line["started_at"] is None and line["attempt"] is None and line["outcome"] == "failed"
-    return (1 if extract else 0, line["attempt"] or 1, line["fetched_at"] or 0.0)
-
-
 def from_athena(run: Run, crawl_id: str, source: str) -> CrawlFacts:
     """The crawl's facts, each query run by ``run`` (Athena in the stack's workgroup and database)."""
     sql = queries(crawl_id)
     facts = CrawlFacts(crawl_id, None, source)
-    last: dict[str, dict[str, Any]] = {}
+    lines = UrlLines(in_order=False)
     for row in _rows(run(sql["log"])):
-        line = {
-            "url": row.get("url") or "",
-            "outcome": row.get("outcome") or "unknown",
-            "reason": row.get("reason"),
-            "status": _number(row.get("status"), int),
-            "depth": _number(row.get("depth"), int) or 0,
-            "started_at": row.get("started_at") or None,
-            "fetched_at": _number(row.get("fetched_at"), float),
-            "attempt": _number(row.get("attempt"), int),
-        }
-        started = epoch(line["started_at"])
-        if started is not None:
-            seconds = line["fetched_at"] - started if line["fetched_at"] is not None else None
-            facts.add_try(line["url"], Request(started, seconds, line["outcome"], line["status"]))
-        seen = last.get(line["url"])
-        if seen is None or _end_order(line) >= _end_order(seen):
-            if seen is not None and line["started_at"] is None:
-                line["started_at"] = seen["started_at"]  # an extraction's failure ends at its fetch
-            last[line["url"]] = line
-    for line in last.values():
-        facts.add_end(line)
+        lines.add(
+            {
+                "url": row.get("url"),
+                "outcome": row.get("outcome") or "unknown",
+                "reason": row.get("reason"),
+                "status": _number(row.get("status"), int),
+                "depth": _number(row.get("depth"), int) or 0,
+                "started_at": row.get("started_at") or None,
+                "fetched_at": _number(row.get("fetched_at"), float),
+                "attempt": _number(row.get("attempt"), int),
+            }
+        )
+    lines.into(facts)
     for row in _rows(run(sql["records"])):
         facts.coverage_of(str(row.get("mapping"))).records = _number(row.get("records"), int) or 0
     for row in _rows(run(sql["fields"])):

@@ -21,6 +21,8 @@ from crawlstack.report.facts import CrawlFacts
 OUTCOME_COLOURS = {"fetched": "#2ca02c", "skipped": "#7f7f7f", "failed": "#d62728", "dropped": "#ff7f0e"}
 # Points a line of pages over time is thinned to.
 MAX_LINE_POINTS = 400
+# Requests a host's timeline draws at most (the smallest gap is still taken over all of them).
+MAX_TIMELINE_POINTS = 1000
 TOP_BARS = 15
 # Nothing may be fetched: a request the page tried would be refused, and show as an error in the console.
 CSP = "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:"
@@ -34,12 +36,11 @@ def when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def render(facts: CrawlFacts) -> str:
-    """The whole page."""
+def figures(facts: CrawlFacts) -> list[tuple[str, str, Any]]:
+    """Each plot's section id, title and Plotly figure (None: no data for it)."""
     import plotly.graph_objects as go
-    from plotly.offline import get_plotlyjs
 
-    figures: list[tuple[str, str, Any]] = [
+    return [
         (
             "pages",
             "URLs requested over time, by outcome (robots.txt skips and drops have no request)",
@@ -53,8 +54,14 @@ def render(facts: CrawlFacts) -> str:
         ("reasons", "Top reasons URLs were dropped, skipped or failed", _reasons(go, facts)),
         ("slowest", "Slowest hosts: median seconds a response took", _slowest(go, facts)),
     ]
+
+
+def render(facts: CrawlFacts) -> str:
+    """The whole page."""
+    from plotly.offline import get_plotlyjs
+
     sections = []
-    for key, title, figure in figures:
+    for key, title, figure in figures(facts):
         if figure is None:
             body = '<p class="empty">Nothing to plot: the crawl has no data for this.</p>'
         else:
@@ -117,14 +124,18 @@ def _timeline(go: Any, facts: CrawlFacts) -> Any:
     figure = go.Figure()
     by_outcome: dict[str, tuple[list[str], list[str], list[str]]] = {}
     for host in hosts:
-        previous = None
-        for request in sorted(facts.requests[host], key=lambda r: r.started):
+        requests = sorted(facts.requests[host], key=lambda r: r.started)
+        # A long-lived host's marks would only overlap: every k-th is drawn, each with its own gap.
+        every = max(1, len(requests) // MAX_TIMELINE_POINTS)
+        for index in range(0, len(requests), every):
+            request = requests[index]
             xs, ys, hover = by_outcome.setdefault(request.outcome, ([], [], []))
             xs.append(when(request.started))
             ys.append(text(host))
-            gap = "first request" if previous is None else f"{request.started - previous:.3f} s after the last"
+            gap = "first request"
+            if index:
+                gap = f"{request.started - requests[index - 1].started:.3f} s after the last"
             hover.append(f"{text(request.status or '')} {gap}")
-            previous = request.started
     for outcome, (xs, ys, hover) in sorted(by_outcome.items()):
         figure.add_trace(
             go.Scatter(
@@ -228,7 +239,7 @@ def _reasons(go: Any, facts: CrawlFacts) -> Any:
         figure.add_trace(
             go.Bar(
                 x=[c for c, _ in rows],
-                y=[text(f"{outcome}: {r}"[:120]) for _, r in rows],
+                y=[text(_label(f"{outcome}: {r}", rank)) for rank, (_, r) in enumerate(rows)],
                 orientation="h",
                 name=text(outcome),
                 marker_color=OUTCOME_COLOURS.get(outcome),
@@ -237,6 +248,11 @@ def _reasons(go: Any, facts: CrawlFacts) -> Any:
     figure.update_layout(xaxis_title="URLs", height=max(250, 24 * len(ranked) + 120))
     figure.update_yaxes(automargin=True)
     return figure
+
+
+def _label(reason: str, rank: int, width: int = 120) -> str:
+    """A bar's label: a long reason cut, and made unique, or two bars would share one category."""
+    return reason if len(reason) <= width else f"{reason[: width - 6]}… ({rank})"
 
 
 def _slowest(go: Any, facts: CrawlFacts) -> Any:

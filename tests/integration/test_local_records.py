@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -53,22 +54,34 @@ def test_records_local_of_a_directory_with_no_crawl_is_one_line_and_exit_2(tmp_p
     assert printed.returncode == 2 and printed.stderr.count("\n") == 1 and "records.jsonl" in printed.stderr
 
 
-def test_status_local_reads_the_state_even_while_a_crawl_holds_it(crawl: Crawl, web: LoopbackWeb) -> None:
-    web.add_host(A, star_site(3))
-    result = crawl(web.url(A, "/"), rules=RULES, delay=0)
-    state = LocalState(result.out, "resume")  # as a running crawl has it: the lock taken, the state open for writing
-    try:
-        shown = cli("status", "--local", str(result.out))
-    finally:
-        state.close()
+def status_counts(out: Path) -> dict[str, str]:
+    shown = cli("status", "--local", str(out))
     assert shown.returncode == 0, shown.stderr
     queues, crawls = shown.stdout.split("\n\n")
     assert [line.split()[0] for line in queues.splitlines()[2:]] == ["frontier", "fetch", "extract"]
     header, _, row = crawls.splitlines()
-    counts = dict(zip(header.split(), row.split(), strict=False))
-    assert counts["crawl"] == result.summary["crawl_id"] and counts["state"] == "finished"
-    assert int(counts["fetched"]) == result.summary["pages_fetched"] == 4
-    assert int(counts["extracted"]) == len(result.records)
+    return dict(zip(header.split(), row.split(), strict=False))
+
+
+def test_status_local_reads_the_state_even_while_a_crawl_holds_it(crawl: Crawl, web: LoopbackWeb) -> None:
+    web.add_host(A, star_site(3))
+    result = crawl(web.url(A, "/"), rules=RULES, delay=0)
+    assert result.summary is not None
+    state = LocalState(result.out, "resume")  # as a running crawl has it: the lock taken
+    writer = sqlite3.connect(result.out / "state.sqlite", isolation_level=None)
+    try:
+        # ... and a write under way: status neither waits for it nor needs the lock.
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE crawls SET item = item")
+        running = status_counts(result.out)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        state.close()
+    assert running["crawl"] == result.summary["crawl_id"] and running["state"] == "running"
+    assert int(running["fetched"]) == result.summary["pages_fetched"] == 4
+    assert int(running["extracted"]) == len(result.records)
+    assert status_counts(result.out)["state"] == "finished"
 
 
 def test_status_local_of_a_directory_with_no_crawl_is_one_line_and_exit_2(tmp_path: Path) -> None:

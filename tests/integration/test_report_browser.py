@@ -102,7 +102,7 @@ def test_hostile_strings_stay_text_in_the_browser(tmp_path: Path, browser: Any) 
     for n, outcome in enumerate(("fetched", "failed", "dropped")):
         reason = None if outcome == "fetched" else f"{HOSTILE} {n}"
         line = {"url": f"http://{n}.test/", "outcome": outcome, "status": 200, "depth": n, "reason": reason}
-        facts.add_end({**line, "started_at": f"2026-01-01T00:00:0{n}.000000+00:00"})
+        facts.add_end(line, 1_767_225_600.0 + n)
     facts.requests[HOSTILE] = [Request(1_767_225_600.0 + i, 0.1, "fetched", 200) for i in range(3)]
     facts.add_record(HOSTILE, {HOSTILE: "x"})
     path = tmp_path / "report.html"

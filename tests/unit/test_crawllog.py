@@ -179,14 +179,21 @@ def test_url_ends_gives_every_tries_start_in_order() -> None:
     second = Fetched(
         replace(task("http://a.example/1"), attempt=2), "failed", 503, started_at=NOW - 1, finished_at=NOW - 0.5
     )
-    first = Fetched(task("http://a.example/1"), "retry", 503, reason="503 Service Unavailable", started_at=NOW - 11)
+    first = Fetched(
+        task("http://a.example/1"),
+        "retry",
+        503,
+        reason="503 Service Unavailable",
+        started_at=NOW - 11,
+        finished_at=NOW - 10.5,
+    )
     write_crawl_log(blobs, [second], NOW)
     write_crawl_log(blobs, [first], NOW - 10)
-    write_crawl_log(blobs, [first], NOW - 10)  # redelivered: the same try once
+    write_crawl_log(blobs, [first], NOW - 10 + 86_400)  # redelivered a day later: another object, one try
     items = [{"url": "http://a.example/1", "state": "fetched", "attempt": 2}]
     [end] = url_ends(items, blobs, "c")
-    # A try's end is its response's; with none known, when its batch was written.
+    # Each try once, with when its response ended.
     assert end["tries"] == [
-        ("2023-11-14T22:13:09.000000+00:00", NOW - 10),
+        ("2023-11-14T22:13:09.000000+00:00", NOW - 10.5),
         ("2023-11-14T22:13:19.000000+00:00", NOW - 0.5),
     ]

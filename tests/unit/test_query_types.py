@@ -10,6 +10,7 @@ import pytest
 from crawlstack import tables
 from crawlstack.extractor import record_line
 from crawlstack.local.query import query_local
+from crawlstack.tables import numbers_of
 
 
 def write_lines(path: Path, lines: list[dict[str, object]]) -> None:
@@ -74,3 +75,11 @@ def test_crawl_log_view_fills_what_a_local_line_leaves_out(out: Path) -> None:
         ["http://B.test:81/x", "b.test", "3", "c1", "None", "None"],
         ["http://a.test/9", "a.test", "1", "c1", "2023-11-14", "2023-11-14 22:13:20.250000"],
     ]
+
+
+def test_numbers_leave_out_what_a_double_cannot_hold() -> None:
+    huge = int("9" * 400)  # to_number reads an integer of any length
+    assert numbers_of({"a": huge, "b": 2**60, "c": float("inf"), "d": 1.5, "e": False}) == {"b": 2**60, "d": 1.5}
+    # The record's line is still written, the huge number whole in fields.
+    line = json.loads(record_line({"mapping": "m", "fields": {"a": huge}}))
+    assert line["fields"]["a"] == huge and line["numbers"] == {}

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from crawlstack.deployed import QueryResult
 from crawlstack.report import from_out, render, report_out
 from crawlstack.report.athena import from_athena, queries
-from crawlstack.report.facts import CrawlFacts, Request, empty
+from crawlstack.report.facts import CrawlFacts, Request, empty, epoch
+from crawlstack.report.page import figures
 
 HOSTILE = "<script>window.__xss = 1</script><img src=x onerror=alert(1)>"
 
@@ -76,26 +78,33 @@ def test_empty_values() -> None:
 def hostile_facts() -> CrawlFacts:
     facts = CrawlFacts(HOSTILE, 1.0, HOSTILE)
     for n, outcome in enumerate(("fetched", "failed", "skipped")):
-        facts.add_end(
-            {
-                "url": f"http://{n}.test/",
-                "outcome": outcome,
-                "status": 200,
-                "depth": n,
-                "reason": None if outcome == "fetched" else f"{HOSTILE}: why",
-                "started_at": f"2026-01-01T00:00:0{n}.000000+00:00",
-            }
-        )
+        reason = None if outcome == "fetched" else f"{HOSTILE}: why"
+        line = {"url": f"http://{n}.test/", "outcome": outcome, "status": 200, "depth": n, "reason": reason}
+        facts.add_end(line, 1_767_225_600.0 + n)
     facts.requests[HOSTILE] = [Request(1_767_225_600.0 + i, 0.1, "fetched", 200) for i in range(3)]
     facts.add_record(HOSTILE, {HOSTILE: "x", "title": ""})
     return facts
 
 
-def test_every_string_from_a_page_is_escaped() -> None:
-    page = render(hostile_facts())
-    assert HOSTILE not in page
-    assert "<img src=x" not in page and "<script>window" not in page
-    assert "&lt;script&gt;" in page  # the title and summary hold it as text
+def strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings(item)
+
+
+def test_every_string_from_a_page_is_escaped_before_plotly_sees_it() -> None:
+    facts = hostile_facts()
+    plotted = [s for _, _, figure in figures(facts) if figure is not None for s in strings(figure.to_dict())]
+    # Plotly renders some HTML in labels: no raw markup may reach a label, a name or a hover text.
+    assert not [s for s in plotted if "<script" in s or "<img" in s]
+    assert sum("&lt;script&gt;" in s for s in plotted) >= 4  # the host, the reasons, the mapping and the field
+    page = render(facts)
+    assert HOSTILE not in page and "&lt;script&gt;" in page.split("<script>", 1)[0]  # the <title>
 
 
 def test_the_report_embeds_plotly_and_asks_for_nothing_over_the_network(tmp_path: Path) -> None:
@@ -127,17 +136,91 @@ def test_facts_from_athena_take_each_urls_last_line_and_every_try() -> None:
         "records": athena_rows(["mapping", "records"], ["doc", 4]),
         "fields": athena_rows(["mapping", "name", "filled"], ["doc", "title", 3], ["doc", "tags", 0]),
     }
-    asked: list[str] = []
     sql = queries("it's")
+    assert "crawl_id = 'it''s'" in sql["log"]
+    # Athena returns rows in no order: every order gives the same facts.
+    for rows in (answers["log"].rows, answers["log"].rows[::-1]):
+        asked: list[str] = []
+        replies = {**answers, "log": QueryResult(answers["log"].columns, rows)}
 
-    def run(statement: str) -> QueryResult:
-        asked.append(statement)
-        return answers[next(k for k, v in sql.items() if v == statement)]
+        def run(statement: str, asked: list[str] = asked, replies: dict[str, QueryResult] = replies) -> QueryResult:
+            asked.append(statement)
+            return replies[next(k for k, v in sql.items() if v == statement)]
 
-    facts = from_athena(run, "it's", "Athena (db)")
-    assert asked == list(sql.values()) and "crawl_id = 'it''s'" in sql["log"]
-    assert facts.outcomes == {"fetched": 1, "failed": 1}
-    assert facts.endings.reasons["failed"] == {"extraction failed": 1}
-    assert sorted(r.outcome for r in facts.requests["a.test"]) == ["fetched", "fetched", "retry"]
-    assert facts.coverage["doc"].records == 4 and facts.coverage["doc"].filled == {"title": 3, "tags": 0}
+        facts = from_athena(run, "it's", "Athena (db)")
+        assert asked == list(sql.values())
+        assert facts.outcomes == {"fetched": 1, "failed": 1}
+        assert facts.endings.reasons["failed"] == {"extraction failed": 1}
+        # Each URL ends at its last request's start, whichever line says how it ended.
+        assert sorted(facts.ended_at["failed"]) == [epoch(t0)] and sorted(facts.ended_at["fetched"]) == [epoch(t1)]
+        assert sorted(r.outcome for r in facts.requests["a.test"]) == ["fetched", "fetched", "retry"]
+        assert facts.coverage["doc"].records == 4 and facts.coverage["doc"].filled == {"title": 3, "tags": 0}
     assert "Athena (db)" in render(facts)
+
+
+def test_a_running_or_killed_crawls_log_counts_each_url_once(tmp_path: Path) -> None:
+    """While a crawl runs, crawl-log.jsonl has a line per try (a resumed one after the earlier per-URL lines)."""
+    write(
+        tmp_path / "crawl-log.jsonl",
+        [
+            # The earlier run's end-of-crawl line, then the resumed run's tries of the same URL.
+            {
+                "url": "http://a.test/x",
+                "outcome": "failed",
+                "reason": "interrupted: left in state 'queued'",
+                "depth": 1,
+            },
+            {
+                "url": "http://a.test/x",
+                "outcome": "retry",
+                "status": 503,
+                "depth": 1,
+                "attempt": 1,
+                "started_at": "2026-01-01T00:00:00",
+                "fetched_at": 1767225600.5,
+            },
+            {
+                "url": "http://a.test/x",
+                "outcome": "fetched",
+                "status": 200,
+                "depth": 1,
+                "attempt": 2,
+                "started_at": "2026-01-01T00:00:05.000000+00:00",
+                "fetched_at": 1767225605.25,
+            },
+            {
+                "url": "http://a.test/y",
+                "outcome": "fetched",
+                "status": 200,
+                "depth": 1,
+                "attempt": 1,
+                "started_at": "2026-01-01T00:00:06.000000+00:00",
+                "fetched_at": 1767225606.5,
+            },
+            {"url": "http://a.test/y", "outcome": "failed", "reason": "extraction failed: boom", "depth": 1},
+        ],
+    )
+    facts = from_out(tmp_path)
+    assert facts.outcomes == {"fetched": 1, "failed": 1}
+    assert facts.endings.reasons == {"failed": {"extraction failed": 1}}
+    # A time without a zone is UTC, as the crawl log writes them.
+    assert [(r.started, r.seconds) for r in sorted(facts.requests["a.test"], key=lambda r: r.started)] == [
+        (1767225600.0, 0.5),
+        (1767225605.0, 0.25),
+        (1767225606.0, 0.5),
+    ]
+
+
+def test_a_damaged_out_gives_a_report_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "summary.json").write_text("[1, 2]")
+    good = {"url": "http://a.test/", "outcome": "fetched", "depth": 0, "status": 200}
+    odd = {"url": "http://a.test/z", "outcome": "fetched", "depth": "x", "earlier_tries": 5, "status": "200"}
+    cut = b'{"url": "http://a.test/w", "outcome": "fetched", "title": "caf\xc3'  # a kill mid-character
+    (tmp_path / "crawl-log.jsonl").write_bytes(
+        b"\n".join(json.dumps(x).encode() for x in (good, odd, [1])) + b"\nnot json\n" + cut
+    )
+    (tmp_path / "records.jsonl").write_bytes(b'{"mapping": "m", "fields": "oops"}\n\xff\xfe\n')
+    facts = from_out(tmp_path)
+    assert facts.outcomes == {"fetched": 2} and facts.depths == {0: 2} and facts.statuses == {"200": 1}
+    assert facts.coverage["m"].records == 1
+    assert "Crawl" in render(facts)
