@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile_report import HOSTILE, hostile_facts
 from webs import Crawl, host_pattern, mapping, page, star_site
 
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.report import render
-from crawlstack.report.facts import CrawlFacts, Request
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 A, B = "127.0.0.2", "127.0.0.3"
-HOSTILE = "<script>window.__xss = 1</script><img src=x onerror=window.__xss=2>"
 PLOTS = ("pages", "statuses", "timeline", "gaps", "depths", "coverage", "reasons", "slowest")
 
 
@@ -98,13 +97,7 @@ def test_a_crawls_report_loads_cleanly_and_every_plot_has_points(crawl: Crawl, w
 
 
 def test_hostile_strings_stay_text_in_the_browser(tmp_path: Path, browser: Any) -> None:
-    facts = CrawlFacts(HOSTILE, 1.0, HOSTILE)
-    for n, outcome in enumerate(("fetched", "failed", "dropped")):
-        reason = None if outcome == "fetched" else f"{HOSTILE} {n}"
-        line = {"url": f"http://{n}.test/", "outcome": outcome, "status": 200, "depth": n, "reason": reason}
-        facts.add_end(line, 1_767_225_600.0 + n)
-    facts.requests[HOSTILE] = [Request(1_767_225_600.0 + i, 0.1, "fetched", 200) for i in range(3)]
-    facts.add_record(HOSTILE, {HOSTILE: "x"})
+    facts = hostile_facts()
     path = tmp_path / "report.html"
     path.write_text(render(facts), encoding="utf-8")
 

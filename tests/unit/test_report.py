@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hostile_report import HOSTILE, hostile_facts
+
 from crawlstack.deployed import QueryResult
 from crawlstack.report import from_out, render, report_out
 from crawlstack.report.athena import from_athena, queries
-from crawlstack.report.facts import CrawlFacts, Request, empty, epoch
+from crawlstack.report.facts import empty, epoch
 from crawlstack.report.page import figures
-
-HOSTILE = "<script>window.__xss = 1</script><img src=x onerror=alert(1)>"
 
 
 def write(path: Path, lines: list[dict[str, Any]]) -> None:
@@ -73,17 +73,6 @@ def test_facts_from_out_count_ends_tries_and_field_coverage(tmp_path: Path) -> N
 def test_empty_values() -> None:
     assert all(empty(v) for v in (None, "", "  ", [], {}, "[]", "{}"))
     assert not any(empty(v) for v in (0, False, "0", ["x"], {"k": 1}))
-
-
-def hostile_facts() -> CrawlFacts:
-    facts = CrawlFacts(HOSTILE, 1.0, HOSTILE)
-    for n, outcome in enumerate(("fetched", "failed", "skipped")):
-        reason = None if outcome == "fetched" else f"{HOSTILE}: why"
-        line = {"url": f"http://{n}.test/", "outcome": outcome, "status": 200, "depth": n, "reason": reason}
-        facts.add_end(line, 1_767_225_600.0 + n)
-    facts.requests[HOSTILE] = [Request(1_767_225_600.0 + i, 0.1, "fetched", 200) for i in range(3)]
-    facts.add_record(HOSTILE, {HOSTILE: "x", "title": ""})
-    return facts
 
 
 def strings(value: Any) -> Iterator[str]:
