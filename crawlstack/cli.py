@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the matching mapping on one page and print its fields and links as JSON",
         description="Run the mapping that matches --url on a saved page (--file), or on the page fetched once, "
         "politely (robots.txt first, then --delay seconds before the page). Prints JSON "
-        '{"mapping", "fields", "links", "url", "status", "content_type"}; exits 1 when no mapping matches.',
+        '{"mapping", "fields", "links", "url", "status", "content_type"}, and "items" (each item\'s fields) '
+        "for a mapping with items; exits 1 when no mapping matches.",
     )
     test.add_argument("rules", metavar="RULES_FILE_OR_DIR")
     test.add_argument("--url", required=True, help="the page's URL (chooses the mapping; resolves relative links)")

@@ -134,7 +134,8 @@ class Extracted:
 
 @dataclass
 class _PageFound:
-    record: dict[str, Any] | None = None
+    # The page's record, or one per item of a mapping with items.
+    records: list[dict[str, Any]] = field(default_factory=list)
     outlinks: list[FrontierMessage] = field(default_factory=list)
     skipped: SkippedLinks = field(default_factory=SkippedLinks)
     notes: list[str] = field(default_factory=list)
@@ -357,9 +358,9 @@ class Extractor:
             depth = int(meta.get("depth") or 0)
             out.failed.append(PageFailure(archived.url, crawl_id, meta.get("fp"), depth, reason))
             return
-        if found.record is not None:
-            out.records.append(found.record)
-            self._resolve(found.record, meta)
+        for record in found.records:
+            out.records.append(record)
+            self._resolve(record, meta)
         if found.notes and meta.get("fp"):
             out.notes.append((crawl_id, str(meta["fp"]), "; ".join(found.notes)))
         if self._record_complete(crawl_id, meta):
@@ -375,22 +376,27 @@ class Extractor:
         # Only the mappings the page's crawl uses (its config's ``rules``; all by default).
         mapping = rules_for(self.rules, config).match(archived.url, archived.content_type)
         if mapping is not None:
-            fields, deep = bounded_fields(mapping.extract(page))
-            found.notes.extend(f"field {n!r} nested over {MAX_VALUE_DEPTH} levels, kept as JSON text" for n in deep)
-            record: dict[str, Any] = {
-                "mapping": mapping.name,
-                "url": archived.url,
-                "fields": fields,
-                "depth": depth,
-                "crawl_id": crawl_id,
-                "fp": meta.get("fp"),
-                "fetched_at": meta.get("fetched_at"),
-            }
-            if meta.get("record_id"):
-                record["record_id"] = meta["record_id"]
-            # Strict JSON (NaN found in a page is not found: null), converted here so
-            # that a value no store can take fails this page, not the WARC.
-            found.record = json_safe(record)
+            items = mapping.extract_items(page)
+            for index, extracted in enumerate(items):
+                fields, deep = bounded_fields(extracted)
+                found.notes.extend(f"field {n!r} nested over {MAX_VALUE_DEPTH} levels, kept as JSON text" for n in deep)
+                record: dict[str, Any] = {
+                    "mapping": mapping.name,
+                    "url": archived.url,
+                    "fields": fields,
+                    "depth": depth,
+                    "crawl_id": crawl_id,
+                    # An item's record is keyed by its page and place, so a page's items are as many records.
+                    "fp": meta.get("fp") if mapping.items is None else f"{meta.get('fp')}#{index}",
+                    "fetched_at": meta.get("fetched_at"),
+                }
+                if mapping.items is not None:
+                    record["item"] = index
+                if meta.get("record_id"):
+                    record["record_id"] = meta["record_id"]
+                # Strict JSON (NaN found in a page is not found: null), converted here so
+                # that a value no store can take fails this page, not the WARC.
+                found.records.append(json_safe(record))
         if depth + 1 <= config.max_depth:
             found.outlinks = list(self._outlinks(page, mapping, depth + 1, config, meta, found.skipped))
         found.notes[:0] = page.notes

@@ -54,17 +54,22 @@ def guess_content_type(path: str) -> str | None:
 
 
 def run_rules(rules: RuleSet, url: str, body: bytes, content_type: str | None) -> dict[str, Any]:
-    """Apply the matching mapping to one page: mapping name, fields, and the links the crawler would follow."""
+    """Apply the matching mapping to one page: mapping name, fields (and items, for a listing), and its links."""
     page = Page(url, body, content_type)
     mapping = rules.match(url, content_type)
     config = CrawlConfig(seed_hosts=frozenset({host_of(url)}))
     chosen = mapping is not None and bool(mapping.url_parsers)
     links = [link for link in page_links(page, mapping) if not out_of_scope(link, 1, config, rules, chosen)]
-    return {
-        "mapping": mapping.name if mapping is not None else None,
-        "fields": mapping.extract(page) if mapping is not None else None,
-        "links": links,
-    }
+    found: dict[str, Any] = {"mapping": mapping.name if mapping is not None else None}
+    if mapping is not None and mapping.items is not None:
+        # A listing: every item's fields; "fields" is the first item's, as a crawl's first record.
+        items = mapping.extract_items(page)
+        found["fields"] = items[0] if items else None
+        found["items"] = items
+    else:
+        found["fields"] = mapping.extract(page) if mapping is not None else None
+    found["links"] = links
+    return found
 
 
 class PoliteFetcher:

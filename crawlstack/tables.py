@@ -43,6 +43,8 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("fp", "string"),
         Column("fetched_at", "double"),
         Column("record_id", "string"),
+        # A listing's item: its place on the page (a mapping with items gives a record per item).
+        Column("item", "int"),
     ),
     CRAWL_LOG: (
         Column("url", "string"),

@@ -31,9 +31,13 @@ from crawlstack.rules.processors import (
 )
 from crawlstack.urls import InvalidURL, resolve_link
 
-MAPPING_KEYS = frozenset({"$schema", "name", "description", "url_patterns", "content_types", "url_parsers", "fields"})
+MAPPING_KEYS = frozenset(
+    {"$schema", "name", "description", "url_patterns", "content_types", "url_parsers", "items", "fields"}
+)
 FIELD_KEYS = frozenset({"name", "description", "multiple", "processors"})
 PARSER_KEYS = frozenset({"description", "processors"})
+# Items a page may give at most: a hostile listing must not become a million records.
+MAX_ITEMS_PER_PAGE = 1000
 log = logging.getLogger(__name__)
 _HOST = re.compile(r"(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*")
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*)")
@@ -51,8 +55,9 @@ class RuleError(ValueError):
 class Chain:
     steps: tuple[Step, ...]
 
-    def run(self, page: Page) -> Values:
-        values: Values | None = None
+    def run(self, page: Page, context: Values | None = None) -> Values:
+        """The chain's values; its first step works on ``context`` (an item's node) or, by default, the page."""
+        values = context
         for step in self.steps:
             budget.check()
             values = step(page, values)
@@ -65,10 +70,14 @@ class Field:
     chain: Chain
     multiple: bool = False
 
-    def value(self, page: Page) -> Any:
-        """The first value, or every value when ``multiple``; None when the chain gave nothing."""
+    def value(self, page: Page, item: Any = None) -> Any:
+        """The first value, or every value when ``multiple``; None when the chain gave nothing.
+
+        With ``item`` (one of a mapping's ``items``), the chain starts from it instead of the page.
+        """
         try:
-            values = [v for v in (finalize(v) for v in self.chain.run(page)) if v is not None]
+            context = None if item is None else [item]
+            values = [v for v in (finalize(v) for v in self.chain.run(page, context)) if v is not None]
         except budget.BudgetExceeded:
             raise  # the page's, not the field's: the extractor fails the page
         except Exception as exc:
@@ -108,6 +117,8 @@ class Mapping:
     url_parsers: tuple[Chain, ...]
     fields: tuple[Field, ...]
     content_types: tuple[str, ...] = ()
+    # Selects a listing's items: each is then one record, its fields evaluated from the item.
+    items: Chain | None = None
 
     def matches(self, url: str) -> bool:
         return any(test(url) for test in self.url_tests)
@@ -121,7 +132,21 @@ class Mapping:
         return media in self.content_types or family in self.content_types
 
     def extract(self, page: Page) -> dict[str, Any]:
+        """The page's one record's fields (a mapping without ``items``)."""
         return {f.name: f.value(page) for f in self.fields}
+
+    def extract_items(self, page: Page) -> list[dict[str, Any]]:
+        """The page's records: one per item (at most ``MAX_ITEMS_PER_PAGE``), or the page's one without ``items``."""
+        if self.items is None:
+            return [self.extract(page)]
+        try:
+            found = self.items.run(page)
+        except budget.BudgetExceeded:
+            raise
+        except Exception as exc:
+            log.warning("the items of %r failed on %s: %s", self.name, page.url, failure(exc))
+            return []
+        return [{f.name: f.value(page, item) for f in self.fields} for item in found[:MAX_ITEMS_PER_PAGE]]
 
     def links(self, page: Page) -> list[str]:
         """The url_parsers' results, absolute and canonical, in order, without repeats."""
@@ -267,6 +292,17 @@ def _parsers(errors: _Collector, raw: Any) -> list[Chain]:
     return parsers
 
 
+def _items(errors: _Collector, raw: Any) -> Chain | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        errors.add("items", 'must be an object like {"processors": [...]}')
+        return None
+    _unknown_keys(errors, "items", raw, PARSER_KEYS)
+    _description(errors, "items", raw)
+    return _chain(errors, "items", raw.get("processors"))
+
+
 def _fields(errors: _Collector, raw: Any) -> list[Field]:
     if not isinstance(raw, list):
         errors.add("fields", "must be a list")
@@ -320,11 +356,12 @@ def compile_mapping_errors(file: str, data: Any) -> tuple[Mapping | None, list[R
     tests = _url_tests(errors, data.get("url_patterns"))
     content_types = _content_types(errors, data.get("content_types"))
     parsers = _parsers(errors, data.get("url_parsers", []))
+    items = _items(errors, data.get("items"))
     fields = _fields(errors, data.get("fields", []))
     if errors.errors:
         return None, errors.errors
     assert isinstance(name, str)
-    return Mapping(name.strip(), file, tuple(tests), tuple(parsers), tuple(fields), content_types), []
+    return Mapping(name.strip(), file, tuple(tests), tuple(parsers), tuple(fields), content_types, items), []
 
 
 def first_match(mappings: Sequence[Mapping], url: str, content_type: str | None = None) -> Mapping | None:

@@ -20,8 +20,9 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import parse_qsl, quote, urlencode, urljoin
 
 from lxml import etree
 
@@ -379,6 +380,53 @@ def compile_absolute_url(params: dict[str, Any]) -> Step:
     return step
 
 
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+TEMPLATE_PLACEHOLDERS = ("page_url", "value")
+
+
+def compile_url_template(params: dict[str, Any]) -> Step:
+    """A URL from the page's own URL and each value: ``{page_url}?max_id={value}``, for cursor pagination.
+
+    The value is percent-encoded.  A query parameter the template sets
+    replaces the page URL's own of that name, so a cursor page's next URL
+    does not pile up ``max_id`` after ``max_id``.  With no values, it gives nothing.
+    """
+    template = _required_str(params, "template")
+    names = _PLACEHOLDER.findall(template)
+    unknown = sorted(set(names) - set(TEMPLATE_PLACEHOLDERS))
+    if unknown:
+        raise ProcessorError(
+            "parameters.template", f"unknown placeholder {{{unknown[0]}}} (known: {{page_url}}, {{value}})"
+        )
+    if "value" not in names:
+        raise ProcessorError("parameters.template", "must hold {value}, the value extracted")
+
+    def step(page: Page, values: Values | None) -> Values:
+        out: Values = []
+        for text in _texts(values):
+            filled = {"page_url": page.url, "value": quote(text.strip(), safe="")}
+            out.append(_merge_query(_PLACEHOLDER.sub(partial(_placeholder, filled), template)))
+        return out
+
+    return step
+
+
+def _placeholder(filled: dict[str, str], match: re.Match[str]) -> str:
+    return filled[match.group(1)]
+
+
+def _merge_query(url: str) -> str:
+    """Everything after the first ``?`` as one query, a later parameter of a name replacing an earlier one."""
+    head, mark, rest = url.partition("?")
+    if not mark or "?" not in rest:
+        return url
+    rest, hash_mark, fragment = rest.partition("#")
+    merged: dict[str, str] = {}
+    for key, value in parse_qsl(rest.replace("?", "&"), keep_blank_values=True):
+        merged[key] = value
+    return f"{head}?{urlencode(list(merged.items()))}" + (f"#{fragment}" if hash_mark else "")
+
+
 def to_number(value: Any) -> int | float | None:
     """``"1,234.50"`` -> 1234.5, ``"42"`` -> 42, ``"$9.99"`` -> 9.99; None for anything else."""
     if isinstance(value, bool):
@@ -507,6 +555,7 @@ PROCESSORS: dict[str, Compiler] = {
     "to_number": compile_to_number,
     "parse_date": compile_parse_date,
     "default": compile_default,
+    "url_template": compile_url_template,
 }
 
 # The parameters each processor accepts; anything else is an error.
@@ -520,6 +569,7 @@ PARAMETERS: dict[str, frozenset[str]] = {
     "join": frozenset({"separator"}),
     "parse_date": frozenset({"format"}),
     "default": frozenset({"value"}),
+    "url_template": frozenset({"template"}),
 }
 
 

@@ -313,3 +313,33 @@ def test_only_the_first_hrefs_of_a_page_are_read(env: Env, monkeypatch: pytest.M
     links = [f"/h/{i}" for i in range(100)]
     out = env.run(exchange("http://shop.example/", html("Home", *links)))
     assert [m.url for m in out.outlinks] == [f"http://shop.example{p}" for p in links[:30]]
+
+
+LISTING = compile_mapping(
+    "listing.json",
+    {
+        "name": "listing",
+        "url_patterns": [{"type": "regex", "pattern": r"^http://shop\.example/new"}],
+        "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+        "fields": [{"name": "title", "processors": [{"type": "css", "parameters": {"selector": "b"}}]}],
+    },
+)
+
+
+def test_a_listings_items_are_a_record_each() -> None:
+    env = Env(rules=RuleSet((LISTING, BOOK)))
+    page = b"<ul><li><b>Emma</b></li><li><b>Persuasion</b></li><li></li></ul>"
+    out = env.run(exchange("http://shop.example/new", page))
+    fp = fingerprint("http://shop.example/new")
+    assert [(r["fields"], r["item"], r["fp"]) for r in out.records] == [
+        ({"title": "Emma"}, 0, f"{fp}#0"),
+        ({"title": "Persuasion"}, 1, f"{fp}#1"),
+        ({"title": None}, 2, f"{fp}#2"),
+    ]
+    # Each is its own item in the results table and its own line of the records object.
+    assert set(env.results.items) == {f"c#{fp}#{i}" for i in range(3)}
+    assert [r["item"] for r in env.records_file(out.records_key)] == [0, 1, 2]
+    # A page with no item gives no record.
+    assert (
+        env.run(exchange("http://shop.example/new", b"<p>none</p>"), key="pages/dt=2024-01-02/b.warc.gz").records == []
+    )

@@ -41,12 +41,16 @@ class Stub:
 
     name = "stub"
     url_parsers = ()
+    items = None
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.fields = fields
 
     def extract(self, page: Any) -> dict[str, Any]:
         return dict(self.fields)
+
+    def extract_items(self, page: Any) -> list[dict[str, Any]]:
+        return [self.extract(page)]
 
     def match(self, url: str, content_type: str | None = None) -> Stub:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from crawlstack.rules.mapping import Chain, Field, compile_mapping, compile_mapping_errors
+from crawlstack.rules.mapping import MAX_ITEMS_PER_PAGE, Chain, Field, compile_mapping, compile_mapping_errors
 from crawlstack.rules.page import Page
 from crawlstack.rules.processors import PROCESSORS, ProcessorError, compile_processor, text_of, to_number
 
@@ -140,6 +141,93 @@ def test_default_only_when_the_chain_gave_nothing(page: Page) -> None:
     assert run(page, p("css", selector="h2"), p("default", value="none")) == ["none"]
     assert run(page, p("css", selector="title::text"), p("default", value="none")) == ["Shop"]
     assert run(page, p("default", value=0)) == [0]
+
+
+def test_url_template_builds_the_next_cursor_page_from_the_pages_own_url() -> None:
+    api = Page(
+        "https://api.example/v1/posts?max_id=500&count=20", b'{"min_id": 480, "tag": "a b/c"}', "application/json"
+    )
+    template = p("url_template", template="{page_url}?max_id={value}")
+    # The template's max_id replaces the page's own; other parameters stay, in their order.
+    assert run(api, p("jsonpath", expression="$.min_id"), template) == [
+        "https://api.example/v1/posts?max_id=480&count=20"
+    ]
+    first = Page("https://api.example/v1/posts", b'{"min_id": 480}', "application/json")
+    assert run(first, p("jsonpath", expression="$.min_id"), template) == ["https://api.example/v1/posts?max_id=480"]
+    # The value is percent-encoded: it cannot add a path, a parameter or a fragment.
+    tagged = p("url_template", template="https://api.example/tags/{value}")
+    assert run(api, p("jsonpath", expression="$.tag"), tagged) == ["https://api.example/tags/a%20b%2Fc"]
+    assert run(api, p("jsonpath", expression="$.missing"), template) == []
+
+
+@pytest.mark.parametrize(
+    ("template", "reason"),
+    [("{page_url}?page=2", "must hold {value}"), ("{host}/{value}", "unknown placeholder {host}")],
+)
+def test_url_template_placeholders_are_checked_when_rules_load(template: str, reason: str) -> None:
+    with pytest.raises(ProcessorError, match=re.escape(reason)):
+        compile_processor(p("url_template", template=template))
+
+
+LISTING = b"""<html><body><ul>
+<li class="thread"><a href="/t/1">First</a> <span class="replies">3</span></li>
+<li class="thread"><a href="/t/2">Second</a></li>
+</ul><h1>Latest</h1></body></html>"""
+
+
+def listing_mapping(**extra: Any) -> dict[str, Any]:
+    return {
+        "name": "thread",
+        "url_patterns": [{"type": "domain", "pattern": "forum.example"}],
+        "items": {"processors": [p("css", selector="li.thread")]},
+        "fields": [
+            {"name": "url", "processors": [p("xpath", expression=".//a/@href"), {"type": "absolute_url"}]},
+            {"name": "title", "processors": [p("css", selector="a")]},
+            {"name": "replies", "processors": [p("css", selector=".replies"), {"type": "to_number"}]},
+            # Relative to the item: the page's h1 is not inside one.
+            {"name": "heading", "processors": [p("xpath", expression=".//h1")]},
+        ],
+        **extra,
+    }
+
+
+def test_items_give_one_record_each_with_fields_from_the_item() -> None:
+    mapping = compile_mapping("t.json", listing_mapping())
+    page = Page("http://forum.example/latest", LISTING, "text/html")
+    assert mapping.extract_items(page) == [
+        {"url": "http://forum.example/t/1", "title": "First", "replies": 3, "heading": None},
+        {"url": "http://forum.example/t/2", "title": "Second", "replies": None, "heading": None},
+    ]
+    api = compile_mapping(
+        "a.json",
+        {
+            "name": "posts",
+            "url_patterns": [{"type": "domain", "pattern": "api.example"}],
+            "items": {"processors": [p("jsonpath", expression="$.posts[*]")]},
+            "fields": [{"name": "id", "processors": [p("jsonpath", expression="$.id")]}],
+        },
+    )
+    body = Page("http://api.example/p", b'{"posts": [{"id": 7}, {"id": 6}], "id": 1}', "application/json")
+    assert api.extract_items(body) == [{"id": 7}, {"id": 6}]
+    # No item is no record; a mapping without items gives the page's one record.
+    assert mapping.extract_items(Page("http://forum.example/latest", b"<p>none</p>", "text/html")) == []
+    plain = compile_mapping("p.json", {k: v for k, v in listing_mapping().items() if k != "items"})
+    assert len(plain.extract_items(page)) == 1
+
+
+def test_a_hostile_listing_gives_at_most_max_items_per_page() -> None:
+    many = b"<ul>" + b'<li class="thread"><a href="/t">x</a></li>' * (MAX_ITEMS_PER_PAGE + 50) + b"</ul>"
+    mapping = compile_mapping("t.json", listing_mapping())
+    assert len(mapping.extract_items(Page("http://forum.example/latest", many, "text/html"))) == MAX_ITEMS_PER_PAGE
+
+
+@pytest.mark.parametrize(
+    ("items", "where"),
+    [([p("css", selector="li")], "items"), ({"processors": []}, "items.processors"), ({"procs": []}, "items.procs")],
+)
+def test_bad_items_are_located(items: Any, where: str) -> None:
+    _, errors = compile_mapping_errors("t.json", listing_mapping(items=items))
+    assert where in [e.location for e in errors], [str(e) for e in errors]
 
 
 def test_every_processor_type_is_exercised_here() -> None:
@@ -411,3 +499,13 @@ def test_parse_date_without_a_year_takes_the_current_one() -> None:
     page = Page(URL, b"<time>Mar 5</time>", "text/html")
     year = datetime.now(UTC).year
     assert run(page, p("css", selector="time"), p("parse_date")) == [f"{year}-03-05"]
+
+
+def test_rules_test_shows_every_item_of_a_listing() -> None:
+    from crawlstack.rules import RuleSet
+    from crawlstack.rules_tester import run_rules
+
+    rules = RuleSet((compile_mapping("t.json", listing_mapping()),))
+    result = run_rules(rules, "http://forum.example/latest", LISTING, "text/html")
+    assert [item["title"] for item in result["items"]] == ["First", "Second"]
+    assert result["fields"] == result["items"][0] and result["mapping"] == "thread"

@@ -63,7 +63,11 @@ INVALID: list[tuple[Any, str, str]] = [
     (mapping(name=""), "name", "must not be blank"),
     (mapping(name="   "), "name", "must not be blank"),
     (mapping(name=5), "name", "must be a string"),
-    (mapping(extra=1), "extra", "unknown key (allowed: $schema, content_types, description, fields, name, url_parsers"),
+    (
+        mapping(extra=1),
+        "extra",
+        "unknown key (allowed: $schema, content_types, description, fields, items, name, url_parsers",
+    ),
     (mapping(**{"$schema": 1}), "$schema", "must be a string"),
     (mapping(description=["x"]), "description", "must be a string"),
     # url_patterns
@@ -380,7 +384,7 @@ def test_every_error_in_a_file_is_reported_sorted_and_once() -> None:
     # parameters: [] breaks both "a processor's parameters are an object" and
     # xpath's: said once.  Document order: fields[2] before fields[10].
     assert [str(e) for e in schema_errors("f.json", data)] == [
-        "f.json: extra: unknown key (allowed: $schema, content_types, description, fields, name, url_parsers, "
+        "f.json: extra: unknown key (allowed: $schema, content_types, description, fields, items, name, url_parsers, "
         "url_patterns)",
         *[f"f.json: fields[{i}].processors[0].parameters: must be an object" for i in range(10)],
         "f.json: fields[10].name: duplicate field name 'f2'",
