@@ -206,7 +206,69 @@ def build_parser() -> argparse.ArgumentParser:
     )
     test.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")
     _add_deployed_commands(sub)
+    _add_sources_commands(sub)
     return parser
+
+
+def _add_sources_commands(sub: Any) -> None:
+    from crawlstack.watch import sources as defaults
+
+    sources = sub.add_parser(
+        "sources",
+        help="the sources a watch re-checks: listings, feeds and APIs read with a mapping that has items",
+        description="Add, list, show or remove a watch's sources, kept in OUT/state.sqlite (--local OUT).",
+    )
+    sources_sub = sources.add_subparsers(dest="sources_command", required=True)
+    local = argparse.ArgumentParser(add_help=False)
+    local.add_argument("--local", metavar="OUT_DIR", required=True, help="the watch's output directory")
+    add = sources_sub.add_parser(
+        "add",
+        parents=[local],
+        help="add a source (or every line of --file), all or none",
+        description="Add a source: a URL read with a mapping that has items. Each is checked against the rules "
+        "(--rules DIR, which is then stored in OUT; without it, the rules stored there). A bad source is one "
+        "line and exit 2, and nothing is added.",
+    )
+    add.add_argument("url", nargs="?", metavar="URL", help="the listing, feed or API to re-check")
+    add.add_argument("--file", metavar="F.jsonl", help="JSON lines, each a source's fields (url, mapping, id, ...)")
+    add.add_argument("--rules", metavar="DIR", help="the rules to check sources against, stored in OUT for watch")
+    add.add_argument("--mapping", metavar="M", help="the mapping that reads the source (it must have items)")
+    add.add_argument("--id", metavar="ID", help="the source's id (default: made from its URL and mapping)")
+    add.add_argument("--identity", metavar="FIELD", help="the item field that names an item (default url)")
+    add.add_argument(
+        "--priority-min",
+        type=float,
+        metavar="P",
+        help=f"the fewest checks a day, however quiet the source (default {defaults.DEFAULT_PRIORITY_MIN:g})",
+    )
+    add.add_argument(
+        "--priority-max",
+        type=float,
+        metavar="P",
+        help=f"the most checks a day, however busy the source (default {defaults.DEFAULT_PRIORITY_MAX:g})",
+    )
+    add.add_argument(
+        "--pagination",
+        choices=defaults.PAGINATIONS,
+        help="how a check pages on until it meets items it has seen: the next link, a page number, or a cursor",
+    )
+    add.add_argument(
+        "--pagination-parameter",
+        metavar="NAME",
+        help="the query parameter of --pagination page or cursor (default page, or max_id)",
+    )
+    add.add_argument(
+        "--max-pages",
+        type=int,
+        metavar="N",
+        help=f"pages a check reads at most (default {defaults.DEFAULT_MAX_PAGES})",
+    )
+    add.add_argument("--strategy", choices=defaults.STRATEGIES, help="tokens (default) or velocity scheduling")
+    sources_sub.add_parser("list", parents=[local], help="every source, by id")
+    show = sources_sub.add_parser("show", parents=[local], help="one source's settings, as JSON")
+    show.add_argument("source_id", metavar="ID")
+    remove = sources_sub.add_parser("remove", parents=[local], help="stop watching a source")
+    remove.add_argument("source_id", metavar="ID")
 
 
 def _stack_options() -> argparse.ArgumentParser:
@@ -901,6 +963,76 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+# sources add's flags that set a source's field of the same name.
+_SOURCE_FIELDS = (
+    "mapping",
+    "id",
+    "identity",
+    "priority_min",
+    "priority_max",
+    "pagination",
+    "pagination_parameter",
+    "max_pages",
+    "strategy",
+)
+
+
+def _sources(args: argparse.Namespace) -> int:
+    from crawlstack.local import sources
+    from crawlstack.local.backend import StateError
+    from crawlstack.watch.sources import SourceError
+
+    out = Path(args.local)
+    try:
+        if args.sources_command == "add":
+            added = sources.add_sources(out, _source_entries(args), args.rules)
+            print(f"added {len(added)} source{'' if len(added) == 1 else 's'}: {', '.join(s.id for s in added)}")
+        elif args.sources_command == "list":
+            rows = [
+                [s.id, s.mapping, s.identity, f"{s.priority_min:g}-{s.priority_max:g}", s.pagination or "", s.url]
+                for s in sources.list_sources(out)
+            ]
+            _print_table(["id", "mapping", "identity", "checks/day", "pagination", "url"], rows)
+        elif args.sources_command == "show":
+            print(json.dumps(sources.get_source(out, args.source_id).to_item(), indent=2, ensure_ascii=False))
+        else:
+            sources.remove_source(out, args.source_id)
+            print(f"removed {args.source_id}")
+    except (SourceError, StateError) as exc:
+        raise UsageError(str(exc)) from exc
+    return 0
+
+
+def _source_entries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """sources add's sources: the URL with its flags, or each line of --file."""
+    flags = {field: getattr(args, field) for field in _SOURCE_FIELDS if getattr(args, field) is not None}
+    if args.file is None:
+        if args.url is None:
+            raise UsageError("sources add: give a URL (with --mapping), or --file F.jsonl")
+        return [("", {"url": args.url, **flags})]
+    if args.url is not None or flags:
+        raise UsageError("sources add --file: each line holds its source's fields; give no URL or source flags")
+    path = Path(args.file)
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    entries = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{number}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}:{number}: expected an object with the source's fields")
+        entries.append((f"{path}:{number}", data))
+    if not entries:
+        raise UsageError(f"{path}: no sources in it")
+    return entries
+
+
 def _query(args: argparse.Namespace) -> int:
     import csv
 
@@ -1063,6 +1195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args)
         if args.command == "rules" and args.rules_command == "test":
             return _test(args)
+        if args.command == "sources":
+            return _sources(args)
         deployed = {
             "seed": _seed,
             "status": _status,

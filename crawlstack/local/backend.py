@@ -138,14 +138,15 @@ class LocalState:
                 remove_outputs(self.out)
             elif not has_state(self.out):
                 raise StateError(f"{self.out} holds no crawl to resume ({STATE_FILE})")
-            self.db = self._open(self.out / STATE_FILE, fresh)
+            self.db = self.open_db(self.out / STATE_FILE, fresh)
         except BaseException:
             self._lock_file.close()
             raise
         self._stores: Stores | None = None
 
     @staticmethod
-    def _open(path: Path, fresh: bool) -> StateDb:
+    def open_db(path: Path, fresh: bool) -> StateDb:
+        """A fresh state database (marked as ours), or an existing one checked as ours and undamaged."""
         try:
             db = StateDb(path, check=None if fresh else lambda conn: _check_ours(conn, path))
             if fresh:

@@ -170,8 +170,8 @@ BAD_RULES = {
 BAD_RULES_ERRORS = [
     "error: rules/bad.json: fields[0].processors[0].parameters.expression: required",
     "error: rules/bad.json: url_patterns: must be a non-empty list",
-    "error: rules/typo.json: feilds: unknown key (allowed: $schema, content_types, description, fields, name, "
-    "url_parsers, url_patterns)",
+    "error: rules/typo.json: feilds: unknown key (allowed: $schema, content_types, description, fields, items, "
+    "name, url_parsers, url_patterns)",
     "error: not building with invalid rules (check: crawlstack rules validate rules/)",
 ]
 

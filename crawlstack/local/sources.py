@@ -1,0 +1,117 @@
+"""``crawlstack sources add|list|show|remove --local OUT``: a watch's sources in ``OUT/state.sqlite``.
+
+The sources live in the same state database a watch of ``OUT`` runs on,
+opened beside it without its lock (every change is one transaction).  The
+rules a source is checked against are stored there too: ``--rules DIR``
+replaces them, and without it the stored ones are used, so that ``watch``
+reads each source with the mapping it was added with.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from crawlstack.local.backend import STATE_FILE, LocalState, has_state
+from crawlstack.local.sqlite.db import StateDb
+from crawlstack.local.sqlite.sources import SqliteSources
+from crawlstack.rules import RuleSet, load_rules, rule_files
+from crawlstack.watch.sources import DuplicateSource, Source, SourceError, source_from
+
+RULES_KEY = "watch_rules"
+
+
+def open_state(out: Path) -> StateDb:
+    """OUT's state for a command beside a watch: opened, or made, without the watch's lock."""
+    out.mkdir(parents=True, exist_ok=True)
+    return LocalState.open_db(out / STATE_FILE, fresh=not has_state(out))
+
+
+def stored_rules(db: StateDb) -> dict[str, str]:
+    """The rule files' texts the sources were checked against (file name -> text)."""
+    with db.reading() as conn:
+        row = conn.execute("SELECT value FROM crawl_meta WHERE key = ?", (RULES_KEY,)).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def rules_of(texts: dict[str, str]) -> RuleSet:
+    """Compile stored rule texts as ``load_rules`` compiles a directory."""
+    if not texts:
+        return RuleSet()
+    with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as directory:
+        for name, text in texts.items():
+            (Path(directory) / name).write_text(text, encoding="utf-8")
+        return load_rules(directory, check_schema=True)
+
+
+def add_sources(out: Path, entries: list[tuple[str, dict[str, Any]]], rules_dir: str | None) -> list[Source]:
+    """Check every entry (``where`` it came from, its fields), then add them all or none.
+
+    ``SourceError`` says what is wrong with the first bad one, where it is.
+    """
+    db = open_state(out)
+    try:
+        texts = stored_rules(db)
+        if rules_dir is not None:
+            rules = load_rules(rules_dir, check_schema=True)  # RulesInvalid: the caller's one line
+            texts = {f.name: f.read_text(encoding="utf-8-sig") for f in rule_files(Path(rules_dir))}
+        else:
+            rules = rules_of(texts)
+        sources = []
+        for where, entry in entries:
+            try:
+                sources.append(source_from(entry, rules))
+            except SourceError as exc:
+                raise SourceError(f"{where}: {exc}" if where else str(exc)) from None
+        try:
+            SqliteSources(db).add_all(sources)
+        except DuplicateSource as exc:
+            # Where the duplicate is: its second line in this batch, else its only one.
+            wheres = [where for (where, _), source in zip(entries, sources, strict=True) if source.id == exc.source_id]
+            where = wheres[1] if len(wheres) > 1 else wheres[0]
+            raise SourceError(f"{where}: {exc}" if where else str(exc)) from None
+        if rules_dir is not None:
+            with db.transaction() as conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO crawl_meta (key, value) VALUES (?, ?)", (RULES_KEY, json.dumps(texts))
+                )
+        return sources
+    finally:
+        db.close()
+
+
+def list_sources(out: Path) -> list[Source]:
+    db = _existing(out)
+    try:
+        return SqliteSources(db).list()
+    finally:
+        db.close()
+
+
+def get_source(out: Path, source_id: str) -> Source:
+    db = _existing(out)
+    try:
+        source = SqliteSources(db).get(source_id)
+    finally:
+        db.close()
+    if source is None:
+        raise SourceError(f"no source with id {source_id!r} in {out}")
+    return source
+
+
+def remove_source(out: Path, source_id: str) -> None:
+    db = _existing(out)
+    try:
+        removed = SqliteSources(db).remove(source_id)
+    finally:
+        db.close()
+    if not removed:
+        raise SourceError(f"no source with id {source_id!r} in {out}")
+
+
+def _existing(out: Path) -> StateDb:
+    if not has_state(out):
+        raise SourceError(f"{out} holds no sources ({STATE_FILE}): add some with crawlstack sources add")
+    return open_state(out)

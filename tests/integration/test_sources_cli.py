@@ -1,0 +1,120 @@
+"""``crawlstack sources add|list|show|remove --local OUT``: a bad source is one line, exit 2, and changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from webs import write_rules
+
+from crawlstack.cli import main
+
+LISTING = {
+    "name": "listing",
+    "url_patterns": [{"type": "domain", "pattern": "news.example"}],
+    "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+    "fields": [
+        {"name": "url", "processors": [{"type": "xpath", "parameters": {"expression": ".//a/@href"}}]},
+        {"name": "title", "processors": [{"type": "css", "parameters": {"selector": "a"}}]},
+    ],
+}
+PAGE = {"name": "page", "url_patterns": [{"type": "domain", "pattern": "other.example"}], "fields": []}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["sources", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def rules(tmp_path: Path) -> Path:
+    return write_rules(tmp_path / "rules", [LISTING, PAGE])
+
+
+def test_sources_are_added_listed_shown_and_removed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, rules: Path
+) -> None:
+    out = str(tmp_path / "watch")
+    code, printed, err = run(
+        capsys,
+        "add",
+        "http://news.example/latest",
+        "--mapping",
+        "listing",
+        "--id",
+        "news",
+        "--priority-max",
+        "4",
+        "--pagination",
+        "page",
+        "--rules",
+        str(rules),
+        "--local",
+        out,
+    )
+    assert (code, err, printed) == (0, "", "added 1 source: news\n")
+    lines = tmp_path / "sources.jsonl"
+    lines.write_text(
+        json.dumps({"url": "http://news.example/api", "mapping": "listing", "id": "api", "identity": "title"})
+        + "\n\n"
+        + json.dumps({"url": "http://news.example/b", "mapping": "listing", "strategy": "velocity"})
+        + "\n"
+    )
+    # Without --rules, the rules stored by the first add check them.
+    code, printed, err = run(capsys, "add", "--file", str(lines), "--local", out)
+    assert code == 0 and printed.startswith("added 2 sources: api, s-"), err
+    code, printed, _ = run(capsys, "list", "--local", out)
+    assert [line.split()[0] for line in printed.splitlines()[2:]][:2] == ["api", "news"]
+    code, printed, _ = run(capsys, "show", "news", "--local", out)
+    shown = json.loads(printed)
+    assert (shown["priority_max"], shown["pagination"], shown["pagination_parameter"]) == (4.0, "page", "page")
+    assert run(capsys, "remove", "news", "--local", out)[:2] == (0, "removed news\n")
+    code, _, err = run(capsys, "remove", "news", "--local", out)
+    assert code == 2 and err.count("\n") == 1 and "no source with id 'news'" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ({"url": "http://news.example/x", "mapping": "nope"}, "no mapping named 'nope'"),
+        ({"url": "http://news.example/x", "mapping": "page"}, "has no items"),
+        ({"url": "not a url", "mapping": "listing"}, "invalid URL"),
+        ({"url": "http://news.example/x", "mapping": "listing", "priority_min": -1}, "must be above 0"),
+        ({"url": "http://news.example/x", "mapping": "listing", "id": "first"}, "'first' already exists"),
+    ],
+)
+def test_a_bad_line_changes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, rules: Path, line: dict[str, object], problem: str
+) -> None:
+    out = str(tmp_path / "watch")
+    assert (
+        run(
+            capsys,
+            "add",
+            "http://news.example/",
+            "--mapping",
+            "listing",
+            "--id",
+            "first",
+            "--rules",
+            str(rules),
+            "--local",
+            out,
+        )[0]
+        == 0
+    )
+    good = {"url": "http://news.example/good", "mapping": "listing", "id": "good"}
+    lines = tmp_path / "sources.jsonl"
+    lines.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n")
+    code, _, err = run(capsys, "add", "--file", str(lines), "--local", out)
+    assert code == 2 and err.count("\n") == 1 and problem in err and f"{lines}:2:" in err
+    assert [row.split()[0] for row in run(capsys, "list", "--local", out)[1].splitlines()[2:]] == ["first"]
+
+
+def test_sources_of_an_out_with_none_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "list", "--local", str(tmp_path / "none"))
+    assert code == 2 and err.count("\n") == 1 and "holds no sources" in err
+    code, _, err = run(capsys, "add", "http://news.example/", "--local", str(tmp_path / "none"))
+    assert code == 2 and "no mapping named None" in err
