@@ -1,0 +1,152 @@
+"""When each source is checked: seed 003's token bucket, seed 004's velocity, and even spacing per host.
+
+Every source has a **priority**, in checks a day, between its floor and
+ceiling (``Source.priority_min``/``priority_max``), and a bucket of
+**tokens**.  Each day (``plan_day``):
+
+1. every source gains its priority in tokens (``accrue``), so a quiet
+   source still earns a check now and then;
+2. each whole token is a check due today; when the sources ask for more
+   than the day's budget, the ones holding more tokens go first, one check
+   at a time, so the budget is shared rather than spent on the richest;
+3. each host's checks are spread evenly over the next 24 hours
+   (``spread``), and one source's repeated checks are spaced as far apart
+   as the host's other checks allow.
+
+After a check (``priority_after``) the priority follows yield:
+
+* ``tokens``: the new items per check over the last ``HISTORY`` checks,
+  each weighted by recency (half-life ``HALF_LIFE_DAYS``), so a source that
+  starts posting rises and one that stops sinks by a matching amount;
+* ``velocity``: the items per day the last checks saw (items ÷ timespan),
+  over ``ITEMS_PER_CHECK``: the rate of checks that would each find about
+  that many.
+
+Both are clamped to the source's bounds.  Nothing here reads a clock or a
+store: time is passed in (simulated time in a simulation).
+
+Settings: ``HISTORY``, ``HALF_LIFE_DAYS``, ``ITEMS_PER_CHECK``, ``DAY`` (here).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from crawlstack.urls import host_of
+from crawlstack.watch.sources import Source
+
+DAY = 86_400.0
+HISTORY = 30
+HALF_LIFE_DAYS = 7.0
+ITEMS_PER_CHECK = 1.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's result: when it ran and how many items it found that were new."""
+
+    at: float
+    new_items: int
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """What scheduling knows of a source between checks."""
+
+    priority: float
+    tokens: float
+    history: tuple[Check, ...] = ()
+
+    @classmethod
+    def first(cls, source: Source) -> SourceState:
+        """A new source starts at its ceiling: checked often until its yield says otherwise."""
+        return cls(source.priority_max, source.priority_max)
+
+
+@dataclass(frozen=True, order=True)
+class PlannedCheck:
+    at: float
+    source_id: str = field(compare=True)
+    host: str = field(compare=False)
+
+
+def accrue(state: SourceState) -> SourceState:
+    """A day's tokens: the priority is added whether or not the source was checked."""
+    return replace(state, tokens=state.tokens + state.priority)
+
+
+def due_checks(states: dict[str, SourceState], budget: int | None) -> dict[str, int]:
+    """Checks per source for the day: a whole token each, the budget going to the most tokens first."""
+    heap = [(-state.tokens, source_id) for source_id, state in states.items() if state.tokens >= 1.0]
+    heapq.heapify(heap)
+    due: dict[str, int] = {}
+    given = 0
+    while heap and (budget is None or given < budget):
+        negative, source_id = heapq.heappop(heap)
+        due[source_id] = due.get(source_id, 0) + 1
+        given += 1
+        if -negative - 1.0 >= 1.0:
+            heapq.heappush(heap, (negative + 1.0, source_id))
+    return due
+
+
+def spread(due: dict[str, int], hosts: dict[str, str], start: float, span: float = DAY) -> list[PlannedCheck]:
+    """Each host's checks at even intervals over ``[start, start + span)``, a source's repeats far apart.
+
+    A check of a source with ``k`` checks takes its ``j``-th place at the
+    fraction ``(j + 0.5) / k`` of the day; the host's checks are ordered by
+    that place and given the host's even slots in order, so a source's
+    repeats sit about ``span / k`` apart and the host's checks ``span / n``.
+    """
+    by_host: dict[str, list[tuple[float, str]]] = {}
+    for source_id, count in due.items():
+        for j in range(count):
+            by_host.setdefault(hosts[source_id], []).append(((j + 0.5) / count, source_id))
+    planned: list[PlannedCheck] = []
+    for host, checks in by_host.items():
+        checks.sort()
+        step = span / len(checks)
+        planned.extend(PlannedCheck(start + (i + 0.5) * step, sid, host) for i, (_, sid) in enumerate(checks))
+    planned.sort()
+    return planned
+
+
+def plan_day(
+    sources: Sequence[Source], states: dict[str, SourceState], start: float, budget: int | None
+) -> tuple[list[PlannedCheck], dict[str, SourceState]]:
+    """The day's checks from ``start`` and the sources' states after accrual and spending."""
+    accrued = {s.id: accrue(states.get(s.id) or SourceState.first(s)) for s in sources}
+    due = due_checks(accrued, budget)
+    spent = {sid: replace(state, tokens=state.tokens - due.get(sid, 0)) for sid, state in accrued.items()}
+    hosts = {s.id: host_of(s.url) for s in sources}
+    return spread(due, hosts, start), spent
+
+
+def priority_after(source: Source, state: SourceState, check: Check) -> SourceState:
+    """The state once ``check`` is known: its history, and its priority by the source's strategy."""
+    history = (*state.history, check)[-HISTORY:]
+    wanted = _velocity(history) if source.strategy == "velocity" else _weighted_yield(history, check.at)
+    return replace(state, history=history, priority=_clamp(wanted, source.priority_min, source.priority_max))
+
+
+def _weighted_yield(history: Iterable[Check], now: float) -> float:
+    """New items per check, each check weighted by 2^(-age / half-life)."""
+    weights = [(0.5 ** (max(0.0, now - c.at) / (HALF_LIFE_DAYS * DAY)), c.new_items) for c in history]
+    total = sum(w for w, _ in weights)
+    return sum(w * n for w, n in weights) / total if total else 0.0
+
+
+def _velocity(history: Sequence[Check]) -> float:
+    """Checks a day that would each find about ``ITEMS_PER_CHECK``: items ÷ timespan of the history."""
+    if len(history) < 2:
+        return math.inf if history and history[-1].new_items else 0.0
+    span = history[-1].at - history[0].at
+    items = sum(c.new_items for c in history[1:])  # the first check's items came before the span
+    return math.inf if span <= 0 else items / (span / DAY) / ITEMS_PER_CHECK
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return min(high, max(low, value))

@@ -1,0 +1,92 @@
+"""Scheduling a watch's checks: tokens, the budget, even spacing per host, priority that follows yield."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from crawlstack.watch.schedule import (
+    DAY,
+    Check,
+    SourceState,
+    due_checks,
+    plan_day,
+    priority_after,
+    spread,
+)
+from crawlstack.watch.sources import Source
+
+T0 = 1_767_225_600.0
+
+
+def src(source_id: str, host: str = "a.example", **kw: Any) -> Source:
+    return Source(source_id, f"http://{host}/{source_id}", "listing", **kw)
+
+
+def test_a_new_source_starts_at_its_ceiling_and_earns_its_priority_daily() -> None:
+    source = src("s", priority_max=1.5)
+    planned, states = plan_day([source], {}, T0, budget=None)
+    # 1.5 tokens to start, 1.5 more for the day: 3 whole tokens, 3 checks, none left over but the half.
+    assert [p.source_id for p in planned] == ["s"] * 3 and states["s"].tokens == pytest.approx(0.0)
+    quiet = SourceState(priority=0.07, tokens=0.0)
+    _, after = plan_day([src("q")], {"q": quiet}, T0, budget=None)
+    assert after["q"].tokens == pytest.approx(0.07)  # no check yet: the tokens pile up until one is due
+
+
+def test_the_budget_goes_to_the_most_tokens_first_one_check_at_a_time() -> None:
+    states = {"a": SourceState(1.0, 2.2), "b": SourceState(1.0, 2.0), "c": SourceState(1.0, 0.9)}
+    assert due_checks(states, budget=2) == {"a": 1, "b": 1}
+    assert due_checks(states, budget=None) == {"a": 2, "b": 2}
+    assert due_checks({"a": SourceState(1.0, 3.5), "b": SourceState(1.0, 1.2)}, budget=3) == {"a": 3}
+
+
+def test_a_hosts_checks_are_evenly_spaced_and_a_sources_repeats_far_apart() -> None:
+    due = {"x": 2, "y": 2, "z": 1}
+    hosts = {"x": "h", "y": "h", "z": "other"}
+    planned = spread(due, hosts, T0)
+    on_h = [p for p in planned if p.host == "h"]
+    gaps = {round(b.at - a.at, 6) for a, b in itertools.pairwise(on_h)}
+    assert gaps == {DAY / 4}  # four checks, a quarter day apart
+    assert [p.source_id for p in on_h] == ["x", "y", "x", "y"]  # repeats half a day apart, not back to back
+    assert [p.at for p in planned if p.host == "other"] == [T0 + DAY / 2]
+    assert all(T0 <= p.at < T0 + DAY for p in planned)
+
+
+def test_the_busiest_hour_holds_at_most_an_even_share_plus_one() -> None:
+    sources = [src(f"s{i}", priority_max=1.75) for i in range(40)]
+    planned, _ = plan_day(sources, {}, T0, budget=None)
+    hours = Counter(int((p.at - T0) // 3600) for p in planned)
+    assert max(hours.values()) <= math.ceil(len(planned) / 24) + 1
+
+
+def test_priority_follows_yield_and_stays_in_bounds() -> None:
+    source = src("s", priority_min=0.1, priority_max=5.0)
+    state = SourceState(priority=0.1, tokens=0.0)
+    rising = [state := priority_after(source, state, Check(T0 + d * DAY, 4)) for d in range(5)]
+    assert rising[-1].priority == pytest.approx(4.0)
+    for d in range(5, 40):  # it stops posting: a matching fall, down to the floor
+        state = priority_after(source, state, Check(T0 + d * DAY, 0))
+    assert state.priority == 0.1 and len(state.history) == 30
+    greedy = priority_after(source, SourceState(1.0, 0.0), Check(T0, 1000))
+    assert greedy.priority == 5.0
+
+
+def test_recent_checks_weigh_more() -> None:
+    source = src("s", priority_max=100.0)
+    old_busy = SourceState(1.0, 0.0, (Check(T0, 10), Check(T0 + 1, 10)))
+    now = T0 + 30 * DAY
+    assert priority_after(source, old_busy, Check(now, 0)).priority < 10 / 3
+
+
+def test_velocity_sets_checks_from_items_over_timespan() -> None:
+    source = src("v", strategy="velocity", priority_min=0.5, priority_max=10.0)
+    state = SourceState(1.0, 0.0)
+    state = priority_after(source, state, Check(T0, 3))
+    state = priority_after(source, state, Check(T0 + 2 * DAY, 6))  # 6 items in 2 days: 3 a day
+    assert state.priority == pytest.approx(3.0)
+    quiet = priority_after(source, state, Check(T0 + 30 * DAY, 0))
+    assert quiet.priority == pytest.approx(0.5)  # 6 items over 30 days is 0.2 a day: the floor
