@@ -1,0 +1,138 @@
+"""A watch's state in the state database: each source's schedule state, its items seen, its events.
+
+* ``source_state``: priority, tokens, check history and the last response's
+  validators, per source (``watch.schedule.SourceState``);
+* ``seen_items``: each (source, identity) ever seen, with when it was first and
+  last seen.  ``record_page`` inserts the page's identities and the events of
+  the new ones in one transaction: an identity is new exactly when its insert
+  took (the conditional write), so a replayed page publishes nothing twice;
+* ``events``: the outbox, in order.  ``publish`` appends the events not yet in
+  ``OUT/events.jsonl`` and stores the file's length in the same transaction,
+  so a kill between the two leaves lines that ``trim_events`` cuts before the
+  next append: each ``event_id`` is in the file once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from crawlstack.local.sqlite.db import StateDb
+from crawlstack.watch.check import Validators
+from crawlstack.watch.schedule import Check, SourceState
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS source_state (id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS seen_items ("
+    " source_id TEXT NOT NULL, identity TEXT NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL,"
+    " PRIMARY KEY (source_id, identity)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE NOT NULL, line TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS events_file (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
+    " length INTEGER NOT NULL)",
+)
+
+
+class SqliteWatch:
+    def __init__(self, db: StateDb, events_path: Path) -> None:
+        self.db = db
+        self.events_path = events_path
+        db.ensure(*SCHEMA)
+
+    # --- schedule state ---------------------------------------------------------
+    def states(self) -> dict[str, tuple[SourceState, Validators | None]]:
+        with self.db.reading() as conn:
+            rows = conn.execute("SELECT id, state FROM source_state").fetchall()
+        return {source_id: _state_of(json.loads(text)) for source_id, text in rows}
+
+    def save_state(self, source_id: str, state: SourceState, validators: Validators | None) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)",
+                (source_id, json.dumps(_state_item(state, validators))),
+            )
+
+    # --- items and events -------------------------------------------------------
+    def record_page(
+        self, source_id: str, identities: list[str], events: dict[str, dict[str, Any]], now: float
+    ) -> set[str]:
+        """Note the page's items as seen; the new ones (never seen for the source) and their events go in together.
+
+        ``events``: identity -> its event, for every identity that may be new.
+        """
+        new: set[str] = set()
+        with self.db.transaction() as conn:
+            for identity in dict.fromkeys(identities):
+                inserted = conn.execute(
+                    "INSERT OR IGNORE INTO seen_items (source_id, identity, first_seen, last_seen) VALUES (?, ?, ?, ?)",
+                    (source_id, identity, now, now),
+                ).rowcount
+                if not inserted:
+                    conn.execute(
+                        "UPDATE seen_items SET last_seen = ? WHERE source_id = ? AND identity = ?",
+                        (now, source_id, identity),
+                    )
+                    continue
+                new.add(identity)
+                if identity in events:
+                    event = events[identity]
+                    line = json.dumps(event, ensure_ascii=False)
+                    conn.execute(
+                        "INSERT OR IGNORE INTO events (event_id, line) VALUES (?, ?)", (event["event_id"], line)
+                    )
+        return new
+
+    def items_seen(self, source_id: str) -> int:
+        with self.db.reading() as conn:
+            return int(conn.execute("SELECT count(*) FROM seen_items WHERE source_id = ?", (source_id,)).fetchone()[0])
+
+    def trim_events(self) -> None:
+        """Cut ``events.jsonl`` back to the length last committed (lines a kill left after it)."""
+        length = self._written()[1]
+        if self.events_path.exists() and self.events_path.stat().st_size > length:
+            with self.events_path.open("r+b") as fh:
+                fh.truncate(length)
+
+    def publish(self) -> int:
+        """Append the events not yet in the file; how many."""
+        with self.db.transaction() as conn:
+            seq, length = self._written(conn)
+            rows = conn.execute("SELECT seq, line FROM events WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+            if not rows:
+                return 0
+            data = "".join(line + "\n" for _, line in rows).encode("utf-8")
+            with self.events_path.open("ab") as fh:
+                fh.truncate(length)  # what a failed commit left after the last committed line
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            conn.execute(
+                "INSERT OR REPLACE INTO events_file (id, seq, length) VALUES (1, ?, ?)",
+                (rows[-1][0], length + len(data)),
+            )
+        return len(rows)
+
+    def _written(self, conn: Any = None) -> tuple[int, int]:
+        if conn is None:
+            with self.db.reading() as reader:
+                return self._written(reader)
+        row = conn.execute("SELECT seq, length FROM events_file WHERE id = 1").fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def _state_item(state: SourceState, validators: Validators | None) -> dict[str, Any]:
+    return {
+        "priority": state.priority,
+        "tokens": state.tokens,
+        "history": [[c.at, c.new_items] for c in state.history],
+        "etag": validators.etag if validators else None,
+        "last_modified": validators.last_modified if validators else None,
+    }
+
+
+def _state_of(item: dict[str, Any]) -> tuple[SourceState, Validators | None]:
+    history = tuple(Check(float(at), int(n)) for at, n in item.get("history") or ())
+    state = SourceState(float(item["priority"]), float(item["tokens"]), history)
+    has = item.get("etag") or item.get("last_modified")
+    return state, Validators(item.get("etag"), item.get("last_modified")) if has else None

@@ -1,0 +1,59 @@
+"""A watch's SQLite state: new items decided by the insert that took, events in OUT/events.jsonl exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crawlstack.local.sqlite import StateDb
+from crawlstack.local.sqlite.watch import SqliteWatch
+from crawlstack.watch.check import Validators, event_id
+from crawlstack.watch.schedule import Check, SourceState
+
+
+def events_for(source_id: str, *identities: str) -> dict[str, dict[str, Any]]:
+    return {i: {"event_id": event_id(source_id, i), "source_id": source_id, "identity": i} for i in identities}
+
+
+def file_ids(path: Path) -> list[str]:
+    return [json.loads(line)["identity"] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_an_item_is_new_once_and_its_event_is_written_once(tmp_path: Path) -> None:
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
+    assert watch.record_page("s", ["a", "b", "a"], events_for("s", "a", "b"), 10.0) == {"a", "b"}
+    # The same page again (a redelivery, a replay after a kill), and a later page overlapping it.
+    assert watch.record_page("s", ["a", "b"], events_for("s", "a", "b"), 11.0) == set()
+    assert watch.record_page("s", ["b", "c"], events_for("s", "b", "c"), 12.0) == {"c"}
+    # Identities are per source.
+    assert watch.record_page("t", ["a"], events_for("t", "a"), 12.0) == {"a"}
+    assert watch.publish() == 4 and watch.publish() == 0
+    assert file_ids(tmp_path / "events.jsonl") == ["a", "b", "c", "a"]
+    assert watch.items_seen("s") == 3
+
+
+def test_lines_a_kill_left_after_the_last_commit_are_cut_before_the_next_append(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    db = StateDb(tmp_path / "state.sqlite")
+    watch = SqliteWatch(db, path)
+    watch.record_page("s", ["a"], events_for("s", "a"), 1.0)
+    watch.publish()
+    # A publish whose commit never happened: its lines are in the file, not in the state.
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"identity": "ghost"}\n{"identity": "half')
+    db.close()
+    resumed = SqliteWatch(StateDb(tmp_path / "state.sqlite"), path)
+    resumed.trim_events()
+    assert file_ids(path) == ["a"]
+    resumed.record_page("s", ["a", "b"], events_for("s", "a", "b"), 2.0)
+    resumed.publish()
+    assert file_ids(path) == ["a", "b"]
+
+
+def test_a_sources_schedule_state_and_validators_read_back(tmp_path: Path) -> None:
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
+    state = SourceState(1.25, 0.5, (Check(1.0, 3), Check(2.0, 0)))
+    watch.save_state("s", state, Validators('"v1"', None))
+    watch.save_state("t", SourceState(0.07, 2.0), None)
+    assert watch.states() == {"s": (state, Validators('"v1"', None)), "t": (SourceState(0.07, 2.0), None)}
