@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -286,10 +286,12 @@ def retry_or_fail(
     return Fetched(task, "retry", result.status, reason, exchange=exchange, retry=nxt)
 
 
-def guarded_fetch(url: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
+def guarded_fetch(
+    url: str, user_agent: str, guard: http.AddressGuard, headers: Sequence[tuple[str, str]] = ()
+) -> http.FetchResult:
     """``http.fetch``, an unexpected exception from the response becoming the task's error, not the batch's."""
     try:
-        return http.fetch(url, user_agent, guard)
+        return http.fetch(url, user_agent, guard, extra_headers=headers)
     except Exception as exc:
         log.warning("%s: response not read: %s", url, failure(exc))
         return http.FetchResult(url, error=f"response could not be read: {failure(exc)}")

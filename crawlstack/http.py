@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urljoin, urlsplit
@@ -392,10 +393,12 @@ def fetch(
     text_only: bool = True,
     timeouts: tuple[float, float] | None = None,
     deadline_seconds: float | None = None,
+    extra_headers: Sequence[tuple[str, str]] = (),
 ) -> FetchResult:
     """GET ``url`` once.  Never raises for network or body trouble: see ``error``.
 
-    Limits left out are read from ``settings`` at call time.
+    Limits left out are read from ``settings`` at call time.  ``extra_headers``
+    are sent too (a watch's conditional GET: ``If-None-Match``, ``If-Modified-Since``).
     """
     if max_bytes is None:
         max_bytes = settings.MAX_BODY_BYTES
@@ -408,6 +411,7 @@ def fetch(
         "User-Agent": user_agent,
         "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
         "Accept-Encoding": ACCEPT_ENCODING,
+        **dict(extra_headers),
     }
     result.request_headers = [("Host", urlsplit(url).netloc.rsplit("@", 1)[-1]), *headers.items()]
     with _Watchdog(deadline_seconds) as watchdog:

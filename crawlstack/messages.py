@@ -72,6 +72,49 @@ def _optional_str(data: dict[str, Any], key: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class CheckRef:
+    """A page of a watch's check of a source: the check's slot, the page's number, the last validators.
+
+    A checked URL is fetched again at every check: its dedupe key is the
+    check's (``Link.fp``), not the URL's alone.  The first page of a check
+    carries the source's last ``ETag`` and ``Last-Modified``, sent as a
+    conditional GET.
+    """
+
+    source_id: str
+    slot: str
+    page: int = 1
+    etag: str | None = None
+    last_modified: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.source_id} {self.slot}"
+
+    def request_headers(self) -> list[tuple[str, str]]:
+        headers = []
+        if self.etag:
+            headers.append(("If-None-Match", self.etag))
+        if self.last_modified:
+            headers.append(("If-Modified-Since", self.last_modified))
+        return headers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CheckRef:
+        if not isinstance(data, dict):
+            raise InvalidMessage("'check' must be an object")
+        source_id, slot, page = data.get("source_id"), data.get("slot"), data.get("page", 1)
+        if not isinstance(source_id, str) or not source_id or not isinstance(slot, str) or not slot:
+            raise InvalidMessage("'check' needs 'source_id' and 'slot' strings")
+        if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+            raise InvalidMessage("'check.page' must be a positive integer")
+        return cls(source_id, slot, page, _optional_str(data, "etag"), _optional_str(data, "last_modified"))
+
+
+@dataclass(frozen=True)
 class FrontierMessage:
     url: str
     depth: int = 0
@@ -85,6 +128,8 @@ class FrontierMessage:
     via: str | None = None
     # The URL is canonical (crawlstack.urls.canonicalize) already: dispatch need not canonicalise it.
     canonical: bool = False
+    # A page of a watch's check (crawlstack.watch): fetched again at each check, conditionally.
+    check: CheckRef | None = None
 
     @classmethod
     def from_json(cls, body: str, default_crawl_id: str = settings.DEFAULT_CRAWL_ID) -> FrontierMessage:
@@ -117,6 +162,7 @@ class FrontierMessage:
             hops=hops,
             via=_optional_str(data, "via"),
             canonical=canonical,
+            check=CheckRef.from_dict(data["check"]) if data.get("check") is not None else None,
         )
 
     def to_json(self) -> str:
@@ -136,6 +182,8 @@ class FrontierMessage:
             data["via"] = self.via
         if self.canonical:
             data["canonical"] = True
+        if self.check is not None:
+            data["check"] = self.check.to_dict()
         return data
 
 
@@ -191,6 +239,12 @@ class FetchTask:
     attempt: int = 1
     # The host's adaptive delay when the slot was reserved (0: not slowed down).
     adaptive_delay: float = 0.0
+    # A watch's check (``CheckRef.to_dict`` as JSON text, so the task stays hashable); None for a crawl's page.
+    check: str | None = None
+
+    @property
+    def check_ref(self) -> CheckRef | None:
+        return CheckRef.from_dict(json.loads(self.check)) if self.check else None
 
     @property
     def effective_delay(self) -> float:
@@ -211,6 +265,8 @@ class FetchTask:
             del data["attempt"]
         if not self.adaptive_delay:
             del data["adaptive_delay"]
+        if self.check is None:
+            del data["check"]
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -234,6 +290,7 @@ class FetchTask:
             "referrer": self.referrer,
             "record_id": self.record_id,
             "want": list(self.want),
+            **({"check": json.loads(self.check)} if self.check else {}),
         }
 
 

@@ -91,6 +91,9 @@ class Link:
     @cached_property
     def fp(self) -> str:
         """The urls table's key: the fingerprint of ``url``."""
+        if self.msg.check is not None:
+            # A re-check is no duplicate: each check of a source claims its own key.
+            return fingerprint(f"{self.url}\ncheck {self.msg.check.key}")
         return fingerprint(self.url)
 
     @cached_property

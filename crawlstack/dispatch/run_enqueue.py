@@ -17,6 +17,7 @@ delay); admission's own.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -43,6 +44,7 @@ class RunEnqueue:
             referrer=msg.referrer,
             record_id=msg.record_id,
             want=msg.want,
+            check=json.dumps(msg.check.to_dict(), sort_keys=True) if msg.check is not None else None,
         )
         outbox.runs.add(task)
         return Decision(link.url, "queued")

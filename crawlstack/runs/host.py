@@ -247,7 +247,9 @@ class HostLoop:
         self.r.group.dirty(self.host)  # a write now waits a moment for this page too
         if self.r.on_request is not None:
             self.r.on_request(task)
-        result = guarded_fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private))
+        check = task.check_ref  # a watch's check asks conditionally: a 304 is "nothing new"
+        headers = check.request_headers() if check is not None else []
+        result = guarded_fetch(task.url, config.user_agent, http.AddressGuard(config.allow_private), headers)
         self._responded(result, delay)
         frontier: list[tuple[str, int]] = []
         try:

@@ -112,11 +112,11 @@ def test_an_invocation_that_dies_mid_run_loses_no_url_and_the_next_holder_keeps_
     started: list[tuple[str, float]] = []
     real = host_module.guarded_fetch
 
-    def fetch(url: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
+    def fetch(url: str, user_agent: str, guard: http.AddressGuard, headers: Any = ()) -> http.FetchResult:
         started.append((url, time.time()))
         if len(started) == 3 and dying:
             raise Died  # after sending its third request
-        return real(url, user_agent, guard)
+        return real(url, user_agent, guard, headers)
 
     monkeypatch.setattr(host_module, "guarded_fetch", fetch)
     monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the dead thread's traceback

@@ -47,6 +47,7 @@ class Web:
         self.clock = clock
         self.pages: dict[str, Callable[[], http.FetchResult]] = {}
         self.calls: list[tuple[str, str, float]] = []
+        self.headers: dict[str, list[tuple[str, str]]] = {}  # the extra headers of the last request of each URL
         self._lock = threading.Lock()
 
     def page(
@@ -87,9 +88,10 @@ class Web:
 
         self.pages[url] = result
 
-    def fetch(self, url: str, user_agent: str, guard: http.AddressGuard, **kw: object) -> http.FetchResult:
+    def fetch(self, url: str, user_agent: str, guard: http.AddressGuard, **kw: Any) -> http.FetchResult:
         with self._lock:
             self.calls.append((url, user_agent, self.clock.now))
+            self.headers[url] = list(kw.get("extra_headers") or ())
         return self.pages[url]()
 
     def urls(self) -> list[str]:
