@@ -39,6 +39,7 @@ page's fields again changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
@@ -47,14 +48,14 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urljoin
 
 from crawlstack import patterns, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import PageFailure, failure_objects
 from crawlstack.errors import failure
-from crawlstack.messages import FrontierMessage
+from crawlstack.messages import CheckRef, FrontierMessage, InvalidMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
 from crawlstack.rules import Mapping, Page, RuleSet, budget
 from crawlstack.rules.budget import BudgetExceeded, page_budget
@@ -63,6 +64,9 @@ from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
 from crawlstack.tables import numbers_of
 from crawlstack.urls import InvalidURL, resolve_link
 from crawlstack.warc import WarcPage, read_warc
+
+if TYPE_CHECKING:  # only a watch's extract has one; the handlers' asset need not ship it
+    from crawlstack.watch.pages import CheckPages
 
 
 class Crawls(Protocol):
@@ -222,6 +226,9 @@ def page_metadata(raw: dict[str, Any]) -> dict[str, Any]:
     want = raw.get("want")
     if isinstance(want, list) and all(isinstance(w, str) for w in want):
         meta["want"] = want
+    with contextlib.suppress(InvalidMessage):
+        if raw.get("check") is not None:
+            meta["check"] = CheckRef.from_dict(raw["check"]).to_dict()
     return meta
 
 
@@ -269,6 +276,7 @@ class Extractor:
         resolved: ResolvedRecords | None = None,
         outcomes: PageOutcomes | None = None,
         budget_seconds: float | None = settings.EXTRACTION_BUDGET_SECONDS,
+        checks: CheckPages | None = None,
     ) -> None:
         self.crawls = crawls
         self.results = results
@@ -278,6 +286,8 @@ class Extractor:
         self.resolved = resolved
         self.outcomes = outcomes
         self.budget_seconds = budget_seconds
+        # A watch's checked pages (crawlstack.watch.pages): their new items only, and their next page.
+        self.checks = checks
         self._completed = CompletedRecords()
 
     def extract_object(self, bucket: str, key: str) -> Extracted:
@@ -336,9 +346,12 @@ class Extractor:
         }
 
     def _extract_page(self, archived: WarcPage, out: Extracted, depths: dict[tuple[str, str], int]) -> None:
+        meta = page_metadata(archived.metadata)
+        if meta.get("check") is not None and self.checks is not None:
+            self._check_page(archived, meta, out)
+            return
         if not 200 <= archived.status < 300:
             return
-        meta = page_metadata(archived.metadata)
         crawl = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
         stored = depths.get((crawl, str(meta.get("fp"))))
         if stored is not None and stored < int(meta.get("depth") or 0):
@@ -367,6 +380,31 @@ class Extractor:
             return
         out.outlinks.extend(found.outlinks)
         out.skipped.merge(found.skipped)
+
+    def _check_page(self, archived: WarcPage, meta: dict[str, Any], out: Extracted) -> None:
+        """A watch's checked page: any answer ends or goes on with its check; only new items become records."""
+        assert self.checks is not None
+        crawl_id = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
+        records: list[dict[str, Any]] = []
+        links: list[str] = []
+        if 200 <= archived.status < 300:
+            config = self.crawls.get(crawl_id)
+            try:
+                with page_budget(self.budget_seconds), patterns.page_context(archived.url):
+                    records = self._page(archived, meta, crawl_id, config).records
+                    mapping = rules_for(self.rules, config).match(archived.url, archived.content_type)
+                    if mapping is not None:
+                        links = mapping.links(Page(archived.url, archived.body, archived.content_type))
+            except Exception as exc:  # the page fails alone, and its check ends with it
+                reason = str(exc) if isinstance(exc, BudgetExceeded) else f"extraction failed: {failure(exc)}"
+                out.failed.append(PageFailure(archived.url, crawl_id, meta.get("fp"), 0, reason))
+                records, links = [], []
+        ref = CheckRef.from_dict(meta["check"])
+        fetched_at = float(meta.get("fetched_at") or time.time())
+        headers = list(archived.headers.items())
+        out.records.extend(
+            self.checks.page_seen(ref, archived.url, archived.status, headers, records, links, fetched_at)
+        )
 
     def _page(self, archived: WarcPage, meta: dict[str, Any], crawl_id: str, config: CrawlConfig) -> _PageFound:
         """The page's record and links: pure work on the page, in the page's budget, touching no store."""

@@ -22,12 +22,13 @@ def file_ids(path: Path) -> list[str]:
 
 def test_an_item_is_new_once_and_its_event_is_written_once(tmp_path: Path) -> None:
     watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
-    assert watch.record_page("s", ["a", "b", "a"], events_for("s", "a", "b"), 10.0) == {"a", "b"}
-    # The same page again (a redelivery, a replay after a kill), and a later page overlapping it.
-    assert watch.record_page("s", ["a", "b"], events_for("s", "a", "b"), 11.0) == set()
-    assert watch.record_page("s", ["b", "c"], events_for("s", "b", "c"), 12.0) == {"c"}
+    assert watch.record_page("s", "k1 p1", ["a", "b", "a"], events_for("s", "a", "b"), 10.0) == {"a", "b"}
+    # The same page again (a redelivery): the same answer, and no event twice.
+    assert watch.record_page("s", "k1 p1", ["a", "b"], events_for("s", "a", "b"), 11.0) == {"a", "b"}
+    # A later check's page overlapping it.
+    assert watch.record_page("s", "k2 p1", ["b", "c"], events_for("s", "b", "c"), 12.0) == {"c"}
     # Identities are per source.
-    assert watch.record_page("t", ["a"], events_for("t", "a"), 12.0) == {"a"}
+    assert watch.record_page("t", "k1 p1", ["a"], events_for("t", "a"), 12.0) == {"a"}
     assert watch.publish() == 4 and watch.publish() == 0
     assert file_ids(tmp_path / "events.jsonl") == ["a", "b", "c", "a"]
     assert watch.items_seen("s") == 3
@@ -37,7 +38,7 @@ def test_lines_a_kill_left_after_the_last_commit_are_cut_before_the_next_append(
     path = tmp_path / "events.jsonl"
     db = StateDb(tmp_path / "state.sqlite")
     watch = SqliteWatch(db, path)
-    watch.record_page("s", ["a"], events_for("s", "a"), 1.0)
+    watch.record_page("s", "k1 p1", ["a"], events_for("s", "a"), 1.0)
     watch.publish()
     # A publish whose commit never happened: its lines are in the file, not in the state.
     with path.open("a", encoding="utf-8") as fh:
@@ -46,7 +47,7 @@ def test_lines_a_kill_left_after_the_last_commit_are_cut_before_the_next_append(
     resumed = SqliteWatch(StateDb(tmp_path / "state.sqlite"), path)
     resumed.trim_events()
     assert file_ids(path) == ["a"]
-    resumed.record_page("s", ["a", "b"], events_for("s", "a", "b"), 2.0)
+    resumed.record_page("s", "k2 p1", ["a", "b"], events_for("s", "a", "b"), 2.0)
     resumed.publish()
     assert file_ids(path) == ["a", "b"]
 
@@ -57,3 +58,23 @@ def test_a_sources_schedule_state_and_validators_read_back(tmp_path: Path) -> No
     watch.save_state("s", state, Validators('"v1"', None))
     watch.save_state("t", SourceState(0.07, 2.0), None)
     assert watch.states() == {"s": (state, Validators('"v1"', None)), "t": (SourceState(0.07, 2.0), None)}
+
+
+def test_a_checks_end_counts_its_pages_new_items_once(tmp_path: Path) -> None:
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
+    first = SourceState(1.0, 0.0)
+    watch.set_validators("s", Validators('"v1"', None), first)
+    watch.page_done("s", "k1", 1, 3)
+    watch.page_done("s", "k1", 2, 2)
+    watch.page_done("s", "k1", 2, 2)  # a redelivered page replaces its own count
+    seen: list[int] = []
+
+    def update(state: SourceState, new_items: int) -> SourceState:
+        seen.append(new_items)
+        return SourceState(state.priority + new_items, state.tokens, (*state.history, Check(5.0, new_items)))
+
+    assert watch.finish_check("s", "k1", update, first)
+    assert not watch.finish_check("s", "k1", update, first)  # the last page redelivered: once only
+    assert seen == [5]
+    state, validators = watch.states()["s"]
+    assert (state.priority, state.history, validators) == (6.0, (Check(5.0, 5),), Validators('"v1"', None))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,13 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS source_state (id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS seen_items ("
     " source_id TEXT NOT NULL, identity TEXT NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL,"
-    " PRIMARY KEY (source_id, identity)) WITHOUT ROWID",
+    " first_page TEXT NOT NULL, PRIMARY KEY (source_id, identity)) WITHOUT ROWID",
+    # Each page of a check, with its new items: a check's yield is their sum.
+    "CREATE TABLE IF NOT EXISTS check_pages ("
+    " source_id TEXT NOT NULL, slot TEXT NOT NULL, page INTEGER NOT NULL, new_items INTEGER NOT NULL,"
+    " PRIMARY KEY (source_id, slot, page)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS checks_done (source_id TEXT NOT NULL, slot TEXT NOT NULL,"
+    " PRIMARY KEY (source_id, slot)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE NOT NULL, line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events_file (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
     " length INTEGER NOT NULL)",
@@ -55,33 +62,70 @@ class SqliteWatch:
 
     # --- items and events -------------------------------------------------------
     def record_page(
-        self, source_id: str, identities: list[str], events: dict[str, dict[str, Any]], now: float
+        self, source_id: str, page_key: str, identities: list[str], events: dict[str, dict[str, Any]], now: float
     ) -> set[str]:
-        """Note the page's items as seen; the new ones (never seen for the source) and their events go in together.
+        """Note the page's items as seen: the new ones (first seen on this page) and their events go in together.
 
-        ``events``: identity -> its event, for every identity that may be new.
+        ``page_key`` names the page of its check (slot and number): a redelivered
+        page gets the same answer, and adds no event twice.  ``events``: identity
+        -> its event, for every identity that may be new.
         """
         new: set[str] = set()
         with self.db.transaction() as conn:
             for identity in dict.fromkeys(identities):
-                inserted = conn.execute(
-                    "INSERT OR IGNORE INTO seen_items (source_id, identity, first_seen, last_seen) VALUES (?, ?, ?, ?)",
-                    (source_id, identity, now, now),
-                ).rowcount
-                if not inserted:
-                    conn.execute(
-                        "UPDATE seen_items SET last_seen = ? WHERE source_id = ? AND identity = ?",
-                        (now, source_id, identity),
-                    )
+                conn.execute(
+                    "INSERT INTO seen_items (source_id, identity, first_seen, last_seen, first_page)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (source_id, identity) DO UPDATE SET last_seen = ?",
+                    (source_id, identity, now, now, page_key, now),
+                )
+                first_page = conn.execute(
+                    "SELECT first_page FROM seen_items WHERE source_id = ? AND identity = ?", (source_id, identity)
+                ).fetchone()[0]
+                if first_page != page_key:
                     continue
                 new.add(identity)
                 if identity in events:
                     event = events[identity]
                     line = json.dumps(event, ensure_ascii=False)
-                    conn.execute(
-                        "INSERT OR IGNORE INTO events (event_id, line) VALUES (?, ?)", (event["event_id"], line)
-                    )
+                    add = "INSERT OR IGNORE INTO events (event_id, line) VALUES (?, ?)"
+                    conn.execute(add, (event["event_id"], line))
         return new
+
+    def page_done(self, source_id: str, slot: str, page: int, new_items: int) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO check_pages (source_id, slot, page, new_items) VALUES (?, ?, ?, ?)",
+                (source_id, slot, page, new_items),
+            )
+
+    def finish_check(
+        self, source_id: str, slot: str, update: Callable[[SourceState, int], SourceState], first: SourceState
+    ) -> bool:
+        """Apply a check's end to its source's state once: ``update(state, new items over its pages)``.
+
+        False when the check had ended already (a redelivered last page).
+        """
+        with self.db.transaction() as conn:
+            done = "INSERT OR IGNORE INTO checks_done (source_id, slot) VALUES (?, ?)"
+            if not conn.execute(done, (source_id, slot)).rowcount:
+                return False
+            total = conn.execute(
+                "SELECT coalesce(sum(new_items), 0) FROM check_pages WHERE source_id = ? AND slot = ?",
+                (source_id, slot),
+            ).fetchone()[0]
+            row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
+            state, validators = _state_of(json.loads(row[0])) if row else (first, None)
+            item = _state_item(update(state, int(total)), validators)
+            conn.execute("INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)", (source_id, json.dumps(item)))
+        return True
+
+    def set_validators(self, source_id: str, validators: Validators, first: SourceState) -> None:
+        """Keep the last response's validators for the next check's conditional GET."""
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
+            state = _state_of(json.loads(row[0]))[0] if row else first
+            item = _state_item(state, validators)
+            conn.execute("INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)", (source_id, json.dumps(item)))
 
     def items_seen(self, source_id: str) -> int:
         with self.db.reading() as conn:

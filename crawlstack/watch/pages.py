@@ -1,0 +1,101 @@
+"""Extract's side of a watch: what a checked page's items mean for its source.
+
+For each page of a check (a WARC exchange whose metadata names a
+``CheckRef``), ``CheckPages.page_seen``:
+
+1. names each item by the source's identity and records the page's items as
+   seen; the ones first seen on this page are new, and their events go to
+   the outbox in the same write (``WatchStore.record_page``);
+2. keeps the page's new items as records, and only them;
+3. sends the check's next page to the frontier (``check.next_page``), or ends
+   the check: its new items over its pages move the source's priority
+   (``schedule.priority_after``), once even if the last page comes again.
+
+A 304 (or any answer but a 2xx) has no items: the check ends there, having
+found nothing new.  The first page's ``ETag`` and ``Last-Modified`` are kept
+for the next check's conditional GET.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from crawlstack.messages import CheckRef, FrontierMessage
+from crawlstack.watch.check import NOT_MODIFIED, PageSeen, Validators, event_for, identity_of, next_page
+from crawlstack.watch.schedule import Check, SourceState, priority_after
+from crawlstack.watch.sources import Source
+
+WATCH_CRAWL_ID = "watch"
+
+
+class SourceLookup(Protocol):
+    def get(self, source_id: str) -> Source | None: ...
+
+
+class WatchStore(Protocol):
+    def record_page(
+        self, source_id: str, page_key: str, identities: list[str], events: dict[str, dict[str, Any]], now: float
+    ) -> set[str]: ...
+
+    def page_done(self, source_id: str, slot: str, page: int, new_items: int) -> None: ...
+
+    def finish_check(
+        self, source_id: str, slot: str, update: Callable[[SourceState, int], SourceState], first: SourceState
+    ) -> bool: ...
+
+    def set_validators(self, source_id: str, validators: Validators, first: SourceState) -> None: ...
+
+
+class CheckPages:
+    def __init__(
+        self,
+        sources: SourceLookup,
+        store: WatchStore,
+        send: Callable[[list[str]], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.sources = sources
+        self.store = store
+        self.send = send
+        self.clock = clock
+
+    def page_seen(
+        self,
+        ref: CheckRef,
+        url: str,
+        status: int,
+        headers: Sequence[tuple[str, str]],
+        records: list[dict[str, Any]],
+        links: Sequence[str],
+        fetched_at: float,
+    ) -> list[dict[str, Any]]:
+        """The page's records to keep: its new items'."""
+        source = self.sources.get(ref.source_id)
+        if source is None:
+            return []  # removed since the check was planned
+        first = SourceState.first(source)
+        if ref.page == 1 and status != NOT_MODIFIED and 200 <= status < 300:
+            self.store.set_validators(source.id, Validators.of(headers), first)
+        by_identity: dict[str, dict[str, Any]] = {}
+        for record in records:
+            identity = identity_of(source, record.get("fields") or {})
+            if identity is not None:
+                by_identity.setdefault(identity, record)
+        now = self.clock()
+        events = {
+            identity: event_for(source, identity, record.get("fields") or {}, url, fetched_at, now)
+            for identity, record in by_identity.items()
+        }
+        new = self.store.record_page(source.id, f"{ref.slot} p{ref.page}", list(by_identity), events, now)
+        self.store.page_done(source.id, ref.slot, ref.page, len(new))
+        seen = PageSeen(url, ref.page, tuple(by_identity), frozenset(new), tuple(links))
+        following = next_page(source, seen) if 200 <= status < 300 else None
+        if following is not None:
+            step = CheckRef(source.id, ref.slot, ref.page + 1)
+            self.send([FrontierMessage(following, 0, WATCH_CRAWL_ID, check=step).to_json()])
+        else:
+            self.store.finish_check(
+                source.id, ref.slot, lambda state, found: priority_after(source, state, Check(fetched_at, found)), first
+            )
+        return [by_identity[i] for i in by_identity if i in new]

@@ -1,0 +1,112 @@
+"""Extract's side of a watch, on the local watch store: new items once, the next page, the check's end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fakes import FakeBlobs, FakeCrawls, FakeResults
+
+from crawlstack.config import CrawlConfig
+from crawlstack.extractor import Extractor
+from crawlstack.local.sqlite import StateDb
+from crawlstack.local.sqlite.watch import SqliteWatch
+from crawlstack.messages import CheckRef, FrontierMessage
+from crawlstack.rules import RuleSet
+from crawlstack.rules.mapping import compile_mapping
+from crawlstack.warc import Exchange, write_warc
+from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
+from crawlstack.watch.sources import Source
+
+URL = "http://news.example/latest"
+LISTING = compile_mapping(
+    "listing.json",
+    {
+        "name": "listing",
+        "url_patterns": [{"type": "domain", "pattern": "news.example"}],
+        "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+        "fields": [
+            {
+                "name": "url",
+                "processors": [{"type": "xpath", "parameters": {"expression": ".//a/@href"}}, {"type": "absolute_url"}],
+            },
+            {"name": "title", "processors": [{"type": "css", "parameters": {"selector": "a"}}]},
+        ],
+    },
+)
+SOURCE = Source("news", URL, "listing", pagination="page", pagination_parameter="p", priority_min=0.1, priority_max=9.0)
+
+
+class Sources:
+    def get(self, source_id: str) -> Source | None:
+        return SOURCE if source_id == SOURCE.id else None
+
+
+def listing(*paths: str) -> bytes:
+    return ("<ul>" + "".join(f'<li><a href="{p}">{p}</a></li>' for p in paths) + "</ul>").encode()
+
+
+class Watch:
+    def __init__(self, tmp_path: Path) -> None:
+        self.store = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
+        self.sent: list[FrontierMessage] = []
+        self.blobs = FakeBlobs()
+        checks = CheckPages(Sources(), self.store, self.send, clock=lambda: 1_767_225_700.0)
+        config = CrawlConfig(crawl_id=WATCH_CRAWL_ID, max_depth=0)
+        self.extractor = Extractor(FakeCrawls(config), FakeResults(), self.blobs, RuleSet((LISTING,)), checks=checks)
+        self.n = 0
+
+    def send(self, bodies: list[str]) -> None:
+        self.sent.extend(FrontierMessage.from_json(b) for b in bodies)
+
+    def page(self, url: str, ref: CheckRef, body: bytes, status: int = 200, headers: Any = ()) -> list[dict[str, Any]]:
+        self.n += 1
+        meta = {"crawl_id": WATCH_CRAWL_ID, "depth": 0, "fp": f"fp{self.n}", "check": ref.to_dict()}
+        meta["fetched_at"] = 1_767_225_600.0 + self.n
+        exchange = Exchange(
+            url, "GET", [], status, "OK", [("Content-Type", "text/html"), *headers], body, metadata=meta
+        )
+        key = f"pages/dt=2026-01-01/w{self.n}.warc.gz"
+        self.blobs.put(key, write_warc([exchange]), "application/warc")
+        return [r["fields"]["url"] for r in self.extractor.extract_object(self.blobs.bucket, key).records]
+
+
+def test_a_checks_pages_keep_their_new_items_and_page_on_until_all_are_seen(tmp_path: Path) -> None:
+    watch = Watch(tmp_path)
+    first = CheckRef("news", "slot-1")
+    etag = [("ETag", '"v1"')]
+    assert watch.page(URL, first, listing("/a", "/b"), headers=etag) == [
+        "http://news.example/a",
+        "http://news.example/b",
+    ]
+    [following] = watch.sent
+    assert (following.url, following.crawl_id, following.check) == (
+        f"{URL}?p=2",
+        WATCH_CRAWL_ID,
+        CheckRef("news", "slot-1", 2),
+    )
+    # The same page delivered again: the same records, no event twice.
+    assert watch.page(URL, first, listing("/a", "/b"), headers=etag) == [
+        "http://news.example/a",
+        "http://news.example/b",
+    ]
+    # Page 2 holds only items seen: kept none, the check ends with its 2 new items.
+    assert watch.page(f"{URL}?p=2", CheckRef("news", "slot-1", 2), listing("/a")) == []
+    state, validators = watch.store.states()["news"]
+    assert [c.new_items for c in state.history] == [2] and validators is not None and validators.etag == '"v1"'
+    assert watch.store.publish() == 2
+    lines = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [(e["source_id"], e["identity"], e["url"]) for e in lines] == [
+        ("news", "http://news.example/a", "http://news.example/a"),
+        ("news", "http://news.example/b", "http://news.example/b"),
+    ]
+
+
+def test_a_304_is_nothing_new_and_ends_the_check(tmp_path: Path) -> None:
+    watch = Watch(tmp_path)
+    watch.page(URL, CheckRef("news", "slot-1"), listing("/a"))
+    watch.sent.clear()
+    assert watch.page(URL, CheckRef("news", "slot-2", 1, '"v1"'), b"", status=304) == []
+    state, _ = watch.store.states()["news"]
+    assert [c.new_items for c in state.history][-1] == 0 and watch.sent == []
