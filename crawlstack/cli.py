@@ -207,7 +207,57 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")
     _add_deployed_commands(sub)
     _add_sources_commands(sub)
+    _add_watch_command(sub)
     return parser
+
+
+def _iso_time(value: str) -> float:
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from exc
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _add_watch_command(sub: Any) -> None:
+    watch = sub.add_parser(
+        "watch",
+        help="re-check a watch's sources on their schedule, publishing new items to OUT/events.jsonl",
+        description="Re-check the sources in OUT (crawlstack sources add) on their schedule until stopped, "
+        "through the crawl's handlers and politeness; each new item is one line of OUT/events.jsonl. "
+        "Run it again to resume.",
+    )
+    watch.add_argument("--local", metavar="OUT_DIR", required=True, help="the watch's output directory")
+    watch.add_argument(
+        "--checks-per-day",
+        type=integer_flag(limits.CHECKS_PER_DAY),
+        metavar="N",
+        help="a day's budget of checks for all sources together (default: no budget)",
+    )
+    watch.add_argument(
+        "--simulate-days",
+        type=number_flag(limits.SIMULATE_DAYS, stored=False),
+        metavar="N",
+        help="run N simulated days, then stop; simulated time is --sim-start + --speed x wall time elapsed",
+    )
+    watch.add_argument(
+        "--speed",
+        type=number_flag(limits.SIMULATION_SPEED, stored=False),
+        default=1.0,
+        metavar="X",
+        help="simulated seconds per wall second (with --simulate-days; default 1)",
+    )
+    watch.add_argument("--sim-start", type=_iso_time, metavar="ISO8601", help="the simulation's start (default: now)")
+    watch.add_argument("--delay", type=_delay, default=settings.DEFAULT_DELAY_SECONDS, metavar="SECONDS")
+    watch.add_argument("--user-agent", type=user_agent_flag, default=settings.DEFAULT_USER_AGENT, metavar="STRING")
+    watch.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")
+    watch.add_argument("--allow-port", type=_port, action="append", default=[], metavar="PORT", help=_ALLOW_PORT_HELP)
+    watch.add_argument(
+        "--concurrency", type=integer_flag(limits.CONCURRENCY), default=8, metavar="N", help="concurrent fetch batches"
+    )
+    watch.add_argument("--no-progress", action="store_true", help="no progress lines")
 
 
 def _add_sources_commands(sub: Any) -> None:
@@ -963,18 +1013,34 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-# sources add's flags that set a source's field of the same name.
-_SOURCE_FIELDS = (
-    "mapping",
-    "id",
-    "identity",
-    "priority_min",
-    "priority_max",
-    "pagination",
-    "pagination_parameter",
-    "max_pages",
-    "strategy",
-)
+def _watch(args: argparse.Namespace) -> int:
+    from crawlstack.local.backend import StateError
+    from crawlstack.local.watch import WatchOptions, watch_local
+
+    if args.simulate_days is None and (args.sim_start is not None or args.speed != 1.0):
+        raise UsageError("--speed and --sim-start set a simulation: give --simulate-days N")
+    options = WatchOptions(
+        out=args.local,
+        checks_per_day=args.checks_per_day,
+        delay=args.delay,
+        user_agent=args.user_agent,
+        allow_private=tuple(args.allow_private),
+        allow_ports=tuple(args.allow_port),
+        simulate_days=args.simulate_days,
+        speed=args.speed,
+        sim_start=args.sim_start,
+        fetch_concurrency=args.concurrency,
+        progress=not args.no_progress,
+    )
+    try:
+        done = watch_local(options)
+    except StateError as exc:
+        raise UsageError(str(exc)) from exc
+    print(
+        f"watched until {done['sim_reached'][:19]}Z: {done['checks_sent']} checks sent, {done['checks_done']} done, "
+        f"{done['items_seen']} items seen -> {args.local}/events.jsonl"
+    )
+    return 130 if done["interrupted"] else 0
 
 
 def _sources(args: argparse.Namespace) -> int:
@@ -1005,7 +1071,10 @@ def _sources(args: argparse.Namespace) -> int:
 
 def _source_entries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     """sources add's sources: the URL with its flags, or each line of --file."""
-    flags = {field: getattr(args, field) for field in _SOURCE_FIELDS if getattr(args, field) is not None}
+    from crawlstack.watch.sources import KEYS
+
+    # Each of a source's fields but its URL has a flag of the same name.
+    flags = {key: getattr(args, key) for key in sorted(KEYS - {"url"}) if getattr(args, key) is not None}
     if args.file is None:
         if args.url is None:
             raise UsageError("sources add: give a URL (with --mapping), or --file F.jsonl")
@@ -1197,6 +1266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _test(args)
         if args.command == "sources":
             return _sources(args)
+        if args.command == "watch":
+            return _watch(args)
         deployed = {
             "seed": _seed,
             "status": _status,

@@ -61,6 +61,9 @@ MAX_DEPTH = (0, 10**6)  # deep enough to mean "no limit" (bench/scrapy_compare.p
 CONCURRENCY = (1, 256)
 QUERY_TIMEOUT_SECONDS = (0.0, 24 * 3600.0)
 LIST_LIMIT = (1, 10**9)  # records --limit, dlq --limit
+CHECKS_PER_DAY = (1, 10**7)  # watch --checks-per-day
+SIMULATE_DAYS = (0.0, 3650.0)  # watch --simulate-days: ten years at most
+SIMULATION_SPEED = (1.0, 10**6)  # watch --speed: simulated seconds per wall second
 
 
 def _shown(value: str) -> str:

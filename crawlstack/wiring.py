@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from crawlstack.extractor import Extractor
     from crawlstack.local import sqlite as local
     from crawlstack.runs.runner import HostRunner
+    from crawlstack.watch.pages import CheckPages
 
     # Each port's two implementations (the Lambda asset leaves local mode's out: scripts/build_lambda.py).
     CrawlsPort = aws.CrawlStore | local.SqliteCrawls
@@ -88,6 +89,8 @@ class Stores:
     pacing: settings.RunPacing = settings.DEPLOYED_PACING
     # Local mode's backlog wakes a lingering host as its tasks are added (``HostRunner``).
     wait_for_tasks: Callable[[str, float], object] | None = None
+    # A watch's extract side (crawlstack.watch.pages), given the frontier queue's send; None outside a watch.
+    checks: Callable[[Callable[[list[str]], object]], CheckPages] | None = None
 
     @classmethod
     def on_aws(cls, names: aws.StackNames) -> Stores:
@@ -191,6 +194,10 @@ class Services:
     def extractor(self) -> Extractor:
         from crawlstack.extractor import Extractor
 
+        frontier = self.stores.frontier_queue
+        checks = (
+            self.stores.checks(lambda bodies: frontier.send([(b, 0) for b in bodies])) if self.stores.checks else None
+        )
         return Extractor(
             self.crawls,
             self.stores.results,
@@ -198,6 +205,7 @@ class Services:
             self.rules,
             resolved=self.resolved,
             outcomes=self.urls,
+            checks=checks,
         )
 
     @property

@@ -173,8 +173,11 @@ class EventPump:
         tick_seconds: float = 0.25,
         on_interrupt: Callable[[], None] | None = None,
         fault: Callable[[], BaseException | None] | None = None,
+        stay: Callable[[], bool] | None = None,
     ) -> None:
-        """Deliver until every queue is empty and no handler runs.
+        """Deliver until every queue is empty and no handler runs (and ``stay``, if given, says False).
+
+        ``stay`` keeps a watch's pump serving while its ``on_tick`` sends checks as they fall due.
 
         ``fault`` is asked before each round: an exception it returns (the
         local backend's full disk) stops the crawl as Ctrl-C does, the running
@@ -227,7 +230,7 @@ class EventPump:
                 if delivered:
                     continue
                 if not self._busy() and not self._gathered() and time.monotonic() >= next_empty_check:
-                    if self._all_queues_empty():
+                    if self._all_queues_empty() and not (stay is not None and stay()):
                         return
                     next_empty_check = time.monotonic() + MAX_IDLE_POLL_SECONDS
                 self._handler_done.wait(IDLE_SLEEP_SECONDS)

@@ -329,10 +329,14 @@ def _run(
 
 
 def _seed_hosts(seeds: list[Seed]) -> frozenset[str]:
-    """The seeds' host names, and ``host:port`` for a seed on another port than 80 or 443 (which allows it)."""
+    return seed_hosts([s.url for s in seeds])
+
+
+def seed_hosts(urls: list[str]) -> frozenset[str]:
+    """The URLs' host names, and ``host:port`` for one on another port than 80 or 443 (which allows it)."""
     hosts: set[str] = set()
-    for seed in seeds:
-        url = canonicalize(seed.url)
+    for raw in urls:
+        url = canonicalize(raw)
         hosts.add(host_of(url))
         if url_port(url) not in settings.DEFAULT_PORTS:
             hosts.add(seed_port_key(host_of(url), url_port(url)))

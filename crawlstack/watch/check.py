@@ -1,7 +1,7 @@
 """One check of a source, page by page: conditional GET, which items are new, the next page, the events.
 
 A check asks for the source's URL with the validators of its last response
-(``conditional_headers``); a 304 is "nothing new".  Each page's items are
+(``Validators``, sent by ``messages.CheckRef.request_headers``); a 304 is "nothing new".  Each page's items are
 named by the source's ``identity`` field; the ones never seen for the
 source are new (the caller decides that by a conditional write, and passes
 the answer in).  ``next_page`` says where the check goes on: it stops on a
@@ -44,17 +44,6 @@ class Validators:
     def of(cls, headers: Sequence[tuple[str, str]]) -> Validators:
         found = {name.lower(): value for name, value in headers}
         return cls(found.get("etag") or None, found.get("last-modified") or None)
-
-
-def conditional_headers(validators: Validators | None) -> list[tuple[str, str]]:
-    if validators is None:
-        return []
-    headers = []
-    if validators.etag:
-        headers.append(("If-None-Match", validators.etag))
-    if validators.last_modified:
-        headers.append(("If-Modified-Since", validators.last_modified))
-    return headers
 
 
 def identity_of(source: Source, item: dict[str, Any]) -> str | None:

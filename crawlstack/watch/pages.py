@@ -52,13 +52,16 @@ class CheckPages:
         self,
         sources: SourceLookup,
         store: WatchStore,
-        send: Callable[[list[str]], None],
+        send: Callable[[list[str]], object],
         clock: Callable[[], float],
+        time_of: Callable[[float], float] = float,
     ) -> None:
+        """``clock``: the watch's time (simulated in a simulation); ``time_of``: a fetch's wall time on that clock."""
         self.sources = sources
         self.store = store
         self.send = send
         self.clock = clock
+        self.time_of = time_of
 
     def page_seen(
         self,
@@ -82,9 +85,9 @@ class CheckPages:
             identity = identity_of(source, record.get("fields") or {})
             if identity is not None:
                 by_identity.setdefault(identity, record)
-        now = self.clock()
+        now, checked_at = self.clock(), self.time_of(fetched_at)
         events = {
-            identity: event_for(source, identity, record.get("fields") or {}, url, fetched_at, now)
+            identity: event_for(source, identity, record.get("fields") or {}, url, checked_at, now)
             for identity, record in by_identity.items()
         }
         new = self.store.record_page(source.id, f"{ref.slot} p{ref.page}", list(by_identity), events, now)
@@ -96,6 +99,6 @@ class CheckPages:
             self.send([FrontierMessage(following, 0, WATCH_CRAWL_ID, check=step).to_json()])
         else:
             self.store.finish_check(
-                source.id, ref.slot, lambda state, found: priority_after(source, state, Check(fetched_at, found)), first
+                source.id, ref.slot, lambda state, found: priority_after(source, state, Check(checked_at, found)), first
             )
         return [by_identity[i] for i in by_identity if i in new]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from crawlstack.messages import CheckRef
 from crawlstack.watch.check import (
     PageSeen,
     Validators,
-    conditional_headers,
     event_for,
     event_id,
     identity_of,
@@ -26,13 +26,14 @@ def page(
     return PageSeen(url, number, ids, frozenset(ids if new is None else new), links)
 
 
-def test_conditional_get_sends_the_last_responses_validators() -> None:
+def test_the_last_responses_validators_become_the_next_checks_conditional_get() -> None:
     validators = Validators.of([("ETag", '"v2"'), ("Last-Modified", "Wed, 21 Oct 2026 07:28:00 GMT"), ("X", "y")])
-    assert conditional_headers(validators) == [
+    check = CheckRef("s1", "slot", 1, validators.etag, validators.last_modified)
+    assert check.request_headers() == [
         ("If-None-Match", '"v2"'),
         ("If-Modified-Since", "Wed, 21 Oct 2026 07:28:00 GMT"),
     ]
-    assert conditional_headers(Validators.of([])) == [] and conditional_headers(None) == []
+    assert Validators.of([]) == Validators() and CheckRef("s1", "slot").request_headers() == []
 
 
 def test_cursor_pages_on_from_the_lowest_id_and_stops_on_seen() -> None:

@@ -35,6 +35,10 @@ SCHEMA = (
     " PRIMARY KEY (source_id, slot, page)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS checks_done (source_id TEXT NOT NULL, slot TEXT NOT NULL,"
     " PRIMARY KEY (source_id, slot)) WITHOUT ROWID",
+    # The day's planned checks; sent once each (a resume goes on with the ones not sent).
+    "CREATE TABLE IF NOT EXISTS watch_plan (source_id TEXT NOT NULL, at REAL NOT NULL, sent INTEGER NOT NULL,"
+    " PRIMARY KEY (source_id, at)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS watch_day (id INTEGER PRIMARY KEY CHECK (id = 1), day_end REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE NOT NULL, line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events_file (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
     " length INTEGER NOT NULL)",
@@ -59,6 +63,42 @@ class SqliteWatch:
                 "INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)",
                 (source_id, json.dumps(_state_item(state, validators))),
             )
+
+    # --- the plan -----------------------------------------------------------------
+    def plan(self, checks: list[tuple[str, float]], states: dict[str, SourceState], day_end: float) -> None:
+        """A day's checks (source, time) and the sources' tokens after them, with the day's end, in one write."""
+        with self.db.transaction() as conn:
+            for source_id, state in states.items():
+                row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
+                validators = _state_of(json.loads(row[0]))[1] if row else None
+                item = json.dumps(_state_item(state, validators))
+                conn.execute("INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)", (source_id, item))
+            conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", checks)
+            conn.execute("INSERT OR REPLACE INTO watch_day (id, day_end) VALUES (1, ?)", (day_end,))
+
+    def day_end(self) -> float | None:
+        with self.db.reading() as conn:
+            row = conn.execute("SELECT day_end FROM watch_day WHERE id = 1").fetchone()
+        return float(row[0]) if row else None
+
+    def due(self, now: float) -> list[tuple[str, float]]:
+        """The planned checks not sent whose time has come, oldest first."""
+        with self.db.reading() as conn:
+            rows = conn.execute(
+                "SELECT source_id, at FROM watch_plan WHERE sent = 0 AND at <= ? ORDER BY at, source_id", (now,)
+            ).fetchall()
+        return [(str(source_id), float(at)) for source_id, at in rows]
+
+    def mark_sent(self, checks: list[tuple[str, float]]) -> None:
+        with self.db.transaction() as conn:
+            conn.executemany("UPDATE watch_plan SET sent = 1 WHERE source_id = ? AND at = ?", checks)
+
+    def checks_counted(self) -> dict[str, tuple[int, int]]:
+        """Per source: checks ended, and new items found."""
+        with self.db.reading() as conn:
+            ended = dict(conn.execute("SELECT source_id, count(*) FROM checks_done GROUP BY 1").fetchall())
+            found = dict(conn.execute("SELECT source_id, count(*) FROM seen_items GROUP BY 1").fetchall())
+        return {s: (int(ended.get(s, 0)), int(found.get(s, 0))) for s in set(ended) | set(found)}
 
     # --- items and events -------------------------------------------------------
     def record_page(

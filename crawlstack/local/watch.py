@@ -1,0 +1,235 @@
+"""``crawlstack watch --local OUT``: re-check OUT's sources on their schedule until stopped, on the local backend.
+
+Checks go through the crawl's own handlers, so they keep its politeness:
+each is a frontier message of the ``watch`` crawl carrying its ``CheckRef``;
+dispatch admits it under its check's own key, the host's run fetches it (a
+conditional GET), and extract decides which items are new
+(``crawlstack.watch.pages``).  Each tick of the event pump:
+
+1. plans the next day when the last one is over (``watch.schedule.plan_day``,
+   the day's checks and the tokens they spend stored together);
+2. sends the checks that have fallen due, once each;
+3. appends the events in the outbox to ``OUT/events.jsonl``.
+
+A simulation (``--simulate-days N --speed X``) runs the schedule on a clock
+of ``sim_start + X * (wall time since the watch started)``, written to
+``OUT/clock.json`` before the first request so that servers under test read
+the same clock.  Its events' times are simulated times.  Politeness keeps
+wall time: a host's gaps, in simulated time, are ``X`` times its delay or
+more, never less.  A killed watch goes on with ``watch --local OUT`` again:
+its plan, sent checks and outbox are in the state, and the simulated clock
+resumes where it had reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from crawlstack import settings, wiring
+from crawlstack.config import CrawlConfig
+from crawlstack.local.backend import LocalState, StateError, has_state
+from crawlstack.local.metrics import serialised_metrics
+from crawlstack.local.pump import EventPump
+from crawlstack.local.runner import _environment, _pump, seed_hosts
+from crawlstack.local.sources import stored_rules
+from crawlstack.local.sqlite.sources import SqliteSources
+from crawlstack.local.sqlite.watch import SqliteWatch
+from crawlstack.messages import CheckRef, FrontierMessage
+from crawlstack.watch.check import iso
+from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
+from crawlstack.watch.schedule import DAY, plan_day
+
+PROGRESS_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class WatchClock:
+    """The watch's time: ``sim_start + speed * (wall time since wall_start)``; wall time at speed 1 from now."""
+
+    sim_start: float
+    wall_start: float
+    speed: float = 1.0
+
+    def now(self) -> float:
+        return self.of(time.time())
+
+    def of(self, wall: float) -> float:
+        return self.sim_start + self.speed * (wall - self.wall_start)
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    out: str
+    checks_per_day: int | None = None
+    delay: float = settings.DEFAULT_DELAY_SECONDS
+    user_agent: str = settings.DEFAULT_USER_AGENT
+    allow_private: tuple[str, ...] = ()
+    allow_ports: tuple[int, ...] = ()
+    simulate_days: float | None = None
+    speed: float = 1.0
+    sim_start: float | None = None
+    fetch_concurrency: int = 8
+    progress: bool = True
+
+
+def watch_local(options: WatchOptions) -> dict[str, Any]:
+    """Run the watch until Ctrl-C, or the simulated days' end; what it did."""
+    out = Path(options.out)
+    if not has_state(out):
+        raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
+    state = LocalState(out, "resume")
+    try:
+        state.recover()
+        sources = SqliteSources(state.db)
+        if not sources.list():
+            raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
+        store = SqliteWatch(state.db, out / "events.jsonl")
+        store.trim_events()
+        clock, end = _clock(state, out, options)
+        with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
+            for name, text in stored_rules(state.db).items():
+                (Path(rules_dir) / name).write_text(text, encoding="utf-8")
+            return _watch(state, sources, store, clock, end, options, rules_dir)
+    finally:
+        wiring.use(None)
+        state.close()
+
+
+def _clock(state: LocalState, out: Path, options: WatchOptions) -> tuple[WatchClock, float | None]:
+    """The watch's clock and the simulation's end (None: until stopped), resumed from the state; OUT/clock.json."""
+    saved = _meta(state, "watch_clock")
+    wall = time.time()
+    if options.simulate_days is None:
+        clock, end = WatchClock(wall, wall), None
+    else:
+        reached = saved.get("reached") if saved.get("speed") == options.speed else None
+        start = options.sim_start if options.sim_start is not None else reached if reached is not None else wall
+        end = saved.get("end") if reached is not None else start + options.simulate_days * DAY
+        clock = WatchClock(start, wall, options.speed)
+    _set_meta(state, "watch_clock", {"speed": clock.speed, "reached": clock.now(), "end": end})
+    data = {"sim_start": clock.sim_start, "wall_start": clock.wall_start, "speed": clock.speed}
+    (out / "clock.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
+    return clock, end
+
+
+def _watch(
+    state: LocalState,
+    sources: SqliteSources,
+    store: SqliteWatch,
+    clock: WatchClock,
+    end: float | None,
+    options: WatchOptions,
+    rules_dir: str,
+) -> dict[str, Any]:
+    out = Path(options.out)
+    every = sources.list()
+    stores = replace(state.stores(), checks=lambda send: CheckPages(sources, store, send, clock.now, clock.of))
+    stores.crawls.put(
+        CrawlConfig(
+            crawl_id=WATCH_CRAWL_ID,
+            delay=options.delay,
+            user_agent=options.user_agent,
+            max_depth=0,
+            max_pages_per_host=0,  # a host's re-checks are no spider trap
+            allow_ports=options.allow_ports,
+            allow_private=options.allow_private,
+            seed_hosts=seed_hosts([s.url for s in every]),
+        )
+    )
+    env = {
+        settings.ENV_DEFAULT_CRAWL_ID: WATCH_CRAWL_ID,
+        settings.ENV_RULES_DIR: rules_dir,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    with _environment(env):
+        pump = _pump(stores, options.fetch_concurrency)
+    stores = replace(stores, settled=pump.settled)
+    wiring.use(lambda: stores)
+    sent = 0
+    last_progress = time.monotonic()
+
+    def tick(ticking: EventPump) -> None:
+        nonlocal sent, last_progress
+        if ticking.finished:  # the pump's last call, its handlers gone: nothing more is sent
+            store.publish()
+            return
+        now = clock.now()
+        day_end = store.day_end()
+        if (end is None or now < end) and (day_end is None or now >= day_end):
+            start = now if day_end is None or now - day_end > DAY else day_end
+            states = {sid: st for sid, (st, _) in store.states().items()}
+            planned, spent = plan_day(sources.list(), states, start, options.checks_per_day)
+            store.plan([(p.source_id, p.at) for p in planned], spent, start + DAY)
+        due = store.due(now if end is None else min(now, end))
+        if due:
+            by_id = {s.id: s for s in sources.list()}
+            validators = {sid: v for sid, (_, v) in store.states().items()}
+            bodies = []
+            for source_id, at in due:
+                source, known = by_id.get(source_id), validators.get(source_id)
+                if source is None:
+                    continue  # removed since the plan
+                etag, modified = (known.etag, known.last_modified) if known else (None, None)
+                check = CheckRef(source.id, iso(at), 1, etag, modified)
+                bodies.append((FrontierMessage(source.url, 0, WATCH_CRAWL_ID, check=check).to_json(), 0))
+            stores.frontier_queue.send(bodies)
+            store.mark_sent(due)
+            sent += len(bodies)
+        store.publish()
+        _set_meta(state, "watch_clock", {"speed": clock.speed, "reached": now, "end": end})
+        if options.progress and time.monotonic() - last_progress >= PROGRESS_SECONDS:
+            last_progress = time.monotonic()
+            checks = store.checks_counted()
+            done, found = sum(c for c, _ in checks.values()), sum(n for _, n in checks.values())
+            print(f"watch {iso(now)[:19]}Z: {sent} checks sent, {done} done, {found} items seen", file=sys.stderr)
+
+    interrupted = False
+    with (
+        _environment(env),
+        (out / "metrics.jsonl").open("a") as emf,
+        contextlib.redirect_stdout(emf),
+        serialised_metrics(),
+        warnings.catch_warnings(),
+    ):
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        try:
+            pump.run(
+                on_tick=tick,
+                on_interrupt=wiring.stop_runs,
+                fault=lambda: state.db.fault,
+                stay=lambda: end is None or clock.now() < end,
+            )
+        except KeyboardInterrupt:
+            if not pump.finished:
+                raise
+            interrupted = True
+    published = store.publish()
+    checks = store.checks_counted()
+    return {
+        "checks_sent": sent,
+        "checks_done": sum(c for c, _ in checks.values()),
+        "items_seen": sum(n for _, n in checks.values()),
+        "events_published_at_end": published,
+        "interrupted": interrupted,
+        "sim_reached": iso(clock.now()),
+    }
+
+
+def _meta(state: LocalState, key: str) -> dict[str, Any]:
+    with state.db.reading() as conn:
+        row = conn.execute("SELECT value FROM crawl_meta WHERE key = ?", (key,)).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def _set_meta(state: LocalState, key: str, value: dict[str, Any]) -> None:
+    with state.db.transaction() as conn:
+        conn.execute("INSERT OR REPLACE INTO crawl_meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))

@@ -1,0 +1,127 @@
+"""``crawlstack watch --local``: a simulated watch of growing listings, judged from the servers' logs and events.jsonl.
+
+Each listing gains an item every ``EVERY`` wall seconds.  The listing records what it served at each
+request, so "every item visible at some check is published exactly once" is checked against what the
+server showed, not against a schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from webs import ALLOW_LOOPBACK, check_spacing, describe, write_rules
+
+from crawlstack.demo.server import LoopbackWeb, Request, Response
+
+A, B = "127.0.0.2", "127.0.0.3"
+EVERY = 0.4
+DELAY = 0.1
+LISTING = {
+    "name": "listing",
+    "url_patterns": [{"type": "regex", "pattern": "/list"}],
+    "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+    "fields": [
+        {
+            "name": "url",
+            "processors": [{"type": "xpath", "parameters": {"expression": ".//a/@href"}}, {"type": "absolute_url"}],
+        },
+        {"name": "title", "processors": [{"type": "css", "parameters": {"selector": "a"}}]},
+    ],
+}
+
+
+class Listing:
+    """A listing that gains an item every EVERY seconds, newest first; what each request was shown."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.start = name, time.time()
+        self.served: list[set[str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: Request) -> Response:
+        count = int((time.time() - self.start) / EVERY) + 2
+        paths = [f"/{self.name}/{i}" for i in range(count, 0, -1)]
+        with self.lock:
+            self.served.append(set(paths))
+        items = "".join(f'<li><a href="{p}">{p}</a></li>' for p in paths)
+        return Response(f"<html><body><ul>{items}</ul></body></html>")
+
+
+def cli(*argv: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "crawlstack"), *argv]
+
+
+def setup(tmp_path: Path, web: LoopbackWeb) -> tuple[Path, dict[str, Listing]]:
+    listings = {"a1": Listing("a1"), "a2": Listing("a2"), "b1": Listing("b1")}
+    web.add_host(A, {"/list/a1": listings["a1"], "/list/a2": listings["a2"]})
+    web.add_host(B, {"/list/b1": listings["b1"]})
+    rules = write_rules(tmp_path / "rules", [LISTING])
+    out = tmp_path / "watch"
+    lines = [
+        {"url": web.url(host, f"/list/{name}"), "mapping": "listing", "id": name, "priority_max": 1440}
+        for host, name in ((A, "a1"), (A, "a2"), (B, "b1"))
+    ]
+    sources = tmp_path / "sources.jsonl"
+    sources.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    added = subprocess.run(cli("sources", "add", "--file", str(sources), "--rules", str(rules), "--local", str(out)),
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    return out, listings
+
+
+WATCH = ("--simulate-days", "0.006", "--speed", "100", "--delay", str(DELAY), *ALLOW_LOOPBACK, "--no-progress")
+
+
+def assert_exactly_once(out: Path, listings: dict[str, Listing], web: LoopbackWeb) -> list[dict[str, object]]:
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    ids = [e["event_id"] for e in events]
+    assert len(ids) == len(set(ids)), "an event was published twice"
+    for name, listing in listings.items():
+        shown = set().union(*listing.served)
+        published = {urlsplit(str(e["url"])).path for e in events if e["source_id"] == name}
+        assert shown == published, (name, describe(web.log))
+    return events
+
+
+def test_a_simulated_watch_publishes_every_item_shown_once_and_keeps_each_hosts_delay(
+    tmp_path: Path, web: LoopbackWeb
+) -> None:
+    out, listings = setup(tmp_path, web)
+    done = subprocess.run(
+        cli("watch", "--local", str(out), *WATCH), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert all(len(listing.served) >= 3 for listing in listings.values()), "each source was checked a few times"
+    events = assert_exactly_once(out, listings, web)
+    assert len(events) > sum(len(listing.served[0]) for listing in listings.values())  # items that came later too
+    for host in (A, B):
+        assert not check_spacing(web.requests_for(host), DELAY), describe(web.log)
+    clock = json.loads((out / "clock.json").read_text())
+    assert clock["speed"] == 100.0 and clock["sim_start"] <= clock["wall_start"] + 1
+    # Event times are simulated: the checks ran over about 0.006 simulated days.
+    checked = sorted(e["checked_at"] for e in events)
+    assert checked[0] < checked[-1]
+
+
+def test_a_watch_killed_and_run_again_publishes_each_item_once(tmp_path: Path, web: LoopbackWeb) -> None:
+    out, listings = setup(tmp_path, web)
+    proc = subprocess.Popen(cli("watch", "--local", str(out), *WATCH), stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while sum(len(listing.served) for listing in listings.values()) < 6 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    again = subprocess.run(
+        cli("watch", "--local", str(out), *WATCH), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    assert_exactly_once(out, listings, web)
