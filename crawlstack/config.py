@@ -39,6 +39,9 @@ class CrawlConfig:
     allow_private: tuple[str, ...] = ()
     rules: tuple[str, ...] | None = None
     state: str = "running"
+    # A simulated watch's speed: simulated seconds per wall second. The host delay and
+    # Crawl-delay are simulated seconds, so a host's wall gap is them over this.
+    time_scale: float = 1.0
 
     @property
     def stopped(self) -> bool:
@@ -79,6 +82,8 @@ class CrawlConfig:
                 item[name] = list(getattr(self, name))
         if self.seed_hosts:
             item["seed_hosts"] = set(self.seed_hosts)
+        if self.time_scale != 1.0:
+            item["time_scale"] = Decimal(str(self.time_scale))
         return item
 
     @classmethod
@@ -105,6 +110,7 @@ class CrawlConfig:
             allow_private=tuple(get("allow_private", defaults.allow_private)),
             rules=tuple(str(r) for r in rules) if rules is not None else defaults.rules,
             state=str(get("state", defaults.state)),
+            time_scale=float(get("time_scale", defaults.time_scale)),
         )
 
     def port_allowed(self, host: str, port: int) -> bool:
@@ -114,8 +120,8 @@ class CrawlConfig:
         )
 
     def host_delay(self, robots_crawl_delay: float | None) -> float:
-        """Seconds between two requests to a host: max(crawl delay, robots Crawl-delay)."""
-        return max(self.delay, robots_crawl_delay or 0.0)
+        """Wall seconds between two requests to a host: max(crawl delay, robots Crawl-delay), over ``time_scale``."""
+        return max(self.delay, robots_crawl_delay or 0.0) / self.time_scale
 
 
 def seed_port_key(host: str, port: int) -> str:

@@ -14,11 +14,12 @@ conditional GET), and extract decides which items are new
 A simulation (``--simulate-days N --speed X``) runs the schedule on a clock
 of ``sim_start + X * (wall time since the watch started)``, written to
 ``OUT/clock.json`` before the first request so that servers under test read
-the same clock.  Its events' times are simulated times.  Politeness keeps
-wall time: a host's gaps, in simulated time, are ``X`` times its delay or
-more, never less.  A killed watch goes on with ``watch --local OUT`` again:
-its plan, sent checks and outbox are in the state, and the simulated clock
-resumes where it had reached.
+the same clock.  Its events' times are simulated times, and so are the host
+delay and robots.txt's Crawl-delay (``CrawlConfig.time_scale``): a host's
+wall gaps are its delay over ``X``.  Retry-After and the backoff of a host
+that answers 429 or 503 keep wall time, which is only stricter.  A killed
+watch goes on with ``watch --local OUT`` again: its plan, sent checks and
+outbox are in the state, and the simulated clock resumes where it had reached.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ def _watch(
             allow_ports=options.allow_ports,
             allow_private=options.allow_private,
             seed_hosts=seed_hosts([s.url for s in every]),
+            time_scale=options.speed if options.simulate_days is not None else 1.0,
         )
     )
     env = {

@@ -23,7 +23,8 @@ from crawlstack.demo.server import LoopbackWeb, Request, Response
 
 A, B = "127.0.0.2", "127.0.0.3"
 EVERY = 0.4
-DELAY = 0.1
+SPEED = 100.0
+DELAY = 10.0  # simulated seconds: 0.1 s of wall time at SPEED
 LISTING = {
     "name": "listing",
     "url_patterns": [{"type": "regex", "pattern": "/list"}],
@@ -77,7 +78,7 @@ def setup(tmp_path: Path, web: LoopbackWeb) -> tuple[Path, dict[str, Listing]]:
     return out, listings
 
 
-WATCH = ("--simulate-days", "0.006", "--speed", "100", "--delay", str(DELAY), *ALLOW_LOOPBACK, "--no-progress")
+WATCH = ("--simulate-days", "0.006", "--speed", str(SPEED), "--delay", str(DELAY), *ALLOW_LOOPBACK, "--no-progress")
 
 
 def assert_exactly_once(out: Path, listings: dict[str, Listing], web: LoopbackWeb) -> list[dict[str, object]]:
@@ -102,8 +103,8 @@ def test_a_simulated_watch_publishes_every_item_shown_once_and_keeps_each_hosts_
     assert all(len(listing.served) >= 3 for listing in listings.values()), "each source was checked a few times"
     events = assert_exactly_once(out, listings, web)
     assert len(events) > sum(len(listing.served[0]) for listing in listings.values())  # items that came later too
-    for host in (A, B):
-        assert not check_spacing(web.requests_for(host), DELAY), describe(web.log)
+    for host in (A, B):  # the delay is simulated time: its wall gap is DELAY / SPEED
+        assert not check_spacing(web.requests_for(host), DELAY / SPEED), describe(web.log)
     clock = json.loads((out / "clock.json").read_text())
     assert clock["speed"] == 100.0 and clock["sim_start"] <= clock["wall_start"] + 1
     # Event times are simulated: the checks ran over about 0.006 simulated days.

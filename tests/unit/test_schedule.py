@@ -90,3 +90,12 @@ def test_velocity_sets_checks_from_items_over_timespan() -> None:
     assert state.priority == pytest.approx(3.0)
     quiet = priority_after(source, state, Check(T0 + 30 * DAY, 0))
     assert quiet.priority == pytest.approx(0.5)  # 6 items over 30 days is 0.2 a day: the floor
+
+
+def test_a_simulations_host_delay_is_simulated_time() -> None:
+    from crawlstack.config import CrawlConfig
+
+    config = CrawlConfig(crawl_id="watch", delay=2.0, time_scale=100.0)
+    assert config.host_delay(None) == 0.02 and config.host_delay(3.0) == 0.03
+    assert CrawlConfig.from_item(config.to_item(), CrawlConfig()) == config
+    assert "time_scale" not in CrawlConfig(delay=2.0).to_item() and CrawlConfig(delay=2.0).host_delay(None) == 2.0
