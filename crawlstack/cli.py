@@ -874,6 +874,15 @@ def _status(args: argparse.Namespace) -> int:
         _print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
         if not args.no_counts:
             _print_crawls(found.url_states, found.extracted, found.crawls, args.crawl_id)
+        if found.sources:
+            from crawlstack.watch.check import iso
+
+            print()
+            rows = [
+                [sid, _num(priority), _num(tokens), iso(nxt)[:19] + "Z" if nxt else "", checks, items]
+                for sid, priority, tokens, nxt, checks, items in found.sources
+            ]
+            _print_table(["source", "checks/day", "tokens", "next check", "checks", "items"], rows)
         return 0
     from crawlstack.deployed import Queues, Tables
 
@@ -892,6 +901,10 @@ def _status(args: argparse.Namespace) -> int:
     configs = tables.crawls(stack.table("crawls"), args.crawl_id)
     _print_crawls(states, extracted, configs, args.crawl_id)
     return 0
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.3g}"
 
 
 def _print_crawls(

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
 from crawlstack.local.backend import crawl_running, local_stores, open_read_only
 from crawlstack.queueing import Depth
+from crawlstack.watch.pages import WATCH_CRAWL_ID
 
 
 @dataclass
@@ -27,6 +28,8 @@ class LocalStatus:
     url_states: dict[str, Counter[str]]  # crawl -> state -> URLs (the urls table's)
     extracted: dict[str, int]  # crawl -> records
     crawls: dict[str, dict[str, Any]]  # crawl -> its item (state, budget, logged counters)
+    # A watch's sources: id, priority, tokens, next check (epoch), checks ended, items seen.
+    sources: list[tuple[str, float | None, float | None, float | None, int, int]] = field(default_factory=list)
 
 
 def local_status(out: Path, crawl_id: str | None) -> LocalStatus:
@@ -47,12 +50,30 @@ def local_status(out: Path, crawl_id: str | None) -> LocalStatus:
                 conn.execute(f"SELECT crawl_id, count(*) FROM results {where} GROUP BY 1", args).fetchall()
             )
             items = {c: json.loads(i) for c, i in conn.execute(f"SELECT crawl_id, item FROM crawls {where}", args)}
+            watched = _sources(conn)
     finally:
         db.close()
-    state = "running" if crawl_running(out) else "finished" if _finished(out) else "interrupted"
-    for item in items.values():
-        item["state"] = state
-    return LocalStatus(queues, states, extracted, items)
+    running = crawl_running(out)
+    state = "running" if running else "finished" if _finished(out) else "interrupted"
+    for crawl_id, item in items.items():
+        # A watch has no end to reach: it runs, or it is stopped until run again.
+        item["state"] = ("running" if running else "stopped") if crawl_id == WATCH_CRAWL_ID else state
+    return LocalStatus(queues, states, extracted, items, watched)
+
+
+def _sources(conn: Any) -> list[tuple[str, float | None, float | None, float | None, int, int]]:
+    """A watch's sources and where each stands; none where OUT holds no watch (its tables are made by one)."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"sources", "source_state", "watch_plan", "checks_done", "seen_items"} <= tables:
+        return []
+    rows = conn.execute(
+        "SELECT s.id, json_extract(st.state, '$.priority'), json_extract(st.state, '$.tokens'),"
+        " (SELECT min(at) FROM watch_plan p WHERE p.source_id = s.id AND p.sent = 0),"
+        " (SELECT count(*) FROM checks_done d WHERE d.source_id = s.id),"
+        " (SELECT count(*) FROM seen_items i WHERE i.source_id = s.id)"
+        " FROM sources s LEFT JOIN source_state st ON st.id = s.id ORDER BY s.id"
+    ).fetchall()
+    return [tuple(row) for row in rows]
 
 
 def _finished(out: Path) -> bool:

@@ -105,6 +105,12 @@ def test_a_simulated_watch_publishes_every_item_shown_once_and_keeps_each_hosts_
     assert len(events) > sum(len(listing.served[0]) for listing in listings.values())  # items that came later too
     for host in (A, B):  # the delay is simulated time: its wall gap is DELAY / SPEED
         assert not check_spacing(web.requests_for(host), DELAY / SPEED), describe(web.log)
+    shown = subprocess.run(cli("status", "--local", str(out)), capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr
+    *_, sources = shown.stdout.split("\n\n")
+    rows = {line.split()[0]: line.split() for line in sources.splitlines()[2:]}
+    assert set(rows) == {"a1", "a2", "b1"} and all(int(row[-2]) >= 3 for row in rows.values()), shown.stdout
+    assert "watch  stopped" in shown.stdout
     clock = json.loads((out / "clock.json").read_text())
     assert clock["speed"] == 100.0 and clock["sim_start"] <= clock["wall_start"] + 1
     # Event times are simulated: the checks ran over about 0.006 simulated days.
