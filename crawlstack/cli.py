@@ -1065,7 +1065,8 @@ def _sources(args: argparse.Namespace) -> int:
     try:
         if args.sources_command == "add":
             added = sources.add_sources(out, _source_entries(args), args.rules)
-            print(f"added {len(added)} source{'' if len(added) == 1 else 's'}: {', '.join(s.id for s in added)}")
+            ids = ", ".join(s.id for s in added[:10]) + (f", ... ({len(added) - 10} more)" if len(added) > 10 else "")
+            print(f"added {len(added)} source{'' if len(added) == 1 else 's'}: {ids}")
         elif args.sources_command == "list":
             rows = [
                 [s.id, s.mapping, s.identity, f"{s.priority_min:g}-{s.priority_max:g}", s.pagination or "", s.url]
