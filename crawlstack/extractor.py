@@ -65,6 +65,9 @@ from crawlstack.tables import numbers_of
 from crawlstack.urls import InvalidURL, resolve_link
 from crawlstack.warc import WarcPage, read_warc
 
+# The statuses fetch follows (crawlstack.fetch_outcomes): their targets go on with a watch's check.
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
 if TYPE_CHECKING:  # only a watch's extract has one; the handlers' asset need not ship it
     from crawlstack.watch.pages import CheckPages
 
@@ -229,6 +232,8 @@ def page_metadata(raw: dict[str, Any]) -> dict[str, Any]:
     with contextlib.suppress(InvalidMessage):
         if raw.get("check") is not None:
             meta["check"] = CheckRef.from_dict(raw["check"]).to_dict()
+    if raw.get("retried") is True:
+        meta["retried"] = True
     return meta
 
 
@@ -382,37 +387,54 @@ class Extractor:
         out.skipped.merge(found.skipped)
 
     def _check_page(self, archived: WarcPage, meta: dict[str, Any], out: Extracted) -> None:
-        """A watch's checked page: any answer ends or goes on with its check; only new items become records."""
+        """A watch's checked page, read with its source's mapping; only its new items become records.
+
+        A try to be retried, and a redirect (its target goes on with the check), leave the check open.
+        """
         assert self.checks is not None
+        redirected = archived.status in REDIRECT_STATUSES and archived.headers.get("location", "").strip()
+        if meta.get("retried") or redirected:
+            return
+        ref = CheckRef.from_dict(meta["check"])
         crawl_id = str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID)
         records: list[dict[str, Any]] = []
         links: list[str] = []
-        if 200 <= archived.status < 300:
+        name = self.checks.mapping_of(ref)
+        mapping = next((m for m in self.rules if m.name == name), None)
+        read = False
+        if 200 <= archived.status < 300 and mapping is not None:
             config = self.crawls.get(crawl_id)
             try:
                 with page_budget(self.budget_seconds), patterns.page_context(archived.url):
-                    records = self._page(archived, meta, crawl_id, config).records
-                    mapping = rules_for(self.rules, config).match(archived.url, archived.content_type)
-                    if mapping is not None:
-                        links = mapping.links(Page(archived.url, archived.body, archived.content_type))
+                    records = self._page(archived, meta, crawl_id, config, mapping).records
+                    links = mapping.links(Page(archived.url, archived.body, archived.content_type))
+                read = True
             except Exception as exc:  # the page fails alone, and its check ends with it
                 reason = str(exc) if isinstance(exc, BudgetExceeded) else f"extraction failed: {failure(exc)}"
                 out.failed.append(PageFailure(archived.url, crawl_id, meta.get("fp"), 0, reason))
                 records, links = [], []
-        ref = CheckRef.from_dict(meta["check"])
         fetched_at = float(meta.get("fetched_at") or time.time())
         headers = list(archived.headers.items())
-        out.records.extend(
-            self.checks.page_seen(ref, archived.url, archived.status, headers, records, links, fetched_at)
-        )
+        kept = self.checks.page_seen(ref, archived.url, archived.status, headers, records, links, fetched_at, read)
+        out.records.extend(kept)
 
-    def _page(self, archived: WarcPage, meta: dict[str, Any], crawl_id: str, config: CrawlConfig) -> _PageFound:
-        """The page's record and links: pure work on the page, in the page's budget, touching no store."""
+    def _page(
+        self,
+        archived: WarcPage,
+        meta: dict[str, Any],
+        crawl_id: str,
+        config: CrawlConfig,
+        chosen: Mapping | None = None,
+    ) -> _PageFound:
+        """The page's record and links: pure work on the page, in the page's budget, touching no store.
+
+        ``chosen``: the mapping to read it with (a watch's source's), instead of the first that matches.
+        """
         depth = int(meta.get("depth") or 0)
         found = _PageFound()
         page = Page(archived.url, archived.body, archived.content_type)
         # Only the mappings the page's crawl uses (its config's ``rules``; all by default).
-        mapping = rules_for(self.rules, config).match(archived.url, archived.content_type)
+        mapping = chosen or rules_for(self.rules, config).match(archived.url, archived.content_type)
         if mapping is not None:
             items = mapping.extract_items(page)
             for index, extracted in enumerate(items):

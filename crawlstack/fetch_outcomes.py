@@ -245,6 +245,8 @@ def classify(
             record_id=task.record_id,
             want=task.want,
             hops=task.hops + 1,
+            # A watch's check goes on at the target: the same check, asked afresh.
+            check=task.check_ref,
         )
         frontier.append((nxt.to_json(), 0))
         return Fetched(task, "fetched", result.status, f"redirect to {target}", False, exchange)
@@ -283,6 +285,9 @@ def retry_or_fail(
     wait = max(asked or 0.0, jitter() * backoff_ceiling(task.attempt))
     nxt = replace(task, attempt=task.attempt + 1, not_before=finished_at + wait)
     reason = f"{what} on attempt {task.attempt} of {settings.RETRY_MAX_ATTEMPTS}; retry in {wait:.1f}s"
+    if exchange is not None:
+        # Archived, but not the page's answer: extract leaves it (a watch's check waits for the last try).
+        exchange.metadata["retried"] = True
     return Fetched(task, "retry", result.status, reason, exchange=exchange, retry=nxt)
 
 

@@ -63,6 +63,11 @@ class CheckPages:
         self.clock = clock
         self.time_of = time_of
 
+    def mapping_of(self, ref: CheckRef) -> str | None:
+        """The mapping that reads the check's pages: its source's, whatever else matches the URL."""
+        source = self.sources.get(ref.source_id)
+        return source.mapping if source is not None else None
+
     def page_seen(
         self,
         ref: CheckRef,
@@ -72,13 +77,18 @@ class CheckPages:
         records: list[dict[str, Any]],
         links: Sequence[str],
         fetched_at: float,
+        read: bool = True,
     ) -> list[dict[str, Any]]:
-        """The page's records to keep: its new items'."""
+        """The page's records to keep: its new items'.
+
+        ``read``: the page was read whole; only then are its validators kept, or a
+        page that failed would be answered 304 until it changed.
+        """
         source = self.sources.get(ref.source_id)
         if source is None:
             return []  # removed since the check was planned
         first = SourceState.first(source)
-        if ref.page == 1 and status != NOT_MODIFIED and 200 <= status < 300:
+        if ref.page == 1 and read and status != NOT_MODIFIED and 200 <= status < 300:
             self.store.set_validators(source.id, Validators.of(headers), first)
         by_identity: dict[str, dict[str, Any]] = {}
         for record in records:

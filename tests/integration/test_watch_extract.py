@@ -48,21 +48,24 @@ def listing(*paths: str) -> bytes:
 
 
 class Watch:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, rules: RuleSet | None = None) -> None:
         self.store = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
         self.sent: list[FrontierMessage] = []
         self.blobs = FakeBlobs()
         checks = CheckPages(Sources(), self.store, self.send, clock=lambda: 1_767_225_700.0)
         config = CrawlConfig(crawl_id=WATCH_CRAWL_ID, max_depth=0)
-        self.extractor = Extractor(FakeCrawls(config), FakeResults(), self.blobs, RuleSet((LISTING,)), checks=checks)
+        rules = rules or RuleSet((LISTING,))
+        self.extractor = Extractor(FakeCrawls(config), FakeResults(), self.blobs, rules, checks=checks)
         self.n = 0
 
     def send(self, bodies: list[str]) -> None:
         self.sent.extend(FrontierMessage.from_json(b) for b in bodies)
 
-    def page(self, url: str, ref: CheckRef, body: bytes, status: int = 200, headers: Any = ()) -> list[dict[str, Any]]:
+    def page(
+        self, url: str, ref: CheckRef, body: bytes, status: int = 200, headers: Any = (), **extra: Any
+    ) -> list[dict[str, Any]]:
         self.n += 1
-        meta = {"crawl_id": WATCH_CRAWL_ID, "depth": 0, "fp": f"fp{self.n}", "check": ref.to_dict()}
+        meta = {"crawl_id": WATCH_CRAWL_ID, "depth": 0, "fp": f"fp{self.n}", "check": ref.to_dict(), **extra}
         meta["fetched_at"] = 1_767_225_600.0 + self.n
         exchange = Exchange(
             url, "GET", [], status, "OK", [("Content-Type", "text/html"), *headers], body, metadata=meta
@@ -110,3 +113,29 @@ def test_a_304_is_nothing_new_and_ends_the_check(tmp_path: Path) -> None:
     assert watch.page(URL, CheckRef("news", "slot-2", 1, '"v1"'), b"", status=304) == []
     state, _ = watch.store.states()["news"]
     assert [c.new_items for c in state.history][-1] == 0 and watch.sent == []
+
+
+OTHER = compile_mapping(
+    "aaa.json", {"name": "aaa", "url_patterns": [{"type": "domain", "pattern": "news.example"}], "fields": []}
+)
+
+
+def test_a_checked_page_is_read_with_its_sources_mapping_whatever_else_matches_first(tmp_path: Path) -> None:
+    watch = Watch(tmp_path, RuleSet((OTHER, LISTING)))
+    assert len(watch.page(URL, CheckRef("news", "slot-1"), listing("/a", "/b"))) == 2
+
+
+def test_a_try_to_be_retried_and_a_redirect_leave_the_check_open(tmp_path: Path) -> None:
+    watch = Watch(tmp_path)
+    ref = CheckRef("news", "slot-1")
+    assert watch.page(URL, ref, b"busy", status=503, retried=True) == []
+    assert watch.page(URL, ref, b"", status=301, headers=[("Location", "/latest2")]) == []
+    assert "news" not in watch.store.states() and watch.sent == []  # neither ended the check, nor paged on
+    assert len(watch.page(URL, ref, listing("/a"))) == 1
+    assert [m.check.page for m in watch.sent if m.check is not None] == [2]  # the last try's answer goes on
+
+
+def test_validators_are_kept_only_for_a_page_read_whole(tmp_path: Path) -> None:
+    watch = Watch(tmp_path, RuleSet((OTHER,)))  # the source's mapping is gone: the page cannot be read
+    watch.page(URL, CheckRef("news", "slot-1"), listing("/a"), headers=[("ETag", '"v1"')])
+    assert watch.store.states()["news"][1] is None  # no 304 for a page never read

@@ -57,3 +57,20 @@ def test_a_check_asks_conditionally_and_its_warc_says_which_check(monkeypatch: p
     plain = env.task("other")
     env.run(env.add([plain]))
     assert env.web.headers[plain.url] == []
+
+
+def test_a_redirect_keeps_the_check_and_a_try_to_be_retried_is_marked() -> None:
+    from crawlstack import http
+    from crawlstack.fetch_outcomes import classify
+
+    task = FetchTask(
+        "http://news.example/latest", "fp", "news.example", 0, "watch", 0.0, 1.0, check=json.dumps(CHECK.to_dict())
+    )
+    frontier: list[tuple[str, int]] = []
+    moved = http.FetchResult(task.url, status=301, headers=[("Location", "/latest/")], finished_at=5.0)
+    classify(task, moved, frontier, lambda: 5.0, lambda: 0.5)
+    [(body, _)] = frontier
+    assert FrontierMessage.from_json(body).check == CHECK
+    busy = http.FetchResult(task.url, status=503, reason="Service Unavailable", finished_at=5.0)
+    done = classify(task, busy, [], lambda: 5.0, lambda: 0.5)
+    assert done.outcome == "retry" and done.exchange is not None and done.exchange.metadata["retried"] is True
