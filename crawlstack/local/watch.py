@@ -14,12 +14,13 @@ conditional GET), and extract decides which items are new
 A simulation (``--simulate-days N --speed X``) runs the schedule on a clock
 of ``sim_start + X * (wall time since the watch started)``, written to
 ``OUT/clock.json`` before the first request so that servers under test read
-the same clock.  Its events' times are simulated times, and so are the host
-delay and robots.txt's Crawl-delay (``CrawlConfig.time_scale``): a host's
-wall gaps are its delay over ``X``.  Retry-After and the backoff of a host
+the same clock; run again, it keeps that clock, as if it had run on.  Its
+events' times are simulated times, and so are the host delay and robots.txt's
+Crawl-delay (``CrawlConfig.time_scale``): a host's wall gaps are its delay
+over ``X``.  Retry-After and the backoff of a host
 that answers 429 or 503 keep wall time, which is only stricter.  A killed
 watch goes on with ``watch --local OUT`` again: its plan, sent checks and
-outbox are in the state, and the simulated clock resumes where it had reached.
+outbox are in the state.
 """
 
 from __future__ import annotations
@@ -105,19 +106,29 @@ def watch_local(options: WatchOptions) -> dict[str, Any]:
 
 
 def _clock(state: LocalState, out: Path, options: WatchOptions) -> tuple[WatchClock, float | None]:
-    """The watch's clock and the simulation's end (None: until stopped), resumed from the state; OUT/clock.json."""
+    """The watch's clock and the simulation's end (None: until stopped); OUT/clock.json.
+
+    A simulation run again goes on with its own clock, as if it had kept
+    running (its anchors are stored), to its own end; a new ``--speed``
+    changes only the rate from the time reached.  ``--sim-start`` and
+    ``--simulate-days`` set a new simulation only.
+    """
     saved = _meta(state, "watch_clock")
     wall = time.time()
     if options.simulate_days is None:
         clock, end = WatchClock(wall, wall), None
+    elif saved.get("simulated"):
+        clock = WatchClock(saved["sim_start"], saved["wall_start"], saved["speed"])
+        if options.speed != clock.speed:
+            clock = WatchClock(clock.now(), wall, options.speed)
+        end = saved["end"]
+        print(f"crawlstack: resuming the simulation at {iso(clock.now())[:19]}Z, to {iso(end)[:19]}Z", file=sys.stderr)
     else:
-        reached = saved.get("reached") if saved.get("speed") == options.speed else None
-        start = options.sim_start if options.sim_start is not None else reached if reached is not None else wall
-        end = saved.get("end") if reached is not None else start + options.simulate_days * DAY
-        clock = WatchClock(start, wall, options.speed)
-    _set_meta(state, "watch_clock", {"speed": clock.speed, "reached": clock.now(), "end": end})
-    data = {"sim_start": clock.sim_start, "wall_start": clock.wall_start, "speed": clock.speed}
-    (out / "clock.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
+        start = options.sim_start if options.sim_start is not None else wall
+        clock, end = WatchClock(start, wall, options.speed), start + options.simulate_days * DAY
+    anchors = {"sim_start": clock.sim_start, "wall_start": clock.wall_start, "speed": clock.speed}
+    _set_meta(state, "watch_clock", {**anchors, "end": end, "simulated": options.simulate_days is not None})
+    (out / "clock.json").write_text(json.dumps(anchors) + "\n", encoding="utf-8")
     return clock, end
 
 
@@ -187,7 +198,6 @@ def _watch(
             store.mark_sent(due)
             sent += len(bodies)
         store.publish()
-        _set_meta(state, "watch_clock", {"speed": clock.speed, "reached": now, "end": end})
         if options.progress and time.monotonic() - last_progress >= PROGRESS_SECONDS:
             last_progress = time.monotonic()
             checks = store.checks_counted()

@@ -127,7 +127,8 @@ def plan_day(
 
 def priority_after(source: Source, state: SourceState, check: Check) -> SourceState:
     """The state once ``check`` is known: its history, and its priority by the source's strategy."""
-    history = (*state.history, check)[-HISTORY:]
+    # Checks may end out of order (a slow page): the history is kept in time order.
+    history = tuple(sorted((*state.history, check), key=lambda c: c.at))[-HISTORY:]
     wanted = _velocity(history) if source.strategy == "velocity" else _weighted_yield(history, check.at)
     return replace(state, history=history, priority=_clamp(wanted, source.priority_min, source.priority_max))
 
