@@ -105,6 +105,10 @@ def remove_source(out: Path, source_id: str) -> None:
     db = _existing(out)
     try:
         removed = SqliteSources(db).remove(source_id)
+        with db.transaction() as conn:
+            # A source added again under this id starts afresh: no old tokens, history or ETag.
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'source_state'").fetchone():
+                conn.execute("DELETE FROM source_state WHERE id = ?", (source_id,))
     finally:
         db.close()
     if not removed:

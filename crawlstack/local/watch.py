@@ -32,6 +32,8 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +49,13 @@ from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import iso
 from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
-from crawlstack.watch.schedule import DAY, plan_day
+from crawlstack.watch.schedule import DAY, Check, SourceState, plan_day, priority_after
+from crawlstack.watch.sources import Source
 
 PROGRESS_SECONDS = 10.0
+# A check still open this long after it was sent (wall time) met no extract: it ends with what its pages found.
+STALE_CHECK_SECONDS = 300.0
+SETTLE_EVERY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -170,8 +176,17 @@ def _watch(
     sent = 0
     last_progress = time.monotonic()
 
+    next_settle = 0.0
+
+    def end_check(source_id: str, slot: str) -> None:
+        source = sources.get(source_id)
+        if source is not None:
+            done = datetime.fromisoformat(slot).timestamp()
+            update = partial(_ended, source, done)
+            store.finish_check(source_id, slot, update, SourceState.first(source))
+
     def tick(ticking: EventPump) -> None:
-        nonlocal sent, last_progress
+        nonlocal sent, last_progress, next_settle
         if ticking.finished:  # the pump's last call, its handlers gone: nothing more is sent
             store.publish()
             return
@@ -179,9 +194,11 @@ def _watch(
         day_end = store.day_end()
         if (end is None or now < end) and (day_end is None or now >= day_end):
             start = now if day_end is None or now - day_end > DAY else day_end
-            states = {sid: st for sid, (st, _) in store.states().items()}
-            planned, spent = plan_day(sources.list(), states, start, options.checks_per_day)
-            store.plan([(p.source_id, p.at) for p in planned], spent, start + DAY)
+            every, states = sources.list(), {sid: st for sid, (st, _) in store.states().items()}
+            first = {s.id: SourceState.first(s) for s in every}
+            planned, spent = plan_day(every, states, start, options.checks_per_day)
+            change = {sid: st.tokens - (states.get(sid) or first[sid]).tokens for sid, st in spent.items()}
+            store.plan([(p.source_id, p.at) for p in planned], change, first, start + DAY)
         due = store.due(now if end is None else min(now, end))
         if due:
             by_id = {s.id: s for s in sources.list()}
@@ -195,8 +212,11 @@ def _watch(
                 check = CheckRef(source.id, iso(at), 1, etag, modified)
                 bodies.append((FrontierMessage(source.url, 0, WATCH_CRAWL_ID, check=check).to_json(), 0))
             stores.frontier_queue.send(bodies)
-            store.mark_sent(due)
+            store.mark_sent(due, time.time())
             sent += len(bodies)
+        if time.monotonic() >= next_settle:
+            next_settle = time.monotonic() + SETTLE_EVERY_SECONDS
+            store.settle(time.time() - STALE_CHECK_SECONDS, iso, end_check)
         store.publish()
         if options.progress and time.monotonic() - last_progress >= PROGRESS_SECONDS:
             last_progress = time.monotonic()
@@ -234,6 +254,10 @@ def _watch(
         "interrupted": interrupted,
         "sim_reached": iso(clock.now()),
     }
+
+
+def _ended(source: Source, at: float, state: SourceState, found: int) -> SourceState:
+    return priority_after(source, state, Check(at, found))
 
 
 def _meta(state: LocalState, key: str) -> dict[str, Any]:

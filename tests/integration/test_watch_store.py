@@ -78,3 +78,37 @@ def test_a_checks_end_counts_its_pages_new_items_once(tmp_path: Path) -> None:
     assert seen == [5]
     state, validators = watch.states()["s"]
     assert (state.priority, state.history, validators) == (6.0, (Check(5.0, 5),), Validators('"v1"', None))
+
+
+def test_a_plan_changes_tokens_on_the_state_as_it_is_now(tmp_path: Path) -> None:
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
+    first = SourceState(2.0, 2.0)
+    watch.page_done("s", "k1", 1, 4)
+    # A check ends between reading the states for a plan and writing it: its history must survive the plan.
+    assert watch.finish_check("s", "k1", lambda st, n: SourceState(3.0, st.tokens, (Check(1.0, n),)), first)
+    watch.plan([("s", 10.0), ("t", 11.0)], {"s": -1.0, "t": 0.5}, {"s": first, "t": SourceState(1.0, 1.0)}, 100.0)
+    states = {sid: st for sid, (st, _) in watch.states().items()}
+    assert states["s"] == SourceState(3.0, 1.0, (Check(1.0, 4),))
+    assert states["t"] == SourceState(1.0, 1.5)
+    assert watch.due(10.5) == [("s", 10.0)] and watch.day_end() == 100.0
+
+
+def test_checks_that_never_ended_are_closed_with_what_their_pages_found(tmp_path: Path) -> None:
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
+    first = SourceState(1.0, 0.0)
+    watch.plan([("s", 10.0), ("s", 20.0)], {"s": 0.0}, {"s": first}, 100.0)
+    watch.mark_sent([("s", 10.0), ("s", 20.0)], wall=1000.0)
+    watch.page_done("s", "slot-10", 1, 2)  # the check at 10 read a page, then its next page was dropped
+    ended: list[tuple[str, str]] = []
+
+    def end(source_id: str, slot: str) -> None:
+        ended.append((source_id, slot))
+        watch.finish_check(
+            source_id, slot, lambda st, n: SourceState(st.priority, st.tokens, (*st.history, Check(0, n))), first
+        )
+
+    assert watch.settle(999.0, lambda at: f"slot-{at:g}", end) == 0  # not stale yet
+    assert watch.settle(1001.0, lambda at: f"slot-{at:g}", end) == 2
+    assert ended == [("s", "slot-10"), ("s", "slot-20")]
+    assert [c.new_items for c in watch.states()["s"][0].history] == [2, 0]
+    assert watch.settle(2000.0, lambda at: f"slot-{at:g}", end) == 0  # closed rows are not looked at again

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ SCHEMA = (
     " PRIMARY KEY (source_id, slot)) WITHOUT ROWID",
     # The day's planned checks; sent once each (a resume goes on with the ones not sent).
     "CREATE TABLE IF NOT EXISTS watch_plan (source_id TEXT NOT NULL, at REAL NOT NULL, sent INTEGER NOT NULL,"
-    " PRIMARY KEY (source_id, at)) WITHOUT ROWID",
+    " sent_at REAL, PRIMARY KEY (source_id, at)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS watch_day (id INTEGER PRIMARY KEY CHECK (id = 1), day_end REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE NOT NULL, line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events_file (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
@@ -65,14 +66,22 @@ class SqliteWatch:
             )
 
     # --- the plan -----------------------------------------------------------------
-    def plan(self, checks: list[tuple[str, float]], states: dict[str, SourceState], day_end: float) -> None:
-        """A day's checks (source, time) and the sources' tokens after them, with the day's end, in one write."""
+    def plan(
+        self, checks: list[tuple[str, float]], tokens: dict[str, float], first: dict[str, SourceState], day_end: float
+    ) -> None:
+        """A day's checks (source, time), each source's change of tokens, and the day's end, in one write.
+
+        The change is applied to the state as it is now, so a check that ended
+        since the plan was drawn keeps its history and priority; a source with
+        no state yet starts from ``first``.
+        """
         with self.db.transaction() as conn:
-            for source_id, state in states.items():
+            for source_id, change in tokens.items():
                 row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
-                validators = _state_of(json.loads(row[0]))[1] if row else None
-                item = json.dumps(_state_item(state, validators))
-                conn.execute("INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)", (source_id, item))
+                state, validators = _state_of(json.loads(row[0])) if row else (first[source_id], None)
+                item = _state_item(replace(state, tokens=state.tokens + change), validators)
+                add = "INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)"
+                conn.execute(add, (source_id, json.dumps(item)))
             conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", checks)
             conn.execute("INSERT OR REPLACE INTO watch_day (id, day_end) VALUES (1, ?)", (day_end,))
 
@@ -89,9 +98,29 @@ class SqliteWatch:
             ).fetchall()
         return [(str(source_id), float(at)) for source_id, at in rows]
 
-    def mark_sent(self, checks: list[tuple[str, float]]) -> None:
+    def mark_sent(self, checks: list[tuple[str, float]], wall: float) -> None:
         with self.db.transaction() as conn:
-            conn.executemany("UPDATE watch_plan SET sent = 1 WHERE source_id = ? AND at = ?", checks)
+            sent = "UPDATE watch_plan SET sent = 1, sent_at = ? WHERE source_id = ? AND at = ?"
+            conn.executemany(sent, [(wall, source_id, at) for source_id, at in checks])
+
+    def settle(self, sent_before: float, slot: Callable[[float], str], end: Callable[[str, str], object]) -> int:
+        """Close the checks sent (wall time) before ``sent_before``: ``end(source, slot)`` each; how many.
+
+        ``end`` applies a check's end (``finish_check``), which does nothing for
+        one that ended already; a check whose page met no extract (robots.txt
+        said no, the fetch failed, dispatch dropped its next page) ends here with
+        what its pages found.  A closed row is not looked at again.
+        """
+        with self.db.reading() as conn:
+            rows = conn.execute(
+                "SELECT source_id, at FROM watch_plan WHERE sent = 1 AND sent_at < ?", (sent_before,)
+            ).fetchall()
+        for source_id, at in rows:
+            end(str(source_id), slot(float(at)))
+        with self.db.transaction() as conn:
+            closed = "UPDATE watch_plan SET sent = 2 WHERE source_id = ? AND at = ?"
+            conn.executemany(closed, [(source_id, at) for source_id, at in rows])
+        return len(rows)
 
     def checks_counted(self) -> dict[str, tuple[int, int]]:
         """Per source: checks ended, and new items found."""
