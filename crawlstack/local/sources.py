@@ -55,10 +55,15 @@ def add_sources(out: Path, entries: list[tuple[str, dict[str, Any]]], rules_dir:
     try:
         texts = stored_rules(db)
         if rules_dir is not None:
-            rules = load_rules(rules_dir, check_schema=True)  # RulesInvalid: the caller's one line
-            texts = {f.name: f.read_text(encoding="utf-8-sig") for f in rule_files(Path(rules_dir))}
-        else:
-            rules = rules_of(texts)
+            load_rules(rules_dir, check_schema=True)  # RulesInvalid: the caller's lines
+            # Merged with the stored files by name: the sources added before keep their mappings.
+            texts = {**texts, **{f.name: f.read_text(encoding="utf-8-sig") for f in rule_files(Path(rules_dir))}}
+        rules = rules_of(texts)
+        for before in SqliteSources(db).list():
+            try:
+                source_from({k: v for k, v in before.to_item().items() if v is not None}, rules)
+            except SourceError as exc:
+                raise SourceError(f"--rules: source {before.id!r} would no longer load: {exc}") from None
         sources = []
         for where, entry in entries:
             try:

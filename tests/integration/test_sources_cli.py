@@ -118,3 +118,26 @@ def test_sources_of_an_out_with_none_is_one_line(capsys: pytest.CaptureFixture[s
     assert code == 2 and err.count("\n") == 1 and "holds no sources" in err
     code, _, err = run(capsys, "add", "http://news.example/", "--local", str(tmp_path / "none"))
     assert code == 2 and "no mapping named None" in err
+
+
+def test_new_rules_keep_the_stored_ones_and_may_not_break_a_source(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, rules: Path
+) -> None:
+    out = str(tmp_path / "watch")
+    first = ("add", "http://news.example/", "--mapping", "listing", "--id", "news", "--rules", str(rules))
+    assert run(capsys, *first, "--local", out)[0] == 0
+    # Another rules directory, without listing.json: the stored listing mapping stays.
+    more = write_rules(tmp_path / "more", [{**LISTING, "name": "feed"}])
+    (more / "listing.json").unlink(missing_ok=True)
+    code, _, err = run(
+        capsys, "add", "http://news.example/f", "--mapping", "feed", "--rules", str(more), "--local", out
+    )
+    assert code == 0, err
+    # A listing.json whose mapping has no items any more would break "news": refused, nothing changed.
+    broken = write_rules(tmp_path / "broken", [{**PAGE, "name": "listing"}])
+    code, _, err = run(
+        capsys, "add", "http://news.example/g", "--mapping", "feed", "--rules", str(broken), "--local", out
+    )
+    assert code == 2 and "source 'news' would no longer load" in err and err.count("\n") == 1
+    rows = [row.split()[0] for row in run(capsys, "list", "--local", out)[1].splitlines()[2:]]
+    assert len(rows) == 2 and "news" in rows
