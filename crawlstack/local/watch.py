@@ -8,7 +8,9 @@ conditional GET), and extract decides which items are new
 
 1. plans the next day when the last one is over (``watch.schedule.plan_day``,
    the day's checks and the tokens they spend stored together);
-2. sends the checks that have fallen due, once each;
+2. sends the checks that have fallen due, once each (a watch that was down
+   first moves its unsent plan later by the time it was down, so the checks
+   keep their spacing rather than crowd in at once);
 3. appends the events in the outbox to ``OUT/events.jsonl``.
 
 A simulation (``--simulate-days N --speed X``) runs the schedule on a clock
@@ -102,6 +104,7 @@ def watch_local(options: WatchOptions) -> dict[str, Any]:
         store = SqliteWatch(state.db, out / "events.jsonl")
         store.trim_events()
         clock, end = _clock(state, out, options)
+        store.shift_unsent(clock.now())  # what fell due while the watch was down keeps its spacing
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in stored_rules(state.db).items():
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")

@@ -85,6 +85,24 @@ class SqliteWatch:
             conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", checks)
             conn.execute("INSERT OR REPLACE INTO watch_day (id, day_end) VALUES (1, ?)", (day_end,))
 
+    def shift_unsent(self, now: float) -> float:
+        """Move the plan's unsent checks, and the day's end, later by how far the first is overdue; by how much.
+
+        A watch that was down finds checks overdue: sent at once they would
+        crowd a host's hour; shifted together they keep the plan's even spacing.
+        """
+        with self.db.transaction() as conn:
+            first = conn.execute("SELECT min(at) FROM watch_plan WHERE sent = 0").fetchone()[0]
+            if first is None or first >= now:
+                return 0.0
+            late = now - float(first)
+            rows = conn.execute("SELECT source_id, at FROM watch_plan WHERE sent = 0").fetchall()
+            conn.execute("DELETE FROM watch_plan WHERE sent = 0")
+            moved = [(source_id, at + late) for source_id, at in rows]
+            conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", moved)
+            conn.execute("UPDATE watch_day SET day_end = day_end + ? WHERE id = 1", (late,))
+            return late
+
     def day_end(self) -> float | None:
         with self.db.reading() as conn:
             row = conn.execute("SELECT day_end FROM watch_day WHERE id = 1").fetchone()
