@@ -875,11 +875,11 @@ def _status(args: argparse.Namespace) -> int:
         if not args.no_counts:
             _print_crawls(found.url_states, found.extracted, found.crawls, args.crawl_id)
         if found.sources:
-            from crawlstack.watch.check import iso
+            from crawlstack.crawllog import iso_time
 
             print()
             rows = [
-                [sid, _num(priority), _num(tokens), iso(nxt)[:19] + "Z" if nxt else "", checks, items]
+                [sid, _num(priority), _num(tokens), iso_time(nxt)[:19] + "Z" if nxt else "", checks, items]
                 for sid, priority, tokens, nxt, checks, items in found.sources
             ]
             _print_table(["source", "checks/day", "tokens", "next check", "checks", "items"], rows)

@@ -213,6 +213,11 @@ def _joined(base_url: str, href: str) -> str:
     return joined[: settings.MAX_URL_LENGTH + 1]
 
 
+def failure_reason(exc: Exception) -> str:
+    """A failed page's reason: its budget's own words, else the exception's type and place (never its message)."""
+    return str(exc) if isinstance(exc, BudgetExceeded) else f"extraction failed: {failure(exc)}"
+
+
 def page_metadata(raw: dict[str, Any]) -> dict[str, Any]:
     """The WARC metadata extract reads, each key kept only with the type the fetcher writes.
 
@@ -372,7 +377,7 @@ class Extractor:
             # Whatever the page holds costs that page alone: it fails, with its
             # crawl-log line, and the rest of the WARC goes on.  The reason names the
             # exception's type and place, never its message, which may quote the page.
-            reason = str(exc) if isinstance(exc, BudgetExceeded) else f"extraction failed: {failure(exc)}"
+            reason = failure_reason(exc)
             depth = int(meta.get("depth") or 0)
             out.failed.append(PageFailure(archived.url, crawl_id, meta.get("fp"), depth, reason))
             return
@@ -410,7 +415,7 @@ class Extractor:
                     links = mapping.links(Page(archived.url, archived.body, archived.content_type))
                 read = True
             except Exception as exc:  # the page fails alone, and its check ends with it
-                reason = str(exc) if isinstance(exc, BudgetExceeded) else f"extraction failed: {failure(exc)}"
+                reason = failure_reason(exc)
                 out.failed.append(PageFailure(archived.url, crawl_id, meta.get("fp"), 0, reason))
                 records, links = [], []
         fetched_at = float(meta.get("fetched_at") or time.time())

@@ -72,6 +72,11 @@ _DUCKDB_TYPES = {
 }
 
 
+def sql_literal(text: str) -> str:
+    """``text`` as an SQL string literal, on Athena and DuckDB alike."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def duckdb_type(column: Column) -> str:
     return _DUCKDB_TYPES[column.type]
 

@@ -108,6 +108,18 @@ def open_read_only(out: Path) -> StateDb:
     return db
 
 
+def read_meta(db: StateDb, key: str) -> Any:
+    """The JSON value stored under ``key`` in the state's ``crawl_meta``, or None."""
+    with db.reading() as conn:
+        row = conn.execute("SELECT value FROM crawl_meta WHERE key = ?", (key,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def write_meta(db: StateDb, key: str, value: Any) -> None:
+    with db.transaction() as conn:
+        conn.execute("INSERT OR REPLACE INTO crawl_meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+
 def _check_ours(conn: sqlite3.Connection, path: Path) -> None:
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -169,18 +181,13 @@ class LocalState:
         return self._stores
 
     def save_crawl(self, crawl: SavedCrawl) -> None:
-        with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO crawl_meta (key, value) VALUES ('crawl', ?)",
-                (json.dumps(crawl.__dict__),),
-            )
+        write_meta(self.db, "crawl", crawl.__dict__)
 
     def load_crawl(self) -> SavedCrawl:
-        with self.db.reading() as conn:
-            row = conn.execute("SELECT value FROM crawl_meta WHERE key = 'crawl'").fetchone()
-        if row is None:
+        saved = read_meta(self.db, "crawl")
+        if saved is None:
             raise StateError(f"{self.out / STATE_FILE} holds no crawl's settings; start again with --overwrite")
-        return SavedCrawl(**json.loads(row[0]))
+        return SavedCrawl(**saved)
 
     def recover(self) -> None:
         """Ready a killed crawl's state to go on (see the module's docstring)."""

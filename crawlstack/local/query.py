@@ -69,19 +69,15 @@ _MACROS = (
 )
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _view_sql(view: str, table: LocalTable, path: Path, crawl_id: object) -> str:
     columns = table.read
-    cols = "{" + ", ".join(f"{_literal(c)}: {_literal(t)}" for c, t in columns.items()) + "}"
+    cols = "{" + ", ".join(f"{tables.sql_literal(c)}: {tables.sql_literal(t)}" for c, t in columns.items()) + "}"
     if path.is_file():
-        source = f"read_json({_literal(str(path))}, format='newline_delimited', columns={cols})"
+        source = f"read_json({tables.sql_literal(str(path))}, format='newline_delimited', columns={cols})"
     else:
         # A crawl that wrote no such file still has the table, empty.
         source = "(SELECT " + ", ".join(f"NULL::{t} AS {c}" for c, t in columns.items()) + " WHERE false)"
-    crawl = _literal(crawl_id) if isinstance(crawl_id, str) else "NULL::VARCHAR"
+    crawl = tables.sql_literal(crawl_id) if isinstance(crawl_id, str) else "NULL::VARCHAR"
     exprs = {c: c for c in columns}
     exprs.update({c: sql.replace("{crawl_id}", crawl) for c, sql in table.derived.items()})
     order = _ORDER.get(view, list(exprs))

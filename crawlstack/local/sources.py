@@ -9,12 +9,11 @@ reads each source with the mapping it was added with.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from crawlstack.local.backend import STATE_FILE, LocalState, has_state
+from crawlstack.local.backend import STATE_FILE, LocalState, has_state, read_meta, write_meta
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.rules import RuleSet, load_rules, rule_files
@@ -31,9 +30,7 @@ def open_state(out: Path) -> StateDb:
 
 def stored_rules(db: StateDb) -> dict[str, str]:
     """The rule files' texts the sources were checked against (file name -> text)."""
-    with db.reading() as conn:
-        row = conn.execute("SELECT value FROM crawl_meta WHERE key = ?", (RULES_KEY,)).fetchone()
-    return json.loads(row[0]) if row else {}
+    return read_meta(db, RULES_KEY) or {}
 
 
 def rules_of(texts: dict[str, str]) -> RuleSet:
@@ -78,10 +75,7 @@ def add_sources(out: Path, entries: list[tuple[str, dict[str, Any]]], rules_dir:
             where = wheres[1] if len(wheres) > 1 else wheres[0]
             raise SourceError(f"{where}: {exc}" if where else str(exc)) from None
         if rules_dir is not None:
-            with db.transaction() as conn:
-                conn.execute(
-                    "INSERT OR REPLACE INTO crawl_meta (key, value) VALUES (?, ?)", (RULES_KEY, json.dumps(texts))
-                )
+            write_meta(db, RULES_KEY, texts)
         return sources
     finally:
         db.close()

@@ -35,13 +35,13 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from crawlstack import settings, wiring
 from crawlstack.config import CrawlConfig
-from crawlstack.local.backend import LocalState, StateError, has_state
+from crawlstack.crawllog import iso_time
+from crawlstack.local.backend import LocalState, StateError, has_state, read_meta, write_meta
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.pump import EventPump
 from crawlstack.local.runner import _environment, _pump, seed_hosts
@@ -49,10 +49,8 @@ from crawlstack.local.sources import stored_rules
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.messages import CheckRef, FrontierMessage
-from crawlstack.watch.check import iso
 from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
-from crawlstack.watch.schedule import DAY, Check, SourceState, plan_day, priority_after
-from crawlstack.watch.sources import Source
+from crawlstack.watch.schedule import DAY, SourceState, check_ended, plan_day
 
 PROGRESS_SECONDS = 10.0
 # A check still open this long after it was sent (wall time) met no extract: it ends with what its pages found.
@@ -122,7 +120,7 @@ def _clock(state: LocalState, out: Path, options: WatchOptions) -> tuple[WatchCl
     changes only the rate from the time reached.  ``--sim-start`` and
     ``--simulate-days`` set a new simulation only.
     """
-    saved = _meta(state, "watch_clock")
+    saved = read_meta(state.db, "watch_clock") or {}
     wall = time.time()
     if options.simulate_days is None:
         clock, end = WatchClock(wall, wall), None
@@ -131,12 +129,15 @@ def _clock(state: LocalState, out: Path, options: WatchOptions) -> tuple[WatchCl
         if options.speed != clock.speed:
             clock = WatchClock(clock.now(), wall, options.speed)
         end = saved["end"]
-        print(f"crawlstack: resuming the simulation at {iso(clock.now())[:19]}Z, to {iso(end)[:19]}Z", file=sys.stderr)
+        print(
+            f"crawlstack: resuming the simulation at {iso_time(clock.now())[:19]}Z, to {iso_time(end)[:19]}Z",
+            file=sys.stderr,
+        )
     else:
         start = options.sim_start if options.sim_start is not None else wall
         clock, end = WatchClock(start, wall, options.speed), start + options.simulate_days * DAY
     anchors = {"sim_start": clock.sim_start, "wall_start": clock.wall_start, "speed": clock.speed}
-    _set_meta(state, "watch_clock", {**anchors, "end": end, "simulated": options.simulate_days is not None})
+    write_meta(state.db, "watch_clock", {**anchors, "end": end, "simulated": options.simulate_days is not None})
     (out / "clock.json").write_text(json.dumps(anchors) + "\n", encoding="utf-8")
     return clock, end
 
@@ -185,8 +186,7 @@ def _watch(
         source = sources.get(source_id)
         if source is not None:
             done = datetime.fromisoformat(slot).timestamp()
-            update = partial(_ended, source, done)
-            store.finish_check(source_id, slot, update, SourceState.first(source))
+            store.finish_check(source_id, slot, check_ended(source, done), SourceState.first(source))
 
     def tick(ticking: EventPump) -> None:
         nonlocal sent, last_progress, next_settle
@@ -212,20 +212,20 @@ def _watch(
                 if source is None:
                     continue  # removed since the plan
                 etag, modified = (known.etag, known.last_modified) if known else (None, None)
-                check = CheckRef(source.id, iso(at), 1, etag, modified)
+                check = CheckRef(source.id, iso_time(at), 1, etag, modified)
                 bodies.append((FrontierMessage(source.url, 0, WATCH_CRAWL_ID, check=check).to_json(), 0))
             stores.frontier_queue.send(bodies)
             store.mark_sent(due, time.time())
             sent += len(bodies)
         if time.monotonic() >= next_settle:
             next_settle = time.monotonic() + SETTLE_EVERY_SECONDS
-            store.settle(time.time() - STALE_CHECK_SECONDS, iso, end_check)
+            store.settle(time.time() - STALE_CHECK_SECONDS, iso_time, end_check)
         store.publish()
         if options.progress and time.monotonic() - last_progress >= PROGRESS_SECONDS:
             last_progress = time.monotonic()
             checks = store.checks_counted()
             done, found = sum(c for c, _ in checks.values()), sum(n for _, n in checks.values())
-            print(f"watch {iso(now)[:19]}Z: {sent} checks sent, {done} done, {found} items seen", file=sys.stderr)
+            print(f"watch {iso_time(now)[:19]}Z: {sent} checks sent, {done} done, {found} items seen", file=sys.stderr)
 
     interrupted = False
     with (
@@ -255,20 +255,5 @@ def _watch(
         "items_seen": sum(n for _, n in checks.values()),
         "events_published_at_end": published,
         "interrupted": interrupted,
-        "sim_reached": iso(clock.now()),
+        "sim_reached": iso_time(clock.now()),
     }
-
-
-def _ended(source: Source, at: float, state: SourceState, found: int) -> SourceState:
-    return priority_after(source, state, Check(at, found))
-
-
-def _meta(state: LocalState, key: str) -> dict[str, Any]:
-    with state.db.reading() as conn:
-        row = conn.execute("SELECT value FROM crawl_meta WHERE key = ?", (key,)).fetchone()
-    return json.loads(row[0]) if row else {}
-
-
-def _set_meta(state: LocalState, key: str, value: dict[str, Any]) -> None:
-    with state.db.transaction() as conn:
-        conn.execute("INSERT OR REPLACE INTO crawl_meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))

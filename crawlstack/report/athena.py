@@ -22,12 +22,8 @@ from crawlstack.report.facts import CrawlFacts, UrlLines
 Run = Callable[[str], QueryResult]
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def queries(crawl_id: str) -> dict[str, str]:
-    crawl = _literal(crawl_id)
+    crawl = tables.sql_literal(crawl_id)
     return {
         "log": (
             "SELECT url, outcome, reason, status, depth, started_at, fetched_at, attempt "

@@ -24,10 +24,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from crawlstack.crawllog import iso_time
 from crawlstack.watch.sources import Source
 
 NOT_MODIFIED = 304
@@ -98,10 +98,6 @@ def _with_query(url: str, name: str, value: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, (name, value)])))
 
 
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="microseconds")
-
-
 def event_id(source_id: str, identity: str) -> str:
     return hashlib.sha256(f"{source_id}#{identity}".encode()).hexdigest()
 
@@ -118,6 +114,6 @@ def event_for(
         "identity": identity,
         "url": url,
         "fields": item,
-        "checked_at": iso(checked_at),
-        "published_at": iso(published_at),
+        "checked_at": iso_time(checked_at),
+        "published_at": iso_time(published_at),
     }

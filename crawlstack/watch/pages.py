@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import NOT_MODIFIED, PageSeen, Validators, event_for, identity_of, next_page
-from crawlstack.watch.schedule import Check, SourceState, priority_after
+from crawlstack.watch.schedule import SourceState, check_ended
 from crawlstack.watch.sources import Source
 
 WATCH_CRAWL_ID = "watch"
@@ -108,7 +108,5 @@ class CheckPages:
             step = CheckRef(source.id, ref.slot, ref.page + 1)
             self.send([FrontierMessage(following, 0, WATCH_CRAWL_ID, check=step).to_json()])
         else:
-            self.store.finish_check(
-                source.id, ref.slot, lambda state, found: priority_after(source, state, Check(checked_at, found)), first
-            )
+            self.store.finish_check(source.id, ref.slot, check_ended(source, checked_at), first)
         return [by_identity[i] for i in by_identity if i in new]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crawlstack.urls import host_of
@@ -131,6 +131,11 @@ def priority_after(source: Source, state: SourceState, check: Check) -> SourceSt
     history = tuple(sorted((*state.history, check), key=lambda c: c.at))[-HISTORY:]
     wanted = _velocity(history) if source.strategy == "velocity" else _weighted_yield(history, check.at)
     return replace(state, history=history, priority=_clamp(wanted, source.priority_min, source.priority_max))
+
+
+def check_ended(source: Source, at: float) -> Callable[[SourceState, int], SourceState]:
+    """The change a check of ``source`` that ended at ``at`` makes, given its new items (``priority_after``)."""
+    return lambda state, found: priority_after(source, state, Check(at, found))
 
 
 def _weighted_yield(history: Iterable[Check], now: float) -> float:

@@ -77,11 +77,7 @@ class SqliteWatch:
         """
         with self.db.transaction() as conn:
             for source_id, change in tokens.items():
-                row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
-                state, validators = _state_of(json.loads(row[0])) if row else (first[source_id], None)
-                item = _state_item(replace(state, tokens=state.tokens + change), validators)
-                add = "INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)"
-                conn.execute(add, (source_id, json.dumps(item)))
+                _change_state(conn, source_id, first[source_id], _add_tokens(change))
             conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", checks)
             conn.execute("INSERT OR REPLACE INTO watch_day (id, day_end) VALUES (1, ?)", (day_end,))
 
@@ -200,19 +196,13 @@ class SqliteWatch:
                 "SELECT coalesce(sum(new_items), 0) FROM check_pages WHERE source_id = ? AND slot = ?",
                 (source_id, slot),
             ).fetchone()[0]
-            row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
-            state, validators = _state_of(json.loads(row[0])) if row else (first, None)
-            item = _state_item(update(state, int(total)), validators)
-            conn.execute("INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)", (source_id, json.dumps(item)))
+            _change_state(conn, source_id, first, lambda state, kept: (update(state, int(total)), kept))
         return True
 
     def set_validators(self, source_id: str, validators: Validators, first: SourceState) -> None:
         """Keep the last response's validators for the next check's conditional GET."""
         with self.db.transaction() as conn:
-            row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
-            state = _state_of(json.loads(row[0]))[0] if row else first
-            item = _state_item(state, validators)
-            conn.execute("INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)", (source_id, json.dumps(item)))
+            _change_state(conn, source_id, first, lambda state, _: (state, validators))
 
     def items_seen(self, source_id: str) -> int:
         with self.db.reading() as conn:
@@ -250,6 +240,21 @@ class SqliteWatch:
                 return self._written(reader)
         row = conn.execute("SELECT seq, length FROM events_file WHERE id = 1").fetchone()
         return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+StateChange = Callable[[SourceState, Validators | None], tuple[SourceState, Validators | None]]
+
+
+def _add_tokens(change: float) -> StateChange:
+    return lambda state, validators: (replace(state, tokens=state.tokens + change), validators)
+
+
+def _change_state(conn: Any, source_id: str, first: SourceState, change: StateChange) -> None:
+    """Read a source's state inside the caller's transaction (``first`` if it has none), change it, write it."""
+    row = conn.execute("SELECT state FROM source_state WHERE id = ?", (source_id,)).fetchone()
+    state, validators = change(*(_state_of(json.loads(row[0])) if row else (first, None)))
+    item = json.dumps(_state_item(state, validators))
+    conn.execute("INSERT OR REPLACE INTO source_state (id, state) VALUES (?, ?)", (source_id, item))
 
 
 def _state_item(state: SourceState, validators: Validators | None) -> dict[str, Any]:
