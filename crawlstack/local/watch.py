@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,9 @@ from crawlstack.local.runner import _environment, _pump, seed_hosts
 from crawlstack.local.sources import stored_rules
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch
-from crawlstack.messages import CheckRef, FrontierMessage
+from crawlstack.watch import scheduler
 from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
-from crawlstack.watch.schedule import DAY, SourceState, check_ended, plan_day
+from crawlstack.watch.schedule import DAY
 
 PROGRESS_SECONDS = 10.0
 # A check still open this long after it was sent (wall time) met no extract: it ends with what its pages found.
@@ -179,53 +179,37 @@ def _watch(
     wiring.use(lambda: stores)
     sent = 0
     last_progress = time.monotonic()
-
     next_settle = 0.0
-
-    def end_check(source_id: str, slot: str) -> None:
-        source = sources.get(source_id)
-        if source is not None:
-            done = datetime.fromisoformat(slot).timestamp()
-            store.finish_check(source_id, slot, check_ended(source, done), SourceState.first(source))
 
     def tick(ticking: EventPump) -> None:
         nonlocal sent, last_progress, next_settle
         if ticking.finished:  # the pump's last call, its handlers gone: nothing more is sent
             store.publish()
             return
-        now = clock.now()
-        day_end = store.day_end()
-        if (end is None or now < end) and (day_end is None or now >= day_end):
-            start = now if day_end is None or now - day_end > DAY else day_end
-            every, states = sources.list(), {sid: st for sid, (st, _) in store.states().items()}
-            first = {s.id: SourceState.first(s) for s in every}
-            planned, spent = plan_day(every, states, start, options.checks_per_day)
-            change = {sid: st.tokens - (states.get(sid) or first[sid]).tokens for sid, st in spent.items()}
-            store.plan([(p.source_id, p.at) for p in planned], change, first, start + DAY)
-        due = store.due(now if end is None else min(now, end))
-        if due:
-            by_id = {s.id: s for s in sources.list()}
-            validators = {sid: v for sid, (_, v) in store.states().items()}
-            bodies = []
-            for source_id, at in due:
-                source, known = by_id.get(source_id), validators.get(source_id)
-                if source is None:
-                    continue  # removed since the plan
-                etag, modified = (known.etag, known.last_modified) if known else (None, None)
-                check = CheckRef(source.id, iso_time(at), 1, etag, modified)
-                bodies.append((FrontierMessage(source.url, 0, WATCH_CRAWL_ID, check=check).to_json(), 0))
-            stores.frontier_queue.send(bodies)
-            store.mark_sent(due, time.time())
-            sent += len(bodies)
-        if time.monotonic() >= next_settle:
+        # Old checks are looked at every few seconds, not on every turn of the pump.
+        settling = time.monotonic() >= next_settle
+        if settling:
             next_settle = time.monotonic() + SETTLE_EVERY_SECONDS
-            store.settle(time.time() - STALE_CHECK_SECONDS, iso_time, end_check)
+        done = scheduler.tick(
+            sources,
+            store,
+            lambda bodies: stores.frontier_queue.send([(body, 0) for body in bodies]),
+            clock.now(),
+            time.time(),
+            options.checks_per_day,
+            STALE_CHECK_SECONDS if settling else math.inf,
+            end,
+        )
+        sent += done.sent
         store.publish()
         if options.progress and time.monotonic() - last_progress >= PROGRESS_SECONDS:
             last_progress = time.monotonic()
             checks = store.checks_counted()
-            done, found = sum(c for c, _ in checks.values()), sum(n for _, n in checks.values())
-            print(f"watch {iso_time(now)[:19]}Z: {sent} checks sent, {done} done, {found} items seen", file=sys.stderr)
+            ended, found = sum(c for c, _ in checks.values()), sum(n for _, n in checks.values())
+            print(
+                f"watch {iso_time(clock.now())[:19]}Z: {sent} checks sent, {ended} done, {found} items seen",
+                file=sys.stderr,
+            )
 
     interrupted = False
     with (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ SCHEMA = (
     # The day's planned checks; sent once each (a resume goes on with the ones not sent).
     "CREATE TABLE IF NOT EXISTS watch_plan (source_id TEXT NOT NULL, at REAL NOT NULL, sent INTEGER NOT NULL,"
     " sent_at REAL, PRIMARY KEY (source_id, at)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS watch_plan_due ON watch_plan (sent, at)",
+    "CREATE INDEX IF NOT EXISTS watch_plan_sent ON watch_plan (sent, sent_at)",
     "CREATE TABLE IF NOT EXISTS watch_day (id INTEGER PRIMARY KEY CHECK (id = 1), day_end REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE NOT NULL, line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events_file (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
@@ -111,6 +113,22 @@ class SqliteWatch:
                 "SELECT source_id, at FROM watch_plan WHERE sent = 0 AND at <= ? ORDER BY at, source_id", (now,)
             ).fetchall()
         return [(str(source_id), float(at)) for source_id, at in rows]
+
+    def claim_due(self, now: float, wall: float) -> list[tuple[str, float]]:
+        """The due checks (``due``): one watch process sends them, so there is no one to claim them from."""
+        return self.due(now)
+
+    def oldest_unsent(self, now: float) -> float | None:
+        with self.db.reading() as conn:
+            row = conn.execute("SELECT min(at) FROM watch_plan WHERE sent = 0 AND at <= ?", (now,)).fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    def validators(self, source_ids: Sequence[str]) -> dict[str, Validators]:
+        with self.db.reading() as conn:
+            query = "SELECT state FROM source_state WHERE id = ?"
+            rows = [conn.execute(query, (sid,)).fetchone() for sid in source_ids]
+        found = {sid: _state_of(json.loads(row[0]))[1] for sid, row in zip(source_ids, rows, strict=True) if row}
+        return {sid: v for sid, v in found.items() if v is not None}
 
     def mark_sent(self, checks: list[tuple[str, float]], wall: float) -> None:
         with self.db.transaction() as conn:

@@ -1,0 +1,156 @@
+"""One tick of a watch's scheduler: plan the day when the last is over, send the checks that fell due, settle old ones.
+
+The same tick runs locally (``crawlstack.local.watch``, on each turn of the
+event pump) and deployed (``functions/schedule``, each minute from
+EventBridge Scheduler), each on its own ``PlanStore``:
+
+1. when the planned day is over (or none was planned), ``plan_day`` draws
+   the next one from every source's state: the day's checks, and the tokens
+   they spend, go to the store together (``PlanStore.plan``);
+2. the checks that are due are claimed (``claim_due``: a conditional write
+   each where several schedulers could run), sent to the frontier as
+   ``CheckRef`` messages with the source's last validators, then marked sent;
+3. checks sent ``stale_seconds`` ago that no extract ended (robots.txt said
+   no, the fetch failed) end with what their pages found (``settle``).
+
+A claimed check whose send failed stays claimed; the store claims it again
+once the claim is old, so a check is never lost; dispatch keys a check's
+page by its slot, so one sent twice is fetched once.
+
+Settings: ``budget`` (checks a day for all sources; None: no budget) and
+``stale_seconds``, passed in by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from crawlstack.crawllog import iso_time
+from crawlstack.messages import CheckRef, FrontierMessage
+from crawlstack.watch.check import Validators
+from crawlstack.watch.pages import WATCH_CRAWL_ID
+from crawlstack.watch.schedule import DAY, SourceState, check_ended, plan_day
+from crawlstack.watch.sources import Source
+
+Planned = tuple[str, float]  # (source id, time)
+
+
+class SourceList(Protocol):
+    def list(self) -> list[Source]: ...
+
+    def get(self, source_id: str) -> Source | None: ...
+
+
+class PlanStore(Protocol):
+    def day_end(self) -> float | None:
+        """When the planned day ends; None before the first plan."""
+        ...
+
+    def states(self) -> dict[str, tuple[SourceState, Validators | None]]: ...
+
+    def validators(self, source_ids: Sequence[str]) -> dict[str, Validators]:
+        """The last validators of those sources that have some."""
+        ...
+
+    def plan(
+        self, checks: list[Planned], tokens: dict[str, float], first: dict[str, SourceState], day_end: float
+    ) -> None:
+        """Store a day's checks and apply each source's change of tokens, once, with the day's end."""
+        ...
+
+    def claim_due(self, now: float, wall: float) -> list[Planned]:
+        """Claim the planned checks due by ``now`` that are neither sent nor claimed lately; the claimed ones."""
+        ...
+
+    def mark_sent(self, checks: list[Planned], wall: float) -> None: ...
+
+    def oldest_unsent(self, now: float) -> float | None:
+        """The time of the oldest check due by ``now`` and still unsent (after this tick's sends)."""
+        ...
+
+    def settle(self, sent_before: float, slot: Callable[[float], str], end: Callable[[str, str], object]) -> int:
+        """``end(source, slot)`` for each check sent (wall time) before ``sent_before`` and not settled yet."""
+        ...
+
+    def finish_check(
+        self, source_id: str, slot: str, update: Callable[[SourceState, int], SourceState], first: SourceState
+    ) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one tick did."""
+
+    planned: int = 0
+    sent: int = 0
+    settled: int = 0
+    # Seconds the oldest due check has waited unsent (0: none waits).
+    oldest_due_age: float = 0.0
+
+
+def tick(
+    sources: SourceList,
+    store: PlanStore,
+    send: Callable[[list[str]], object],
+    now: float,
+    wall: float,
+    budget: int | None,
+    stale_seconds: float,
+    end: float | None = None,
+) -> Tick:
+    """One turn of the scheduler at watch time ``now`` (wall time ``wall``); ``end``: a simulation's end."""
+    planned = 0
+    day_end = store.day_end()
+    if (end is None or now < end) and (day_end is None or now >= day_end):
+        # A scheduler down for over a day starts afresh from now, not a day behind.
+        start = now if day_end is None or now - day_end > DAY else day_end
+        planned = _plan(sources.list(), store, start, budget)
+    due = store.claim_due(now if end is None else min(now, end), wall)
+    sent = 0
+    if due:
+        # Only the due sources are read: a tick's reads follow its checks, not the number of sources.
+        ids = sorted({source_id for source_id, _ in due})
+        found = {sid: source for sid in ids if (source := sources.get(sid)) is not None}
+        bodies = check_messages(due, found, store.validators(ids))
+        if bodies:
+            send(bodies)
+        store.mark_sent(due, wall)
+        sent = len(bodies)
+
+    def end_check(source_id: str, slot: str) -> None:
+        source = sources.get(source_id)
+        if source is not None:
+            done = datetime.fromisoformat(slot).timestamp()
+            store.finish_check(source_id, slot, check_ended(source, done), SourceState.first(source))
+
+    settled = store.settle(wall - stale_seconds, iso_time, end_check)
+    oldest = store.oldest_unsent(now if end is None else min(now, end))
+    return Tick(planned, sent, settled, max(0.0, now - oldest) if oldest is not None else 0.0)
+
+
+def _plan(every: Sequence[Source], store: PlanStore, start: float, budget: int | None) -> int:
+    states = {sid: st for sid, (st, _) in store.states().items()}
+    first = {s.id: SourceState.first(s) for s in every}
+    planned, spent = plan_day(every, states, start, budget)
+    change = {sid: st.tokens - (states.get(sid) or first[sid]).tokens for sid, st in spent.items()}
+    store.plan([(p.source_id, p.at) for p in planned], change, first, start + DAY)
+    return len(planned)
+
+
+def check_messages(
+    due: Sequence[Planned], sources: dict[str, Source], validators: dict[str, Validators]
+) -> list[str]:
+    """The frontier messages of checks due: each source's first page, with its last validators."""
+    bodies = []
+    for source_id, at in due:
+        source = sources.get(source_id)
+        if source is None:
+            continue  # removed since the plan
+        known = validators.get(source_id)
+        etag, modified = (known.etag, known.last_modified) if known else (None, None)
+        check = CheckRef(source.id, iso_time(at), 1, etag, modified)
+        bodies.append(FrontierMessage(source.url, 0, WATCH_CRAWL_ID, check=check).to_json())
+    return bodies
