@@ -181,6 +181,8 @@ FUNCTIONS = {
     "dispatch": FunctionSpec("dispatch", "functions/dispatch/handler.handler", 60, 512),
     "fetch": FunctionSpec("fetch", "functions/fetch/handler.handler", 300, 512),
     "extract": FunctionSpec("extract", "functions/extract/handler.handler", 120, 1024),
+    # Invoked each minute by an EventBridge Scheduler schedule, not by a queue (infra.watch).
+    "schedule": FunctionSpec("schedule", "functions/schedule/handler.handler", 300, 512),
 }
 
 # Visibility timeout is 6x the consumer's timeout, as AWS recommends for
@@ -322,6 +324,14 @@ TABLES = {
     "resolved": TableSpec(
         "resolved", "crawlstack-resolved", "pk", purpose="one merged record per crawl and seed record_id"
     ),
+    "watch": TableSpec(
+        "watch",
+        "crawlstack-watch",
+        "pk",
+        sort_key="sk",
+        ttl_attribute="expires_at",
+        purpose="sources and their schedule state, planned checks, checks' yields and items seen",
+    ),
 }
 
 # A first try's outcomes that the crawl log alone holds (crawlstack.fetch_outcomes.logged_only),
@@ -350,6 +360,35 @@ ENV_DEFAULT_DELAY = "CRAWLSTACK_DEFAULT_DELAY"
 ENV_DEFAULT_MAX_DEPTH = "CRAWLSTACK_DEFAULT_MAX_DEPTH"
 ENV_USER_AGENT = "CRAWLSTACK_USER_AGENT"
 ENV_ALLOW_PRIVATE = "CRAWLSTACK_ALLOW_PRIVATE"
+ENV_EVENT_BUS = "CRAWLSTACK_EVENT_BUS"
+# A day's budget of checks for all sources together; unset or 0: no budget.
+ENV_WATCH_CHECKS_PER_DAY = "CRAWLSTACK_WATCH_CHECKS_PER_DAY"
+
+# --- watching sources, deployed (functions/schedule, crawlstack.aws.watch) --
+# EventBridge Scheduler invokes the schedule function at this rate.
+SCHEDULE_RATE_MINUTES = 1
+# New items go to the stack's event bus as events of this source and detail-type.
+EVENT_SOURCE = APP_NAME
+EVENT_DETAIL_TYPE = "crawlstack.item"
+# PutEvents refuses an entry of 256 KB or more, counted as its Source,
+# DetailType and Detail in UTF-8 (EventBridge's "Calculating PutEvents event
+# entry size"); a request's entries together must stay under it too.  A larger
+# event goes out as a pointer to its whole text in the bucket, under EVENTS_PREFIX.
+EVENT_MAX_BYTES = 256 * 1024
+EVENTS_PREFIX = "events/"
+# PutEvents takes at most this many entries a call.
+EVENTS_PER_PUT = 10
+# Each day's plan of checks, written before it is applied so that a planning cut short is finished as drawn.
+WATCH_PLANS_PREFIX = "watch/plans/"
+# A check claimed by the scheduler but not marked sent this long after is claimed again: its sender died.
+WATCH_CLAIM_SECONDS = 300.0
+# A check sent this long ago that no extract ended (robots.txt said no, the fetch failed) ends with what
+# its pages found; longer than locally, as a deployed host's run may hold it behind a long backlog.
+WATCH_STALE_CHECK_SECONDS = 3600.0
+# Planned checks and checks' yields expire from the watch table this long after their time.
+WATCH_ITEM_DAYS = 14
+# The oldest due check still unsent this long raises the scheduler's alarm.
+WATCH_DUE_ALARM_SECONDS = 900
 
 # --- AWS deployment (infra/ and scripts/build_lambda.py) --------------------
 STACK_NAME = "Crawlstack"
@@ -383,6 +422,7 @@ OUTPUT_BUCKET = "BucketName"
 OUTPUT_DASHBOARD = "DashboardName"
 OUTPUT_ALARM_TOPIC = "AlarmTopicArn"
 OUTPUT_FUNCTION = {key: f"{key.capitalize()}FunctionName" for key in FUNCTIONS}
+OUTPUT_EVENT_BUS = "EventBusName"
 
 # --- the CLI for a deployed stack (crawlstack.deployed) ---------------------
 # Athena: the analytics construct creates a workgroup (with its own result

@@ -93,6 +93,10 @@ class FakeCrawls:
         with self._lock:
             self.configs[config.crawl_id] = config
 
+    def put_new(self, config: CrawlConfig) -> bool:
+        with self._lock:
+            return self.configs.setdefault(config.crawl_id, config) is config
+
     def add_seed_host(self, crawl_id: str, host: str) -> None:
         with self._lock:
             config = self.configs.get(crawl_id) or replace(self.defaults, crawl_id=crawl_id)

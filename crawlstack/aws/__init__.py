@@ -21,6 +21,7 @@ from crawlstack.aws.clients import (
     unmarshal,
 )
 from crawlstack.aws.crawls import CrawlStore
+from crawlstack.aws.events import EventBus, PublishFailed
 from crawlstack.aws.held import HeldStore
 from crawlstack.aws.hosts import HostStore
 from crawlstack.aws.names import StackNames
@@ -29,7 +30,10 @@ from crawlstack.aws.resolved import ResolvedStore
 from crawlstack.aws.results import ResultStore
 from crawlstack.aws.runs import RunStore
 from crawlstack.aws.scope_store import ScopeStore
+from crawlstack.aws.seen import SeenItems
+from crawlstack.aws.sources import DynamoSources
 from crawlstack.aws.urls import UrlStore
+from crawlstack.aws.watch import DynamoWatch
 
 __all__ = [
     "NOTE_MAX_CHARS",
@@ -37,13 +41,18 @@ __all__ = [
     "BacklogStore",
     "BlobStore",
     "CrawlStore",
+    "DynamoSources",
+    "DynamoWatch",
+    "EventBus",
     "HeldStore",
     "HostStore",
+    "PublishFailed",
     "Queue",
     "ResolvedStore",
     "ResultStore",
     "RunStore",
     "ScopeStore",
+    "SeenItems",
     "SendFailed",
     "StackNames",
     "UrlStore",

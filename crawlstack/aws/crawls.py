@@ -46,6 +46,15 @@ class CrawlStore:
     def put(self, config: CrawlConfig) -> None:
         clients.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(config.to_item()))
 
+    def put_new(self, config: CrawlConfig) -> bool:
+        """Store a crawl's config unless it has one already; whether this call stored it."""
+        return clients.conditional_write(
+            "put_item",
+            TableName=self.name,
+            Item=clients.marshal(config.to_item()),
+            ConditionExpression="attribute_not_exists(crawl_id)",
+        )
+
     def add_seed_host(self, crawl_id: str, host: str) -> None:
         clients.client("dynamodb").update_item(
             TableName=self.name,

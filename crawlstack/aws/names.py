@@ -39,6 +39,9 @@ class StackNames:
     fetch_queue: str
     extract_queue: str
     bucket: str
+    watch: str = ""
+    # The event bus new items of watched sources go to (the extract function's).
+    event_bus: str = ""
     # By queue key; only where known (local mode creates them, a Lambda is not told).
     dead_letter_queues: Mapping[str, str] = field(default_factory=dict)
 
@@ -59,5 +62,7 @@ class StackNames:
             fetch_queue=queue["fetch"],
             extract_queue=queue["extract"],
             bucket=_require(env, settings.ENV_BUCKET),
+            watch=table["watch"],
+            event_bus=env.get(settings.ENV_EVENT_BUS, ""),
             dead_letter_queues={key: env[dlq_env(key)] for key in settings.QUEUES if env.get(dlq_env(key))},
         )

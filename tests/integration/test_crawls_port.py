@@ -94,3 +94,11 @@ def test_seed_hosts_add_up_and_a_crawl_is_stopped_and_run_again(impl: Impl) -> N
     assert not impl.crawls.get(c, max_age=0).stopped
     with pytest.raises(jobs.UnknownCrawl):
         impl.crawls.set_state(crawl_id(), jobs.STOPPED)
+
+
+def test_a_new_config_is_stored_once_and_an_existing_one_kept(impl: Impl) -> None:
+    c = crawl_id()
+    assert impl.crawls.put_new(CrawlConfig(crawl_id=c, max_depth=0, delay=2.0))
+    assert not impl.crawls.put_new(CrawlConfig(crawl_id=c, max_depth=5))
+    kept = impl.crawls.get(c, max_age=0)
+    assert (kept.max_depth, kept.delay) == (0, 2.0)

@@ -1,8 +1,4 @@
-"""The sources store (``watch.sources.SourceStore``): one contract for each implementation.
-
-Local mode's SQLite store is the only one until the deployed watch (DynamoDB) is built;
-this suite is where that one joins.
-"""
+"""The sources store (``watch.sources.SourceStore``): one contract for local mode's SQLite and the watch table."""
 
 from __future__ import annotations
 
@@ -10,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from crawlstack.aws import DynamoSources
 from crawlstack.local.sqlite import StateDb
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.watch.sources import DuplicateSource, Source, SourceStore
@@ -19,8 +16,10 @@ def a_source(source_id: str, url: str = "http://news.example/") -> Source:
     return Source(source_id, url, "listing", pagination="cursor", pagination_parameter="max_id")
 
 
-@pytest.fixture(params=["sqlite-file", "sqlite-memory"])
+@pytest.fixture(params=["sqlite-file", "sqlite-memory", "dynamodb"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> SourceStore:
+    if request.param == "dynamodb":
+        return DynamoSources(request.getfixturevalue("stack_names").watch)
     path = tmp_path / "state.sqlite" if request.param == "sqlite-file" else ":memory:"
     return SqliteSources(StateDb(path))
 
@@ -43,3 +42,13 @@ def test_a_batch_with_a_duplicate_id_adds_nothing(store: SourceStore, batch: lis
 def test_remove_says_whether_there_was_one(store: SourceStore) -> None:
     store.add_all([a_source("a")])
     assert store.remove("a") and not store.remove("a") and store.list() == []
+
+
+def test_a_batch_over_one_transaction_is_added_whole_or_not_at_all(store: SourceStore) -> None:
+    store.add_all([a_source("s-150")])
+    many = [a_source(f"s-{n:03d}", f"http://news.example/{n}") for n in range(160)]
+    with pytest.raises(DuplicateSource):
+        store.add_all(many)
+    assert [s.id for s in store.list()] == ["s-150"]
+    store.add_all([s for s in many if s.id != "s-150"])
+    assert len(store.list()) == 160

@@ -84,6 +84,14 @@ class SqliteCrawls:
         with self._writing() as conn:
             self._put(conn, config.crawl_id, {k: _plain(v) for k, v in config.to_item().items()})
 
+    def put_new(self, config: CrawlConfig) -> bool:
+        """Store a crawl's config unless it has one already; whether this call stored it."""
+        with self._writing() as conn:
+            if self._get(conn, config.crawl_id) is not None:
+                return False
+            self._put(conn, config.crawl_id, {k: _plain(v) for k, v in config.to_item().items()})
+            return True
+
     def add_seed_host(self, crawl_id: str, host: str) -> None:
         with self._writing() as conn:
             item = self._get(conn, crawl_id) or {"crawl_id": crawl_id}

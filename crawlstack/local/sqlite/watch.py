@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from crawlstack import settings
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.watch.check import Validators
 from crawlstack.watch.schedule import Check, SourceState
@@ -115,8 +116,20 @@ class SqliteWatch:
         return [(str(source_id), float(at)) for source_id, at in rows]
 
     def claim_due(self, now: float, wall: float) -> list[tuple[str, float]]:
-        """The due checks (``due``): one watch process sends them, so there is no one to claim them from."""
-        return self.due(now)
+        """Claim the due checks not sent nor claimed lately: an unsent row's ``sent_at`` is its claim's time.
+
+        A claim not followed by ``mark_sent`` (the send failed) is claimed
+        again once older than ``settings.WATCH_CLAIM_SECONDS``.
+        """
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT source_id, at FROM watch_plan WHERE sent = 0 AND at <= ? AND (sent_at IS NULL OR sent_at < ?)"
+                " ORDER BY at, source_id",
+                (now, wall - settings.WATCH_CLAIM_SECONDS),
+            ).fetchall()
+            claim = "UPDATE watch_plan SET sent_at = ? WHERE source_id = ? AND at = ?"
+            conn.executemany(claim, [(wall, source_id, at) for source_id, at in rows])
+        return [(str(source_id), float(at)) for source_id, at in rows]
 
     def oldest_unsent(self, now: float) -> float | None:
         with self.db.reading() as conn:

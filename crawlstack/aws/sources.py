@@ -1,0 +1,107 @@
+"""The watch table's sources: one item each, ``pk = "source"``, ``sk`` = the source's id.
+
+The item holds the source's settings (``source``, a map) and, once it has
+some, its schedule state (``crawlstack.aws.watch``): removing the item
+forgets both, so a source added again under its id starts afresh.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from crawlstack.aws import clients
+from crawlstack.watch.sources import DuplicateSource, Source
+
+SOURCE_PK = "source"
+# TransactWriteItems takes at most 100 actions.
+_TRANSACTION = 100
+
+
+def source_key(source_id: str) -> dict[str, Any]:
+    return clients.key(pk=SOURCE_PK, sk=source_id)
+
+
+class DynamoSources:
+    """``watch.sources.SourceStore`` on the watch table."""
+
+    def __init__(self, table: str) -> None:
+        self.name = table
+
+    def add_all(self, sources: list[Source]) -> None:
+        """Every source or none: 100 to a transaction; a later batch refused undoes the earlier ones."""
+        ids = [s.id for s in sources]
+        twice = next((i for n, i in enumerate(ids) if i in ids[:n]), None)
+        if twice is not None:
+            raise DuplicateSource(twice)
+        added: list[str] = []
+        try:
+            for start in range(0, len(sources), _TRANSACTION):
+                batch = sources[start : start + _TRANSACTION]
+                self._put_batch(batch)
+                added.extend(s.id for s in batch)
+        except BaseException:
+            for source_id in added:
+                clients.client("dynamodb").delete_item(TableName=self.name, Key=source_key(source_id))
+            raise
+
+    def _put_batch(self, batch: list[Source]) -> None:
+        actions = [
+            {
+                "Put": {
+                    "TableName": self.name,
+                    "Item": clients.marshal({"pk": SOURCE_PK, "sk": s.id, "source": s.to_item(), "version": 0}),
+                    "ConditionExpression": "attribute_not_exists(sk)",
+                }
+            }
+            for s in batch
+        ]
+        try:
+            # The token makes botocore's retry after a lost reply the same transaction, not a refused second one.
+            clients.client("dynamodb").transact_write_items(TransactItems=actions, ClientRequestToken=uuid.uuid4().hex)
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons") or []  # type: ignore[typeddict-item]
+            taken = [s.id for s, r in zip(batch, reasons, strict=False) if r.get("Code") == "ConditionalCheckFailed"]
+            if taken:
+                raise DuplicateSource(taken[0]) from None
+            raise
+
+    def get(self, source_id: str) -> Source | None:
+        item = (
+            clients.client("dynamodb")
+            .get_item(
+                TableName=self.name,
+                Key=source_key(source_id),
+                ConsistentRead=True,
+                ProjectionExpression="#s",
+                ExpressionAttributeNames={"#s": "source"},
+            )
+            .get("Item")
+        )
+        return Source.from_item(clients.unmarshal(item)["source"]) if item else None
+
+    def list(self) -> list[Source]:
+        return [Source.from_item(item["source"]) for item in self.items()]
+
+    def items(self) -> Iterator[dict[str, Any]]:
+        """Every source's whole item (settings and state), by id."""
+        paginator = clients.client("dynamodb").get_paginator("query")
+        pages = paginator.paginate(
+            TableName=self.name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues=clients.values(pk=SOURCE_PK),
+        )
+        for page in pages:
+            for item in page.get("Items", []):
+                yield clients.unmarshal(item)
+
+    def remove(self, source_id: str) -> bool:
+        old = (
+            clients.client("dynamodb")
+            .delete_item(TableName=self.name, Key=source_key(source_id), ReturnValues="ALL_OLD")
+            .get("Attributes")
+        )
+        return bool(old)

@@ -1,0 +1,114 @@
+"""A watch's plan and schedule state (``watch.scheduler.PlanStore``): one contract for each implementation.
+
+Local mode's SQLite state and the deployed watch table (on moto) plan a day
+once, claim each due check once until the claim is old, never hand out a
+sent check again, and apply each check's end to its source once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawlstack import aws, settings
+from crawlstack.crawllog import iso_time
+from crawlstack.local.sqlite import StateDb
+from crawlstack.local.sqlite.sources import SqliteSources
+from crawlstack.local.sqlite.watch import SqliteWatch
+from crawlstack.watch.check import Validators
+from crawlstack.watch.schedule import DAY, SourceState, check_ended
+from crawlstack.watch.sources import Source
+
+T0 = 1_790_000_000.0  # a day's start
+CLAIM = settings.WATCH_CLAIM_SECONDS
+
+
+@dataclass
+class Impl:
+    sources: Any
+    plans: Any
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Impl:
+    if request.param == "sqlite":
+        db = StateDb(tmp_path / "state.sqlite")
+        return Impl(SqliteSources(db), SqliteWatch(db, tmp_path / "events.jsonl"))
+    names: aws.StackNames = request.getfixturevalue("stack_names")
+    return Impl(aws.DynamoSources(names.watch), aws.DynamoWatch(names.watch, aws.BlobStore(names.bucket)))
+
+
+def source(source_id: str) -> Source:
+    return Source(source_id, f"http://127.0.0.2/{source_id}", "listing")
+
+
+def planned(impl: Impl, checks: list[tuple[str, float]], tokens: dict[str, float]) -> None:
+    impl.sources.add_all([source(sid) for sid in tokens])
+    first = {sid: SourceState.first(source(sid)) for sid in tokens}
+    impl.plans.plan(checks, tokens, first, T0 + DAY)
+
+
+def test_a_plan_sets_the_day_and_spends_tokens_once(impl: Impl) -> None:
+    assert impl.plans.day_end() is None
+    planned(impl, [("a", T0 + 100), ("a", T0 + 5000), ("b", T0 + 200)], {"a": -2.0, "b": -1.0})
+    assert impl.plans.day_end() == T0 + DAY
+    states = impl.plans.states()
+    first = SourceState.first(source("a"))
+    assert states["a"][0].tokens == pytest.approx(first.tokens - 2.0)
+    assert states["b"][0].tokens == pytest.approx(first.tokens - 1.0)
+
+
+def test_a_due_check_is_claimed_once_until_its_claim_is_old_and_never_once_sent(impl: Impl) -> None:
+    planned(impl, [("a", T0 + 100), ("b", T0 + 200), ("a", T0 + 5000)], {"a": -2.0, "b": -1.0})
+    assert impl.plans.claim_due(T0 + 50, T0 + 50) == []
+    first = impl.plans.claim_due(T0 + 300, T0 + 300)
+    assert sorted(first) == [("a", T0 + 100), ("b", T0 + 200)]
+    # A second scheduler in the same minute, or this one invoked again: nothing twice.
+    assert impl.plans.claim_due(T0 + 310, T0 + 310) == []
+    impl.plans.mark_sent([("a", T0 + 100)], T0 + 320)
+    assert impl.plans.oldest_unsent(T0 + 320) == T0 + 200
+    # The send of b failed: its claim ages, and b is claimed again; a, sent, never is.
+    later = T0 + 300 + CLAIM + 1
+    assert impl.plans.claim_due(later, later) == [("b", T0 + 200)]
+    impl.plans.mark_sent([("b", T0 + 200)], later)
+    assert impl.plans.oldest_unsent(later) is None
+    assert impl.plans.claim_due(T0 + 6000, T0 + 6000 + 2 * CLAIM) == [("a", T0 + 5000)]
+
+
+def test_a_check_claimed_elsewhere_counts_as_waiting(impl: Impl) -> None:
+    planned(impl, [("a", T0 + 100)], {"a": -1.0})
+    assert impl.plans.claim_due(T0 + 120, T0 + 120) == [("a", T0 + 100)]
+    assert impl.plans.claim_due(T0 + 180, T0 + 180) == []
+    assert impl.plans.oldest_unsent(T0 + 180) == T0 + 100
+
+
+def test_a_check_ends_once_whether_settled_or_ended_by_extract(impl: Impl) -> None:
+    planned(impl, [("a", T0 + 100), ("a", T0 + 200)], {"a": -2.0})
+    checks = impl.plans.claim_due(T0 + 300, T0 + 300)
+    impl.plans.mark_sent(checks, T0 + 300)
+    slot = iso_time(T0 + 100)
+    impl.plans.page_done("a", slot, 1, 3)
+    impl.plans.page_done("a", slot, 2, 1)
+    first = SourceState.first(source("a"))
+    assert impl.plans.finish_check("a", slot, check_ended(source("a"), T0 + 150), first)
+    ended: list[tuple[str, str]] = []
+
+    def end(source_id: str, at_slot: str) -> None:
+        ended.append((source_id, at_slot))
+        impl.plans.finish_check(source_id, at_slot, check_ended(source("a"), T0 + 900), first)
+
+    assert impl.plans.settle(T0 + 301, iso_time, end) == 2
+    assert sorted(ended) == [("a", slot), ("a", iso_time(T0 + 200))]
+    assert impl.plans.settle(T0 + 9999, iso_time, end) == 0
+    history = impl.plans.states()["a"][0].history
+    # The first check's 4 new items, once; the settled one's none.
+    assert [(c.at, c.new_items) for c in history] == [(T0 + 150, 4), (T0 + 900, 0)]
+
+
+def test_validators_are_kept_per_source(impl: Impl) -> None:
+    planned(impl, [], {"a": 0.0, "b": 0.0})
+    impl.plans.set_validators("a", Validators('"v1"', "Tue, 01 Dec 2026 10:00:00 GMT"), SourceState.first(source("a")))
+    assert impl.plans.validators(["a", "b"]) == {"a": Validators('"v1"', "Tue, 01 Dec 2026 10:00:00 GMT")}
