@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -91,6 +92,10 @@ class Stores:
     wait_for_tasks: Callable[[str, float], object] | None = None
     # A watch's extract side (crawlstack.watch.pages), given the frontier queue's send; None outside a watch.
     checks: Callable[[Callable[[list[str]], object]], CheckPages] | None = None
+    # A deployed watch's sources and schedule (the schedule function's), and the bus new items go to.
+    sources: aws.DynamoSources | None = None
+    plans: aws.DynamoWatch | None = None
+    event_bus: aws.EventBus | None = None
 
     @classmethod
     def on_aws(cls, names: aws.StackNames) -> Stores:
@@ -109,6 +114,7 @@ class Stores:
             fetch_queue=aws.Queue(names.fetch_queue, "fetch"),
             extract_queue=aws.Queue(names.extract_queue, "extract"),
             dead_letter={key: aws.Queue(url, f"{key} DLQ") for key, url in names.dead_letter_queues.items()},
+            **_watch_on_aws(names),
         )
 
 
@@ -271,6 +277,32 @@ class Services:
 
     def send_runs(self, messages: list[RunMessage], delay: int = 0) -> None:
         self.fetch_queue.send((msg.to_json(), delay) for msg in messages)
+
+
+def _watch_on_aws(names: aws.StackNames) -> dict[str, Any]:
+    """The watch's stores on the watch table, where the stack has one; its events on the stack's bus."""
+    if not names.watch:
+        return {}
+    blobs = aws.BlobStore(names.bucket)
+    bus = aws.EventBus(names.event_bus, blobs) if names.event_bus else None
+
+    def publish(events: list[dict[str, Any]]) -> None:
+        if bus is None:
+            raise RuntimeError(f"no event bus to publish new items on: {settings.ENV_EVENT_BUS} is not set")
+        bus.publish(events)
+
+    def checks(send: Callable[[list[str]], object]) -> CheckPages:
+        from crawlstack.watch.pages import CheckPages
+
+        store = aws.DynamoWatch(names.watch, blobs, aws.SeenItems(names.watch, publish))
+        return CheckPages(aws.DynamoSources(names.watch), store, send, time.time)
+
+    return {
+        "checks": checks,
+        "sources": aws.DynamoSources(names.watch),
+        "plans": aws.DynamoWatch(names.watch, blobs),
+        "event_bus": bus,
+    }
 
 
 _services: Services | None = None

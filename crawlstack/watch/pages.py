@@ -18,6 +18,7 @@ for the next check's conditional GET.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -62,6 +63,13 @@ class CheckPages:
         self.send = send
         self.clock = clock
         self.time_of = time_of
+        # Pages read, 304s among them, and new items: the extract function's metrics (taken by ``take_counts``).
+        self.counts: Counter[str] = Counter()
+
+    def take_counts(self) -> dict[str, int]:
+        """The counts since the last call."""
+        taken, self.counts = dict(self.counts), Counter()
+        return taken
 
     def mapping_of(self, ref: CheckRef) -> str | None:
         """The mapping that reads the check's pages: its source's, whatever else matches the URL."""
@@ -87,6 +95,8 @@ class CheckPages:
         source = self.sources.get(ref.source_id)
         if source is None:
             return []  # removed since the check was planned
+        self.counts["pages"] += 1
+        self.counts["not_modified"] += status == NOT_MODIFIED
         first = SourceState.first(source)
         if ref.page == 1 and read and status != NOT_MODIFIED and 200 <= status < 300:
             self.store.set_validators(source.id, Validators.of(headers), first)
@@ -102,6 +112,7 @@ class CheckPages:
         }
         new = self.store.record_page(source.id, f"{ref.slot} p{ref.page}", list(by_identity), events, now)
         self.store.page_done(source.id, ref.slot, ref.page, len(new))
+        self.counts["new_items"] += len(new)
         seen = PageSeen(url, ref.page, tuple(by_identity), frozenset(new), tuple(links))
         following = next_page(source, seen) if 200 <= status < 300 else None
         if following is not None:

@@ -16,7 +16,7 @@ from crawlstack.dispatcher import Outbox
 from crawlstack.extractor import SkippedLinks
 from crawlstack.messages import FrontierMessage, pack_links
 from crawlstack.warc import WarcUnreadable
-from crawlstack.wiring import services
+from crawlstack.wiring import Services, services
 from functions.observability import for_service
 
 # Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
@@ -85,11 +85,32 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))
             _report_skipped(extracted.skipped)
 
-    return svc.process_batch(
-        event,
-        context,
-        record_handler,
-        outbox,
-        after_send=lambda: svc.extractor.sent.remember(sent),
-        logger=logger,
-    )
+    try:
+        return svc.process_batch(
+            event,
+            context,
+            record_handler,
+            outbox,
+            after_send=lambda: svc.extractor.sent.remember(sent),
+            logger=logger,
+        )
+    finally:
+        _report_checks(svc)
+
+
+# A watch's counts, by metric name (the dashboard's checks panels, infra.monitoring).
+CHECK_METRICS = {"pages": "CheckPages", "not_modified": "CheckPagesNotModified", "new_items": "NewItems"}
+
+
+def _report_checks(svc: Services) -> None:
+    checks = svc.extractor.checks
+    if checks is not None:
+        for key, count in checks.take_counts().items():
+            metrics.add_metric(name=CHECK_METRICS[key], unit=MetricUnit.Count, value=count)
+    bus = svc.stores.event_bus
+    if bus is not None:
+        published, oversize = bus.take_counts()
+        if published:
+            metrics.add_metric(name="EventsPublished", unit=MetricUnit.Count, value=published)
+        if oversize:
+            metrics.add_metric(name="EventsOversize", unit=MetricUnit.Count, value=oversize)

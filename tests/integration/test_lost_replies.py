@@ -11,7 +11,9 @@ too: botocore retries each of them.
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +26,7 @@ from crawlstack.local import resources
 from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
 from crawlstack.messages import FetchTask
 from crawlstack.runs.ports import Bundle
+from crawlstack.watch.check import event_id
 
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 # Every call: done upstream, then its reply lost (a 500); the retry gets through.
@@ -214,3 +217,48 @@ def test_botocore_retries_every_fault_shape_and_after_faults_did_the_work(
         ("sqs", "SendMessageBatch"),
         ("s3", "PutObject"),
     }
+
+
+def bus_to_queue() -> tuple[str, str]:
+    """A new event bus whose rule sends every ``crawlstack.item`` to a new queue, as a user's rule would."""
+    events, sqs = aws.client("events"), aws.client("sqs")
+    name = unique("items")
+    events.create_event_bus(Name=name)
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    pattern = {"source": [settings.EVENT_SOURCE], "detail-type": [settings.EVENT_DETAIL_TYPE]}
+    events.put_rule(Name=name, EventBusName=name, EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=name, EventBusName=name, Targets=[{"Id": "queue", "Arn": arn}])
+    return name, url
+
+
+def event_ids(url: str) -> Counter[str]:
+    sqs, seen = aws.client("sqs"), Counter[str]()
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300).get("Messages"):
+        seen.update(json.loads(m["Body"])["detail"]["event_id"] for m in got)
+    return seen
+
+
+def test_a_lost_put_events_reply_gives_one_duplicate_with_the_same_event_id(
+    served: FaultyEndpoint, stack_names: aws.StackNames
+) -> None:
+    bus, url = bus_to_queue()
+    source = unique("s")
+    events = {i: {"event_id": event_id(source, i), "source_id": source, "identity": i} for i in ("a", "b", "c")}
+    seen = aws.SeenItems(stack_names.watch, aws.EventBus(bus, aws.BlobStore(stack_names.bucket)).publish)
+    served.calls.clear()
+    served.faults.clear()
+    served.plan = LOSE_EVERY_REPLY
+    aws.reset_clients()
+    try:
+        assert seen.record_page(source, "slot p1", ["a", "b", "c"], events, 1.0) == {"a", "b", "c"}
+    finally:
+        served.plan = FaultPlan(failure_rate=0.0)
+    lost_puts = served.faults[("events", "PutEvents", "after")]
+    assert lost_puts == 1  # the three events went in one PutEvents, whose reply was lost and retried
+    # Each event came twice: once per attempt of the call whose reply was lost, no more.
+    assert event_ids(url) == {events[i]["event_id"]: 1 + lost_puts for i in "abc"}
+    # The page delivered again: the same items are new, and nothing is published twice more.
+    assert seen.record_page(source, "slot p1", ["a", "b", "c"], events, 2.0) == {"a", "b", "c"}
+    assert seen.record_page(source, "slot2 p1", ["c", "d"], {**events, "d": {"event_id": "d"}}, 3.0) == {"d"}
+    assert event_ids(url) == {"d": 1}
