@@ -19,6 +19,8 @@ CTX_RETAIN_DATA = "crawlstack:retain_data"
 CTX_LAMBDA_BUILD_DIR = "crawlstack:lambda_build_dir"
 CTX_LOG_RETENTION_DAYS = "crawlstack:log_retention_days"
 CTX_ALARM_EMAIL = "crawlstack:alarm_email"
+# Checks a day for all watched sources together (the schedule function's budget); 0: no budget.
+CTX_WATCH_CHECKS_PER_DAY = "crawlstack:watch_checks_per_day"
 # One memory size per function: crawlstack:dispatch_memory_mb and so on.
 CTX_MEMORY_MB = {key: f"crawlstack:{key}_memory_mb" for key in settings.FUNCTIONS}
 
@@ -118,6 +120,8 @@ class CrawlConfig:
     alarm_email: str | None = None
     # Function key -> MB; a function left out keeps settings.FUNCTIONS' size.
     memory_mb: dict[str, int] = field(default_factory=dict)
+    # Checks a day for all watched sources together; 0: no budget.
+    watch_checks_per_day: int = 0
 
     def memory_of(self, key: str) -> int:
         return self.memory_mb.get(key, settings.FUNCTIONS[key].memory_mb)
@@ -150,6 +154,7 @@ class CrawlConfig:
             retain_data=_bool(CTX_RETAIN_DATA, get(CTX_RETAIN_DATA, True)),
             alarm_email=_email(get(CTX_ALARM_EMAIL, None)),
             log_retention_days=_log_retention(get(CTX_LOG_RETENTION_DAYS, DEFAULT_LOG_RETENTION_DAYS)),
+            watch_checks_per_day=_number(CTX_WATCH_CHECKS_PER_DAY, get(CTX_WATCH_CHECKS_PER_DAY, 0), int, 0),
             memory_mb={
                 key: _number(
                     CTX_MEMORY_MB[key], get(CTX_MEMORY_MB[key], spec.memory_mb), int, MIN_MEMORY_MB, MAX_MEMORY_MB

@@ -1,4 +1,4 @@
-"""The dispatch, fetch and extract Lambda functions and their SQS triggers."""
+"""The Lambda functions, their SQS triggers and each one's least-privilege grants."""
 
 from __future__ import annotations
 
@@ -17,13 +17,18 @@ from infra.storage import Storage
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
-# Which queue feeds which function.
+# Which queue feeds which function; a function left out has no event source (schedule: EventBridge
+# Scheduler invokes it, infra.watch).
 TRIGGERS = {spec.consumer: key for key, spec in settings.QUEUES.items()}
+# Reserved concurrency: one scheduler at a time, a minute's invocation finding the last one still
+# running is throttled (its claims are conditional writes anyway, so this saves work, not correctness).
+RESERVED_CONCURRENCY = {"schedule": 1}
 # Least privilege, per function.
 SENDS = {
     "dispatch": ("frontier", "fetch"),  # re-queues to the frontier; run messages of the host runs it starts
     "fetch": ("fetch", "frontier"),  # wake-ups of its own runs; redirect targets to the frontier
-    "extract": ("frontier",),  # discovered links
+    "extract": ("frontier",),  # discovered links; a check's next page
+    "schedule": ("frontier",),  # the checks that fell due
 }
 # Tables each function reads and writes.
 TABLE_ACCESS = {
@@ -31,25 +36,35 @@ TABLE_ACCESS = {
     "fetch": ("crawls", "urls", "hosts", "frontier"),
     # Merges page fields into resolved records; reads each page's depth from urls and writes a page's
     # failed extraction there (crawlstack.extractor).
-    "extract": ("crawls", "results", "resolved", "urls"),
+    # And the watch: a checked page's items seen, the check's end (crawlstack.watch.pages).
+    "extract": ("crawls", "results", "resolved", "urls", "watch"),
+    # Plans, claims and settles checks in watch; the watch crawl's item in crawls.
+    "schedule": ("watch", "crawls"),
 }
 # Tables each function only reads.
 TABLE_READS: dict[str, tuple[str, ...]] = {
     "dispatch": ("resolved",),  # skips messages of complete records
     "fetch": ("resolved",),  # skips tasks of complete records
     "extract": (),
+    "schedule": (),
 }
 # (read prefixes, write prefixes) in the bucket.
 BUCKET_ACCESS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dispatch": ((), ()),
     "fetch": ((), (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)),  # WARCs and the crawl log
     # Records, and the crawl-log line of a page whose extraction failed.
-    "extract": ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX, settings.CRAWL_LOG_PREFIX)),
+    # And the whole text of an event too large for EventBridge (settings.EVENT_MAX_BYTES).
+    "extract": (
+        (settings.PAGES_PREFIX,),
+        (settings.RECORDS_PREFIX, settings.CRAWL_LOG_PREFIX, settings.EVENTS_PREFIX),
+    ),
+    # Each day's plan, written before it is applied and read back to finish one cut short.
+    "schedule": ((settings.WATCH_PLANS_PREFIX,), (settings.WATCH_PLANS_PREFIX,)),
 }
 
 
 class Functions(Construct):
-    """One function per ``settings.FUNCTIONS`` entry, keyed like it.
+    """One function per ``settings.FUNCTIONS`` entry, keyed like it; a queue's consumer gets its trigger.
 
     All share one code asset (the ``crawlstack/`` and ``functions/`` modules the
     handlers import, and ``rules/``) and one layer with the third-party dependencies.
@@ -126,23 +141,25 @@ class Functions(Construct):
                 # a loop by design; Lambda's recursive loop detection would stop
                 # it after a few rounds.
                 recursive_loop=lambda_.RecursiveLoop.ALLOW,
+                reserved_concurrent_executions=RESERVED_CONCURRENCY.get(key),
             )
             self.functions[key] = fn
 
-            queue_key = TRIGGERS[key]
-            fn.add_event_source(
-                sources.SqsEventSource(
-                    queues[queue_key],
-                    batch_size=settings.QUEUES[queue_key].batch_size,
-                    max_batching_window=(
-                        Duration.seconds(settings.QUEUES[queue_key].batching_window_seconds)
-                        if settings.QUEUES[queue_key].batching_window_seconds
-                        else None
-                    ),
-                    report_batch_item_failures=True,
-                    max_concurrency=config.fetch_concurrency if key == "fetch" else None,
+            queue_key = TRIGGERS.get(key)
+            if queue_key is not None:
+                fn.add_event_source(
+                    sources.SqsEventSource(
+                        queues[queue_key],
+                        batch_size=settings.QUEUES[queue_key].batch_size,
+                        max_batching_window=(
+                            Duration.seconds(settings.QUEUES[queue_key].batching_window_seconds)
+                            if settings.QUEUES[queue_key].batching_window_seconds
+                            else None
+                        ),
+                        report_batch_item_failures=True,
+                        max_concurrency=config.fetch_concurrency if key == "fetch" else None,
+                    )
                 )
-            )
             for send in SENDS[key]:
                 queues[send].grant_send_messages(fn)
             for table in TABLE_ACCESS[key]:

@@ -14,6 +14,14 @@ from infra.functions import Functions
 from infra.queues import Queues
 
 PERIOD = Duration.minutes(1)
+# Watch alarms look at five minutes: the scheduler ticks once a minute, so a tick or two failing
+# now and then holds the alarm rather than flipping it with each tick.
+WATCH_ALARM_PERIOD = Duration.minutes(5)
+# The schedule function's throttles are by design: a tick finding the last one still running is
+# throttled (reserved concurrency 1, infra.functions) and dropped; the due-check alarm watches
+# what it costs.  Its errors alarm over WATCH_ALARM_PERIOD.
+NO_THROTTLES_ALARM = frozenset({"schedule"})
+ERRORS_PERIOD = {"schedule": WATCH_ALARM_PERIOD}
 # EMF metrics the handlers emit (functions/*/handler.py), by the service
 # dimension Powertools adds: (service, metric name, label).
 PIPELINE_METRICS = (
@@ -30,21 +38,48 @@ PIPELINE_METRICS = (
     ("extract", "UnreadableWarcs", "unreadable WARCs"),
     ("extract", "PagesFailedExtraction", "pages failed extraction"),
 )
+# The watch's EMF metrics (functions/schedule and extract's checked pages); the alarms and the
+# watch's widgets read them.
+CHECKS_SENT = ("schedule", "ChecksSent", "checks sent")
+CHECKS_PLANNED = ("schedule", "ChecksPlanned", "checks planned")
+# Checks sent that no extract ended (robots.txt said no, the fetch failed), ended by the scheduler.
+CHECKS_SETTLED = ("schedule", "ChecksSettled", "checks settled unfinished")
+# Age of the oldest planned check due but still unsent; 0 when none, emitted by every tick.
+OLDEST_DUE_CHECK = ("schedule", "OldestDueCheckAgeSeconds", "oldest due check (s)")
+CHECK_PAGES = ("extract", "CheckPages", "checked pages")
+CHECK_PAGES_NOT_MODIFIED = ("extract", "CheckPagesNotModified", "checked pages not modified (304)")
+NEW_ITEMS = ("extract", "NewItems", "new items")
+EVENTS_PUBLISHED = ("extract", "EventsPublished", "events published")
+EVENTS_OVERSIZE = ("extract", "EventsOversize", "events too large (in the bucket)")
+WATCH_METRICS = (
+    CHECKS_SENT,
+    CHECKS_PLANNED,
+    CHECKS_SETTLED,
+    OLDEST_DUE_CHECK,
+    CHECK_PAGES,
+    CHECK_PAGES_NOT_MODIFIED,
+    NEW_ITEMS,
+    EVENTS_PUBLISHED,
+    EVENTS_OVERSIZE,
+)
+CHECKS_TITLE = "Checks per minute"
+NEW_ITEMS_TITLE = "New items per minute"
+NOT_MODIFIED_TITLE = "Share of 304s among checked pages (%)"
 
 
-def emf_metric(service: str, name: str, label: str) -> cw.Metric:
+def emf_metric(service: str, name: str, label: str, *, statistic: str = "Sum", period: Duration = PERIOD) -> cw.Metric:
     return cw.Metric(
         namespace=settings.METRICS_NAMESPACE,
         metric_name=name,
         dimensions_map={"service": service},
-        statistic="Sum",
-        period=PERIOD,
+        statistic=statistic,
+        period=period,
         label=label,
     )
 
 
 class Monitoring(Construct):
-    """One dashboard, and alarms on every DLQ's depth and every function's errors and throttles.
+    """One dashboard, and alarms on every DLQ's depth, every function's errors and throttles, and the watch.
 
     Every alarm notifies one SNS topic (output ``AlarmTopicArn``); context
     ``crawlstack:alarm_email`` subscribes an address to it, or subscribe
@@ -79,10 +114,10 @@ class Monitoring(Construct):
                 )
             )
         for key, fn in functions.functions.items():
-            for what, metric in (
-                ("Errors", fn.metric_errors(period=PERIOD, statistic="Sum")),
-                ("Throttles", fn.metric_throttles(period=PERIOD, statistic="Sum")),
-            ):
+            watched = [("Errors", fn.metric_errors(period=ERRORS_PERIOD.get(key, PERIOD), statistic="Sum"))]
+            if key not in NO_THROTTLES_ALARM:
+                watched.append(("Throttles", fn.metric_throttles(period=PERIOD, statistic="Sum")))
+            for what, metric in watched:
                 self.alarms.append(
                     cw.Alarm(
                         self,
@@ -95,6 +130,20 @@ class Monitoring(Construct):
                         treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
                     )
                 )
+        # No data is breaching: every tick emits the metric (0 when nothing is due), so none
+        # for five minutes means the scheduler is not running.
+        self.due_checks_alarm = cw.Alarm(
+            self,
+            "DueChecksUnsent",
+            alarm_description=f"A watched source's check fell due over {settings.WATCH_DUE_ALARM_SECONDS} s ago "
+            "and is still unsent, or the schedule function has stopped ticking",
+            metric=emf_metric(*OLDEST_DUE_CHECK, statistic="Maximum", period=WATCH_ALARM_PERIOD),
+            threshold=settings.WATCH_DUE_ALARM_SECONDS,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.BREACHING,
+        )
+        self.alarms.append(self.due_checks_alarm)
 
         for alarm in self.alarms:
             alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
@@ -143,3 +192,39 @@ class Monitoring(Construct):
                 width=12,
             ),
         )
+        self.dashboard.add_widgets(*watch_widgets())
+
+
+def watch_widgets() -> list[cw.IWidget]:
+    """Checks sent (and how late the oldest due one is), new items and their events, and the share of 304s."""
+    share_period = Duration.minutes(5)
+    return [
+        cw.GraphWidget(
+            title=CHECKS_TITLE,
+            left=[emf_metric(*CHECKS_SENT), emf_metric(*CHECKS_PLANNED), emf_metric(*CHECKS_SETTLED)],
+            right=[emf_metric(*OLDEST_DUE_CHECK, statistic="Maximum")],
+            width=8,
+        ),
+        cw.GraphWidget(
+            title=NEW_ITEMS_TITLE,
+            left=[emf_metric(*NEW_ITEMS), emf_metric(*EVENTS_PUBLISHED), emf_metric(*EVENTS_OVERSIZE)],
+            width=8,
+        ),
+        cw.GraphWidget(
+            title=NOT_MODIFIED_TITLE,
+            left=[
+                cw.MathExpression(
+                    expression="100 * notmod / pages",
+                    using_metrics={
+                        "notmod": emf_metric(*CHECK_PAGES_NOT_MODIFIED, period=share_period),
+                        "pages": emf_metric(*CHECK_PAGES, period=share_period),
+                    },
+                    period=share_period,
+                    label="304s (%)",
+                )
+            ],
+            left_y_axis=cw.YAxisProps(min=0, max=100),
+            period=share_period,
+            width=8,
+        ),
+    ]

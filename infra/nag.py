@@ -13,8 +13,9 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from infra.functions import Functions
 
 BASIC_EXECUTION_ROLE = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
-# Object ARNs of the pages bucket under one prefix: <StoragePagesXXXX.Arn>/pages/* and so on.
-PREFIX_OBJECTS = r"/^Resource::<StoragePages[0-9A-F]{8}\.Arn>\/(pages|records|crawl-log)\/\*$/g"
+# Object ARNs of the pages bucket under one prefix of infra.functions.BUCKET_ACCESS:
+# <StoragePagesXXXX.Arn>/pages/*, .../watch/plans/* and so on.
+PREFIX_OBJECTS = r"/^Resource::<StoragePages[0-9A-F]{8}\.Arn>\/(pages|records|crawl-log|events|watch\/plans)\/\*$/g"
 
 
 def suppress(stack: Stack, *, functions: Functions) -> None:

@@ -1,4 +1,4 @@
-"""``CrawlstackStack``: queues, storage, functions, monitoring and analytics, plus the outputs the CLI reads."""
+"""``CrawlstackStack``: queues, storage, functions, watch, monitoring, analytics, and the outputs the CLI reads."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from infra.monitoring import Monitoring
 from infra.nag import suppress
 from infra.queues import Queues
 from infra.storage import Storage
+from infra.watch import Watch
 
 
 class CrawlstackStack(Stack):
@@ -41,6 +42,7 @@ class CrawlstackStack(Stack):
         self.functions = Functions(
             self, "Functions", assets=assets, queues=self.queues, storage=self.storage, config=self.config
         )
+        self.watch = Watch(self, "Watch", functions=self.functions, checks_per_day=self.config.watch_checks_per_day)
         self.analytics = Analytics(self, "Analytics", bucket=self.storage.bucket)
         self.monitoring = Monitoring(
             self, "Monitoring", queues=self.queues, functions=self.functions, alarm_email=self.config.alarm_email
@@ -57,5 +59,6 @@ class CrawlstackStack(Stack):
         CfnOutput(self, settings.OUTPUT_ALARM_TOPIC, value=self.monitoring.topic.topic_arn)
         CfnOutput(self, settings.OUTPUT_WORKGROUP, value=self.analytics.workgroup.ref)
         CfnOutput(self, settings.OUTPUT_GLUE_DATABASE, value=self.analytics.database_name)
+        CfnOutput(self, settings.OUTPUT_EVENT_BUS, value=self.watch.bus.event_bus_name)
         for key, fn in self.functions.functions.items():
             CfnOutput(self, settings.OUTPUT_FUNCTION[key], value=fn.function_name)

@@ -32,6 +32,7 @@ from infra.config import (  # noqa: E402
     CTX_PAGE_RETENTION_DAYS,
     CTX_RETAIN_DATA,
     CTX_USER_AGENT,
+    CTX_WATCH_CHECKS_PER_DAY,
     ConfigError,
     CrawlConfig,
     LambdaAssets,
@@ -98,7 +99,7 @@ def function_ids(stack: CrawlstackStack) -> dict[str, str]:
 # --- functions ---------------------------------------------------------------
 
 
-def test_three_arm64_python312_functions_allowing_recursive_loops(stack, resources):
+def test_arm64_python312_functions_allowing_recursive_loops(stack, resources):
     ids = function_ids(stack)
     assert set(ids) == set(settings.FUNCTIONS)
     layer_id = lid(stack, stack.functions.layer)
@@ -139,6 +140,7 @@ def test_environment_names_every_resource(stack, resources):
         for tkey, table in stack.storage.tables.items():
             assert env[settings.ENV_TABLE[tkey]] == {"Ref": lid(stack, table)}
         assert env[settings.ENV_BUCKET] == {"Ref": lid(stack, stack.storage.bucket)}
+        assert env[settings.ENV_EVENT_BUS] == {"Ref": lid(stack, stack.watch.bus)}
         assert env[settings.ENV_RULES_DIR] == "rules"
         assert env["POWERTOOLS_SERVICE_NAME"] == key
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "crawlstack"
@@ -357,7 +359,8 @@ def test_least_privilege_per_function(stack, resources):
         sent_to = {r for a, r in grants if a == "sqs:SendMessage"}
         assert sent_to == {json.dumps(arn(lid(stack, stack.queues[q])), sort_keys=True) for q in SENDS[key]}
         consumed = {r for a, r in grants if a == "sqs:DeleteMessage"}
-        assert consumed == {json.dumps(arn(lid(stack, stack.queues[TRIGGERS[key]])), sort_keys=True)}
+        fed_by = [TRIGGERS[key]] if key in TRIGGERS else []  # schedule: by EventBridge Scheduler
+        assert consumed == {json.dumps(arn(lid(stack, stack.queues[q])), sort_keys=True) for q in fed_by}
         written = {r for a, r in grants if a == "dynamodb:PutItem"}
         assert written == {
             json.dumps(arn(lid(stack, stack.storage.tables[t])), sort_keys=True) for t in TABLE_ACCESS[key]
@@ -376,8 +379,12 @@ def test_least_privilege_per_function(stack, resources):
     assert TABLE_READS["dispatch"] == TABLE_READS["fetch"] == ("resolved",)
     assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"]
     assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)
-    # Extract writes a failed page's outcome to urls and its crawl-log line (crawlstack.extractor).
-    assert BUCKET_ACCESS["extract"] == ((settings.PAGES_PREFIX,), (settings.RECORDS_PREFIX, settings.CRAWL_LOG_PREFIX))
+    # Extract writes a failed page's outcome to urls and its crawl-log line (crawlstack.extractor),
+    # and an event too large for EventBridge under events/ (the watch's grants: test_watch.py).
+    assert BUCKET_ACCESS["extract"] == (
+        (settings.PAGES_PREFIX,),
+        (settings.RECORDS_PREFIX, settings.CRAWL_LOG_PREFIX, settings.EVENTS_PREFIX),
+    )
     assert "urls" in TABLE_ACCESS["extract"]
 
 
@@ -392,9 +399,10 @@ def test_outputs_for_the_cli(template):
         *settings.OUTPUT_DLQ_URL.values(),
         *settings.OUTPUT_TABLE.values(),
         *settings.OUTPUT_FUNCTION.values(),
+        settings.OUTPUT_EVENT_BUS,
     }
     assert expected <= set(outputs)
-    assert {"FrontierQueueUrl", "BucketName", "ResultsTableName"} <= set(outputs)
+    assert {"FrontierQueueUrl", "BucketName", "ResultsTableName", "WatchTableName"} <= set(outputs)
 
 
 def test_cdk_json_defaults_match_settings():
@@ -406,6 +414,7 @@ def test_cdk_json_defaults_match_settings():
     assert context[CTX_FETCH_CONCURRENCY] == 10
     assert context[CTX_PAGE_RETENTION_DAYS] == 30
     assert context[CTX_LOG_RETENTION_DAYS] == 30
+    assert context[CTX_WATCH_CHECKS_PER_DAY] == CrawlConfig().watch_checks_per_day == 0
     for key, spec in settings.FUNCTIONS.items():
         assert context[CTX_MEMORY_MB[key]] == spec.memory_mb
 
@@ -421,6 +430,7 @@ def test_context_overrides(assets):
             CTX_FETCH_CONCURRENCY: "3",
             CTX_PAGE_RETENTION_DAYS: "7",
             CTX_RETAIN_DATA: "false",
+            CTX_WATCH_CHECKS_PER_DAY: "250",
         },
     )
     resources = template.to_json()["Resources"]
@@ -428,6 +438,10 @@ def test_context_overrides(assets):
     assert env[settings.ENV_DEFAULT_DELAY] == "1.5"
     assert env[settings.ENV_DEFAULT_MAX_DEPTH] == "4"
     assert env[settings.ENV_USER_AGENT] == "examplebot/1.0"
+    # The day's budget of checks goes to the schedule function alone.
+    assert settings.ENV_WATCH_CHECKS_PER_DAY not in env
+    schedule_env = resources[function_ids(stack)["schedule"]]["Properties"]["Environment"]["Variables"]
+    assert schedule_env[settings.ENV_WATCH_CHECKS_PER_DAY] == "250"
     template.has_resource_properties("AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 3}})
     rules = resources[lid(stack, stack.storage.bucket)]["Properties"]["LifecycleConfiguration"]["Rules"]
     assert {"Id": "expire-pages", "Prefix": "pages/", "ExpirationInDays": 7, "Status": "Enabled"} in rules
@@ -445,6 +459,9 @@ def test_context_overrides(assets):
         {CTX_PAGE_RETENTION_DAYS: 0},
         {CTX_RETAIN_DATA: "maybe"},
         {CTX_USER_AGENT: "   "},
+        {CTX_WATCH_CHECKS_PER_DAY: -1},
+        {CTX_WATCH_CHECKS_PER_DAY: "1.5"},
+        {CTX_WATCH_CHECKS_PER_DAY: "lots"},
     ],
 )
 def test_invalid_context_is_rejected(context):
@@ -493,7 +510,10 @@ def test_invalid_memory_or_retention_is_rejected(context):
 
 
 def test_alarms_on_every_dlq_and_function(stack, resources):
-    alarms = list(of_type(resources, "AWS::CloudWatch::Alarm").values())
+    from infra.monitoring import ERRORS_PERIOD, NO_THROTTLES_ALARM
+
+    # The watch's alarm on its own metric is tested in test_watch.py.
+    alarms = [a for a in of_type(resources, "AWS::CloudWatch::Alarm").values() if a["Properties"].get("Namespace")]
     dlq_alarms = {
         a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
         for a in alarms
@@ -506,7 +526,16 @@ def test_alarms_on_every_dlq_and_function(stack, resources):
             for a in alarms
             if a["Properties"]["MetricName"] == name and a["Properties"]["Namespace"] == "AWS/Lambda"
         }
-        assert watched == set(function_ids(stack).values())
+        alarmed = set(settings.FUNCTIONS) - (NO_THROTTLES_ALARM if name == "Throttles" else set())
+        assert watched == {function_ids(stack)[key] for key in alarmed}
+    assert {"schedule"} == NO_THROTTLES_ALARM  # its ticks are throttled by design (reserved concurrency 1)
+    periods = {
+        a["Properties"]["Dimensions"][0]["Value"]["Ref"]: a["Properties"]["Period"]
+        for a in alarms
+        if a["Properties"]["MetricName"] == "Errors"
+    }
+    for key, fn_id in function_ids(stack).items():
+        assert periods[fn_id] == (ERRORS_PERIOD[key].to_seconds() if key in ERRORS_PERIOD else 60)
     topic = {"Ref": stack.get_logical_id(stack.monitoring.topic.node.default_child)}
     for a in alarms:
         assert a["Properties"]["Threshold"] == 0
