@@ -266,22 +266,25 @@ def _add_sources_commands(sub: Any) -> None:
     sources = sub.add_parser(
         "sources",
         help="the sources a watch re-checks: listings, feeds and APIs read with a mapping that has items",
-        description="Add, list, show or remove a watch's sources, kept in OUT/state.sqlite (--local OUT).",
+        description="Add, list, show or remove a watch's sources: in a deployed stack's watch table, whose "
+        "schedule function checks them, or with --local OUT in OUT/state.sqlite for crawlstack watch --local.",
     )
     sources_sub = sources.add_subparsers(dest="sources_command", required=True)
-    local = argparse.ArgumentParser(add_help=False)
-    local.add_argument("--local", metavar="OUT_DIR", required=True, help="the watch's output directory")
+    local = argparse.ArgumentParser(add_help=False, parents=[_stack_options()])
+    local.add_argument("--local", metavar="OUT_DIR", help="a local watch's output directory instead of the stack")
     add = sources_sub.add_parser(
         "add",
         parents=[local],
         help="add a source (or every line of --file), all or none",
-        description="Add a source: a URL read with a mapping that has items. Each is checked against the rules "
-        "(--rules DIR, which is then stored in OUT; without it, the rules stored there). A bad source is one "
-        "line and exit 2, and nothing is added.",
+        description="Add a source: a URL read with a mapping that has items. Each is checked against the rules: "
+        "for a stack, --rules DIR, the rules deployed with it; with --local, --rules DIR (then stored in OUT) or "
+        "the rules stored there. A bad source is one line and exit 2, and nothing is added.",
     )
     add.add_argument("url", nargs="?", metavar="URL", help="the listing, feed or API to re-check")
     add.add_argument("--file", metavar="F.jsonl", help="JSON lines, each a source's fields (url, mapping, id, ...)")
-    add.add_argument("--rules", metavar="DIR", help="the rules to check sources against, stored in OUT for watch")
+    add.add_argument(
+        "--rules", metavar="DIR", help="the rules to check sources against: the stack's, or stored in OUT for watch"
+    )
     add.add_argument("--mapping", metavar="M", help="the mapping that reads the source (it must have items)")
     add.add_argument("--id", metavar="ID", help="the source's id (default: made from its URL and mapping)")
     add.add_argument("--identity", metavar="FIELD", help="the item field that names an item (default url)")
@@ -874,15 +877,7 @@ def _status(args: argparse.Namespace) -> int:
         _print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
         if not args.no_counts:
             _print_crawls(found.url_states, found.extracted, found.crawls, args.crawl_id)
-        if found.sources:
-            from crawlstack.crawllog import iso_time
-
-            print()
-            rows = [
-                [sid, _num(priority), _num(tokens), iso_time(nxt)[:19] + "Z" if nxt else "", checks, items]
-                for sid, priority, tokens, nxt, checks, items in found.sources
-            ]
-            _print_table(["source", "checks/day", "tokens", "next check", "checks", "items"], rows)
+        _print_watch(found.sources)
         return 0
     from crawlstack.deployed import Queues, Tables
 
@@ -900,7 +895,24 @@ def _status(args: argparse.Namespace) -> int:
     extracted = tables.count(stack.table("results"), args.crawl_id)
     configs = tables.crawls(stack.table("crawls"), args.crawl_id)
     _print_crawls(states, extracted, configs, args.crawl_id)
+    watch_table = stack.outputs.get(settings.OUTPUT_TABLE["watch"])
+    if watch_table:
+        _print_watch(tables.watch_sources(watch_table))
     return 0
+
+
+def _print_watch(sources: Sequence[tuple[str, float | None, float | None, float | None, int, int]]) -> None:
+    """A watch's sources and where each stands, as ``status`` prints them (nothing without sources)."""
+    if not sources:
+        return
+    from crawlstack.crawllog import iso_time
+
+    print()
+    rows = [
+        [sid, _num(priority), _num(tokens), iso_time(nxt)[:19] + "Z" if nxt else "", checks, items]
+        for sid, priority, tokens, nxt, checks, items in sources
+    ]
+    _print_table(["source", "checks/day", "tokens", "next check", "checks", "items"], rows)
 
 
 def _num(value: float | None) -> str:
@@ -1061,18 +1073,17 @@ def _sources(args: argparse.Namespace) -> int:
     from crawlstack.local.backend import StateError
     from crawlstack.watch.sources import SourceError
 
+    if args.local is None:
+        try:
+            return _deployed_sources(args)
+        except SourceError as exc:
+            raise UsageError(str(exc)) from exc
     out = Path(args.local)
     try:
         if args.sources_command == "add":
-            added = sources.add_sources(out, _source_entries(args), args.rules)
-            ids = ", ".join(s.id for s in added[:10]) + (f", ... ({len(added) - 10} more)" if len(added) > 10 else "")
-            print(f"added {len(added)} source{'' if len(added) == 1 else 's'}: {ids}")
+            _print_added(sources.add_sources(out, _source_entries(args), args.rules))
         elif args.sources_command == "list":
-            rows = [
-                [s.id, s.mapping, s.identity, f"{s.priority_min:g}-{s.priority_max:g}", s.pagination or "", s.url]
-                for s in sources.list_sources(out)
-            ]
-            _print_table(["id", "mapping", "identity", "checks/day", "pagination", "url"], rows)
+            _print_sources_list(sources.list_sources(out))
         elif args.sources_command == "show":
             print(json.dumps(sources.get_source(out, args.source_id).to_item(), indent=2, ensure_ascii=False))
         else:
@@ -1081,6 +1092,56 @@ def _sources(args: argparse.Namespace) -> int:
     except (SourceError, StateError) as exc:
         raise UsageError(str(exc)) from exc
     return 0
+
+
+def _deployed_sources(args: argparse.Namespace) -> int:
+    """``sources`` against the stack's watch table: its schedule function picks up a new source's first check."""
+    from crawlstack.aws.sources import DynamoSources
+    from crawlstack.deployed import aws_errors
+    from crawlstack.watch.sources import DuplicateSource, SourceError, duplicate_at, sources_from
+
+    stack = _stack(args)
+    entries = _source_entries(args) if args.sources_command == "add" else []
+    if args.sources_command == "add":
+        if not args.rules:
+            raise UsageError("sources add: give --rules DIR, the rules deployed with the stack, to check sources by")
+        if not Path(args.rules).exists():
+            raise UsageError(f"rules: {args.rules}: no such file or directory")
+        checked = sources_from(entries, load_rules(args.rules, check_schema=True))
+    table = stack.table("watch")
+    store = DynamoSources(table, stack.connection.client("dynamodb"))
+    with aws_errors(f"sources in {table}"):
+        if args.sources_command == "add":
+            try:
+                store.add_all(checked)
+            except DuplicateSource as exc:
+                raise duplicate_at(entries, checked, exc) from None
+            _print_added(checked)
+        elif args.sources_command == "list":
+            _print_sources_list(store.list())
+        elif args.sources_command == "show":
+            source = store.get(args.source_id)
+            if source is None:
+                raise SourceError(f"no source with id {args.source_id!r} in stack {args.stack}")
+            print(json.dumps(source.to_item(), indent=2, ensure_ascii=False))
+        elif store.remove(args.source_id):
+            print(f"removed {args.source_id}")
+        else:
+            raise SourceError(f"no source with id {args.source_id!r} in stack {args.stack}")
+    return 0
+
+
+def _print_added(added: Sequence[Any]) -> None:
+    ids = ", ".join(s.id for s in added[:10]) + (f", ... ({len(added) - 10} more)" if len(added) > 10 else "")
+    print(f"added {len(added)} source{'' if len(added) == 1 else 's'}: {ids}")
+
+
+def _print_sources_list(sources: Sequence[Any]) -> None:
+    rows = [
+        [s.id, s.mapping, s.identity, f"{s.priority_min:g}-{s.priority_max:g}", s.pagination or "", s.url]
+        for s in sources
+    ]
+    _print_table(["id", "mapping", "identity", "checks/day", "pagination", "url"], rows)
 
 
 def _source_entries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
@@ -1279,7 +1340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "rules" and args.rules_command == "test":
             return _test(args)
         if args.command == "sources":
-            return _sources(args)
+            return _deployed_call(_sources, args)
         if args.command == "watch":
             return _watch(args)
         deployed = {

@@ -309,6 +309,28 @@ class Tables:
         with aws_errors(what):
             yield from self._ddb.get_paginator("scan").paginate(**kwargs)
 
+    def watch_sources(self, table: str) -> list[tuple[str, float | None, float | None, float | None, int, int]]:
+        """Each source's id, priority, tokens, next check today (epoch), checks ended and new items found."""
+        from crawlstack.aws.sources import DynamoSources
+
+        now = time.time()
+        rows = []
+        with aws_errors(f"sources in {table}"):
+            for item in DynamoSources(table, self._ddb).items():
+                upcoming = [float(t) for t in item.get("next_checks") or () if float(t) > now]
+                priority, tokens = item.get("priority"), item.get("tokens")
+                rows.append(
+                    (
+                        str(item["sk"]),
+                        float(priority) if priority is not None else None,
+                        float(tokens) if tokens is not None else None,
+                        min(upcoming) if upcoming else None,
+                        int(item.get("checks_done", 0)),
+                        int(item.get("items_found", 0)),
+                    )
+                )
+        return rows
+
     def url_states(self, table: str, crawl_id: str | None) -> dict[str, Counter[str]]:
         """URL outcomes per crawl: one Scan of the urls table, reading every item (there is no counter)."""
         kwargs: dict[str, Any] = {

@@ -28,8 +28,14 @@ def source_key(source_id: str) -> dict[str, Any]:
 class DynamoSources:
     """``watch.sources.SourceStore`` on the watch table."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, ddb: Any = None) -> None:
+        """``ddb``: the caller's DynamoDB client (the CLI's, with its region and endpoint); default the shared one."""
         self.name = table
+        self._ddb = ddb
+
+    @property
+    def ddb(self) -> Any:
+        return self._ddb if self._ddb is not None else clients.client("dynamodb")
 
     def add_all(self, sources: list[Source]) -> None:
         """Every source or none: 100 to a transaction; a later batch refused undoes the earlier ones."""
@@ -45,7 +51,7 @@ class DynamoSources:
                 added.extend(s.id for s in batch)
         except BaseException:
             for source_id in added:
-                clients.client("dynamodb").delete_item(TableName=self.name, Key=source_key(source_id))
+                self.ddb.delete_item(TableName=self.name, Key=source_key(source_id))
             raise
 
     def _put_batch(self, batch: list[Source]) -> None:
@@ -61,7 +67,7 @@ class DynamoSources:
         ]
         try:
             # The token makes botocore's retry after a lost reply the same transaction, not a refused second one.
-            clients.client("dynamodb").transact_write_items(TransactItems=actions, ClientRequestToken=uuid.uuid4().hex)
+            self.ddb.transact_write_items(TransactItems=actions, ClientRequestToken=uuid.uuid4().hex)
         except ClientError as exc:
             reasons = exc.response.get("CancellationReasons") or []  # type: ignore[typeddict-item]
             taken = [s.id for s, r in zip(batch, reasons, strict=False) if r.get("Code") == "ConditionalCheckFailed"]
@@ -71,7 +77,7 @@ class DynamoSources:
 
     def get(self, source_id: str) -> Source | None:
         item = (
-            clients.client("dynamodb")
+            self.ddb
             .get_item(
                 TableName=self.name,
                 Key=source_key(source_id),
@@ -88,7 +94,7 @@ class DynamoSources:
 
     def items(self) -> Iterator[dict[str, Any]]:
         """Every source's whole item (settings and state), by id."""
-        paginator = clients.client("dynamodb").get_paginator("query")
+        paginator = self.ddb.get_paginator("query")
         pages = paginator.paginate(
             TableName=self.name,
             KeyConditionExpression="pk = :pk",
@@ -100,7 +106,7 @@ class DynamoSources:
 
     def remove(self, source_id: str) -> bool:
         old = (
-            clients.client("dynamodb")
+            self.ddb
             .delete_item(TableName=self.name, Key=source_key(source_id), ReturnValues="ALL_OLD")
             .get("Attributes")
         )

@@ -17,7 +17,7 @@ from crawlstack.local.backend import STATE_FILE, LocalState, has_state, read_met
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.rules import RuleSet, load_rules, rule_files
-from crawlstack.watch.sources import DuplicateSource, Source, SourceError, source_from
+from crawlstack.watch.sources import DuplicateSource, Source, SourceError, duplicate_at, source_from, sources_from
 
 RULES_KEY = "watch_rules"
 
@@ -61,19 +61,11 @@ def add_sources(out: Path, entries: list[tuple[str, dict[str, Any]]], rules_dir:
                 source_from({k: v for k, v in before.to_item().items() if v is not None}, rules)
             except SourceError as exc:
                 raise SourceError(f"--rules: source {before.id!r} would no longer load: {exc}") from None
-        sources = []
-        for where, entry in entries:
-            try:
-                sources.append(source_from(entry, rules))
-            except SourceError as exc:
-                raise SourceError(f"{where}: {exc}" if where else str(exc)) from None
+        sources = sources_from(entries, rules)
         try:
             SqliteSources(db).add_all(sources)
         except DuplicateSource as exc:
-            # Where the duplicate is: its second line in this batch, else its only one.
-            wheres = [where for (where, _), source in zip(entries, sources, strict=True) if source.id == exc.source_id]
-            where = wheres[1] if len(wheres) > 1 else wheres[0]
-            raise SourceError(f"{where}: {exc}" if where else str(exc)) from None
+            raise duplicate_at(entries, sources, exc) from None
         if rules_dir is not None:
             write_meta(db, RULES_KEY, texts)
         return sources

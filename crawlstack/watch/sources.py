@@ -174,3 +174,21 @@ def _pagination(kind: Any, parameter: Any) -> tuple[str | None, str | None]:
     if not isinstance(parameter, str) or not _PARAMETER.fullmatch(parameter):
         raise SourceError(f"pagination_parameter must be a query parameter name, not {parameter!r}")
     return kind, parameter
+
+
+def sources_from(entries: list[tuple[str, dict[str, Any]]], rules: RuleSet) -> list[Source]:
+    """Each entry (where it came from, its fields) as a source; ``SourceError`` on the first bad one, where it is."""
+    sources = []
+    for where, entry in entries:
+        try:
+            sources.append(source_from(entry, rules))
+        except SourceError as exc:
+            raise SourceError(f"{where}: {exc}" if where else str(exc)) from None
+    return sources
+
+
+def duplicate_at(entries: list[tuple[str, dict[str, Any]]], sources: list[Source], exc: DuplicateSource) -> SourceError:
+    """The store's refusal of a duplicate id, saying where it is: its second line in this batch, else its only one."""
+    wheres = [where for (where, _), source in zip(entries, sources, strict=True) if source.id == exc.source_id]
+    where = wheres[1] if len(wheres) > 1 else wheres[0] if wheres else ""
+    return SourceError(f"{where}: {exc}" if where else str(exc))

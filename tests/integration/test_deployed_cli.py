@@ -17,8 +17,10 @@ import io
 import json
 import logging
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +28,15 @@ import boto3
 import pytest
 import requests
 from moto.server import ThreadedMotoServer
-from webs import Crawl, host_pattern, mapping, star_site
+from webs import Crawl, host_pattern, mapping, star_site, write_rules
 
-from crawlstack import aws, settings
+from crawlstack import aws, settings, wiring
 from crawlstack.cli import main
 from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local import resources
+from crawlstack.local.pump import LambdaContext
+from functions.schedule import handler as schedule
 
 STACK = "CrawlstackTest"
 WORKGROUP = "crawlstack-wg"
@@ -715,3 +719,59 @@ def test_report_of_a_deployed_crawl_from_athena(
     assert sorted(asked) == sorted(queries("c1").values())
     code, _, err = run(capsys, deployed, "report", "--crawl-id", "c1")
     assert code == 2 and "--out" in err
+
+
+# --- a watch's sources ------------------------------------------------------------------
+
+LISTING = {
+    "name": "listing",
+    "url_patterns": [{"type": "domain", "pattern": "127.0.0.2"}],
+    "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+    "fields": [{"name": "url", "processors": [{"type": "xpath", "parameters": {"expression": ".//a/@href"}}]}],
+}
+
+
+def test_sources_on_the_stack_are_planned_by_its_schedule_and_shown_by_status(
+    capsys: pytest.CaptureFixture[str], deployed: Deployed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rules = str(write_rules(tmp_path / "rules", [LISTING]))
+    url = "http://127.0.0.2/latest"
+    code, out, err = run(capsys, deployed, "sources", "add", url, "--mapping", "listing")
+    assert code == 2 and err.count("\n") == 1 and "--rules DIR" in err
+    code, out, err = run(capsys, deployed, "sources", "add", url, "--mapping", "nope", "--rules", rules)
+    assert code == 2 and err.count("\n") == 1 and "no mapping named 'nope'" in err
+    add = ["sources", "add", url, "--mapping", "listing", "--id", "news", "--priority-max", "24", "--rules", rules]
+    assert run(capsys, deployed, *add) == (0, "added 1 source: news\n", "")
+    code, out, err = run(capsys, deployed, *add)
+    assert code == 2 and err.strip() == "crawlstack: error: a source with id 'news' already exists"
+    code, out, _ = run(capsys, deployed, "sources", "list")
+    assert code == 0 and "news" in out and url in out
+    code, out, _ = run(capsys, deployed, "sources", "show", "news")
+    assert json.loads(out)["priority_max"] == 24.0
+
+    # The stack's schedule function plans the day: a check every half hour, the first a quarter of an hour from now.
+    for key, value in deployed.names.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", deployed.endpoint)
+    aws.reset_clients()
+    wiring.reset()
+    try:
+        spec = settings.FUNCTIONS["schedule"]
+        assert schedule.handler({}, LambdaContext("schedule", spec.memory_mb, spec.timeout_seconds))["planned"] == 48
+    finally:
+        wiring.reset()
+        monkeypatch.delenv("AWS_ENDPOINT_URL")
+    code, out, _ = run(capsys, deployed, "status", "--no-counts")
+    assert code == 0 and "news" not in out  # --no-counts: queue depths only
+    code, out, _ = run(capsys, deployed, "status")
+    row = next(line.split() for line in out.splitlines() if line.startswith("news"))
+    assert row[1:3] == ["24", "0"]  # checks a day; tokens: 24 to start, 24 earned, 48 checks planned
+    first_check = datetime.fromisoformat(row[3].replace("Z", "+00:00")).timestamp()
+    assert 0 < first_check - time.time() <= 15 * 60  # the first of 48 evenly spaced: half a step from now
+    assert row[4:] == ["0", "0"]  # no check ended yet
+
+    assert run(capsys, deployed, "sources", "remove", "news") == (0, "removed news\n", "")
+    code, _, err = run(capsys, deployed, "sources", "remove", "news")
+    assert code == 2 and "no source with id 'news'" in err
+    code, out, _ = run(capsys, deployed, "status")
+    assert "news" not in out
