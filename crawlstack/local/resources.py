@@ -14,6 +14,9 @@ from botocore.exceptions import ClientError
 from crawlstack import aws, settings
 from crawlstack.aws import names
 
+# The stack's bus is named by CloudFormation; an emulator's gets this name.
+EVENT_BUS_NAME = "crawlstack-items"
+
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
@@ -90,4 +93,11 @@ def create_all(visibility_timeout: int | None = None, exist_ok: bool = False) ->
             if not (exist_ok and _code(exc) == "ResourceInUseException"):
                 raise
         env[settings.ENV_TABLE[table.key]] = table.name
+
+    try:
+        aws.client("events").create_event_bus(Name=EVENT_BUS_NAME)
+    except ClientError as exc:
+        if not (exist_ok and _code(exc) == "ResourceAlreadyExistsException"):
+            raise
+    env[settings.ENV_EVENT_BUS] = EVENT_BUS_NAME
     return env

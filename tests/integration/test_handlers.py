@@ -33,6 +33,7 @@ from crawlstack.local.pump import LambdaContext
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage, frontier_messages
 from crawlstack.urls import canonicalize, fingerprint
 from crawlstack.warc import read_warc
+from crawlstack.watch.sources import Source
 from functions.dispatch import handler as dispatch
 from functions.extract import handler as extract
 from functions.fetch import handler as fetch
@@ -489,3 +490,78 @@ def test_extract_reports_a_missing_object_as_a_failed_item(stack: dict[str, str]
         ids=["m-gone", "m-test"],
     )
     assert extract.handler(event, context("extract")) == {"batchItemFailures": [{"itemIdentifier": "m-gone"}]}
+
+
+# --- a watched source, through the deployed handlers --------------------------------
+LISTING_RULE = {
+    "name": "listing",
+    "url_patterns": [{"type": "regex", "pattern": r"/news"}],
+    "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+    "fields": [
+        {"name": "url", "processors": [{"type": "xpath", "parameters": {"expression": ".//a/@href"}}]},
+        {"name": "title", "processors": [{"type": "css", "parameters": {"selector": "a"}}]},
+    ],
+}
+
+
+def listing(site: Site, *titles: str) -> str:
+    items = "".join(f'<li><a href="/n/{t}">{t}</a></li>' for t in titles)
+    site.routes["/news"] = (200, "text/html; charset=utf-8", f"<html><ul>{items}</ul></html>".encode())
+    return site.base + "/news"
+
+
+def test_a_check_goes_from_the_schedule_through_the_handlers_to_events_on_the_bus(
+    stack: dict[str, str], site: Site, stack_names: aws.StackNames, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from functions.schedule import handler as schedule
+
+    (tmp_path / "rules" / "listing.json").write_text(json.dumps(LISTING_RULE), encoding="utf-8")
+    monkeypatch.setenv(settings.ENV_ALLOW_PRIVATE, "127.0.0.0/8")
+    monkeypatch.setenv(settings.ENV_DEFAULT_DELAY, "0")
+    wiring.reset()
+    events, sqs = aws.client("events"), aws.client("sqs")
+    target = sqs.create_queue(QueueName="items")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    pattern = json.dumps({"detail-type": [settings.EVENT_DETAIL_TYPE]})
+    events.put_rule(Name="items", EventBusName=stack_names.event_bus, EventPattern=pattern)
+    events.put_targets(Rule="items", EventBusName=stack_names.event_bus, Targets=[{"Id": "q", "Arn": arn}])
+    url = listing(site, "one", "two")
+    aws.DynamoSources(stack_names.watch).add_all([Source("news", canonicalize(url), "listing", priority_max=24.0)])
+
+    start = time.time()
+    for at in (start, start + 16 * 60):  # the day's plan, then its first check, due a quarter of an hour in
+        monkeypatch.setattr(schedule, "clock", lambda at=at: at)
+        schedule.handler({}, context("schedule"))
+    [check] = drain(stack, "frontier")
+    response = dispatch.handler(sqs_event(stack, "frontier", check["Body"]), context("dispatch"))
+    assert response == {"batchItemFailures": []}
+    [run] = drain(stack, "fetch")
+    assert fetch.handler(sqs_event(stack, "fetch", run["Body"]), context("fetch")) == {"batchItemFailures": []}
+    [key] = list(aws.BlobStore(stack_names.bucket).keys(settings.PAGES_PREFIX))
+    s3 = s3_event(stack_names.bucket, key)
+    assert extract.handler(sqs_event(stack, "extract", s3), context("extract")) == {"batchItemFailures": []}
+
+    published = [json.loads(m["Body"])["detail"] for m in drain_url(target)]
+    assert sorted(e["identity"] for e in published) == ["/n/one", "/n/two"]  # the identity field as extracted
+    assert {e["source_id"] for e in published} == {"news"}
+    source = aws.DynamoSources(stack_names.watch)
+    [item] = [i for i in source.items() if i["sk"] == "news"]
+    assert (item["checks_done"], item["items_found"]) == (1, 2)  # the check ended once, its yield applied
+    # The same WARC announced again (S3 delivers at least once): no event twice, the check not ended twice.
+    assert extract.handler(sqs_event(stack, "extract", s3), context("extract")) == {"batchItemFailures": []}
+    assert drain_url(target) == []
+    [item] = [i for i in source.items() if i["sk"] == "news"]
+    assert (item["checks_done"], item["items_found"]) == (1, 2)
+    # The check fetched the page once, and no link of it was followed.
+    assert [p for p, _ in site.requests] == ["/robots.txt", "/news"]
+    assert drain(stack, "frontier") == []
+
+
+def drain_url(url: str) -> list[dict[str, Any]]:
+    sqs, out = aws.client("sqs"), []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        out += got
+        sqs.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+        )
+    return out
