@@ -380,8 +380,9 @@ EVENTS_PREFIX = "events/"
 EVENTS_PER_PUT = 10
 # Each day's plan of checks, written before it is applied so that a planning cut short is finished as drawn.
 WATCH_PLANS_PREFIX = "watch/plans/"
-# A check claimed by the scheduler but not marked sent this long after is claimed again: its sender died.
-WATCH_CLAIM_SECONDS = 300.0
+# A check claimed by the scheduler but not marked sent this long after is claimed again: its sender died
+# (twice the schedule function's timeout, so never a live one).
+WATCH_CLAIM_SECONDS = 600.0
 # A check sent this long ago that no extract ended (robots.txt said no, the fetch failed) ends with what
 # its pages found; longer than locally, as a deployed host's run may hold it behind a long backlog.
 WATCH_STALE_CHECK_SECONDS = 3600.0

@@ -286,10 +286,10 @@ def _watch_on_aws(names: aws.StackNames) -> dict[str, Any]:
     blobs = aws.BlobStore(names.bucket)
     bus = aws.EventBus(names.event_bus, blobs) if names.event_bus else None
 
-    def publish(events: list[dict[str, Any]]) -> None:
+    def publish(events: list[dict[str, Any]], went: Callable[[list[dict[str, Any]]], object]) -> None:
         if bus is None:
             raise RuntimeError(f"no event bus to publish new items on: {settings.ENV_EVENT_BUS} is not set")
-        bus.publish(events)
+        bus.publish(events, went)
 
     def checks(send: Callable[[list[str]], object]) -> CheckPages:
         from crawlstack.watch.pages import CheckPages

@@ -2,9 +2,9 @@
 
 PutEvents has no idempotency key: botocore retries a call whose reply was
 lost, and its events then arrive twice.  Consumers deduplicate on the
-event's ``event_id`` (stable per source and item); the watch marks an item
-published only after its PutEvents succeeded, so a redelivered page adds no
-event but those whose reply was lost.
+event's ``event_id`` (stable per source and item).  ``publish`` tells its
+caller each put that succeeded as it goes, so the watch marks those items
+published even when a later put fails (``crawlstack.aws.seen``).
 
 An event whose entry would reach ``settings.EVENT_MAX_BYTES`` is written
 whole to the bucket (``settings.EVENTS_PREFIX``) and published as a pointer:
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from crawlstack import settings
@@ -54,17 +54,27 @@ class EventBus:
         self.published = self.oversize = 0
         return taken
 
-    def publish(self, events: list[dict[str, Any]]) -> None:
-        """Put every event on the bus; PublishFailed naming EventBridge's reason if some never went."""
-        for batch in _batches([self._entry(e) for e in events], self.max_bytes):
+    def publish(
+        self, events: list[dict[str, Any]], went: Callable[[list[dict[str, Any]]], object] = lambda _: None
+    ) -> None:
+        """Put every event on the bus; PublishFailed naming EventBridge's reason if some never went.
+
+        ``went`` is told each put's events as it succeeds, so a caller can note
+        them published before a later put fails.
+        """
+        entries = [(event, self._entry(event)) for event in events]
+        for batch in _batches(entries, self.max_bytes):
             pending = batch
             for attempt in range(PUT_ATTEMPTS):
-                results = clients.client("events").put_events(Entries=pending)["Entries"]
-                failed = [(e, r) for e, r in zip(pending, results, strict=True) if r.get("ErrorCode")]
-                self.published += len(pending) - len(failed)
+                results = clients.client("events").put_events(Entries=[e for _, e in pending])["Entries"]
+                failed = [(p, r) for p, r in zip(pending, results, strict=True) if r.get("ErrorCode")]
+                put = [p for p, r in zip(pending, results, strict=True) if not r.get("ErrorCode")]
+                self.published += len(put)
+                if put:
+                    went([event for event, _ in put])
                 if not failed:
                     break
-                pending = [e for e, _ in failed]
+                pending = [p for p, _ in failed]
                 if attempt + 1 < PUT_ATTEMPTS:
                     time.sleep(0.1 * 2**attempt)
             else:
@@ -91,15 +101,18 @@ class EventBus:
         }
 
 
-def _batches(entries: list[dict[str, Any]], max_bytes: int) -> Iterator[list[dict[str, Any]]]:
+Pair = tuple[dict[str, Any], dict[str, Any]]  # (event, its entry)
+
+
+def _batches(pairs: list[Pair], max_bytes: int) -> Iterator[list[Pair]]:
     """At most ``EVENTS_PER_PUT`` entries a put, and under ``max_bytes`` together."""
-    batch: list[dict[str, Any]] = []
+    batch: list[Pair] = []
     size = 0
-    for entry in entries:
-        if batch and (len(batch) == settings.EVENTS_PER_PUT or size + entry_size(entry) >= max_bytes):
+    for pair in pairs:
+        if batch and (len(batch) == settings.EVENTS_PER_PUT or size + entry_size(pair[1]) >= max_bytes):
             yield batch
             batch, size = [], 0
-        batch.append(entry)
-        size += entry_size(entry)
+        batch.append(pair)
+        size += entry_size(pair[1])
     if batch:
         yield batch

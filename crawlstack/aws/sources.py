@@ -92,13 +92,14 @@ class DynamoSources:
     def list(self) -> list[Source]:
         return [Source.from_item(item["source"]) for item in self.items()]
 
-    def items(self) -> Iterator[dict[str, Any]]:
-        """Every source's whole item (settings and state), by id."""
+    def items(self, consistent: bool = False) -> Iterator[dict[str, Any]]:
+        """Every source's whole item (settings and state), by id; ``consistent``: as of now (planning reads so)."""
         paginator = self.ddb.get_paginator("query")
         pages = paginator.paginate(
             TableName=self.name,
             KeyConditionExpression="pk = :pk",
             ExpressionAttributeValues=clients.values(pk=SOURCE_PK),
+            ConsistentRead=consistent,
         )
         for page in pages:
             for item in page.get("Items", []):

@@ -9,7 +9,8 @@ EventBridge Scheduler), each on its own ``PlanStore``:
    they spend, go to the store together (``PlanStore.plan``);
 2. the checks that are due are claimed (``claim_due``: a conditional write
    each where several schedulers could run), sent to the frontier as
-   ``CheckRef`` messages with the source's last validators, then marked sent;
+   ``CheckRef`` messages with the source's last validators, then marked
+   sent, a message batch at a time and at most ``max_sends`` a tick;
 3. checks sent ``stale_seconds`` ago that no extract ended (robots.txt said
    no, the fetch failed) end with what their pages found (``settle``).
 
@@ -17,8 +18,9 @@ A claimed check whose send failed stays claimed; the store claims it again
 once the claim is old, so a check is never lost; dispatch keys a check's
 page by its slot, so one sent twice is fetched once.
 
-Settings: ``budget`` (checks a day for all sources; None: no budget) and
-``stale_seconds``, passed in by the caller.
+Settings: ``budget`` (checks a day for all sources; None: no budget),
+``stale_seconds`` and ``max_sends``, passed in by the caller; ``SEND_CHUNK``
+(here).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from crawlstack import settings
 from crawlstack.crawllog import iso_time
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import Validators
@@ -36,6 +39,10 @@ from crawlstack.watch.schedule import DAY, SourceState, check_ended, plan_day
 from crawlstack.watch.sources import Source
 
 Planned = tuple[str, float]  # (source id, time)
+# Checks claimed, sent and marked together: one SQS batch.
+SEND_CHUNK = settings.SQS_BATCH_SIZE
+# Checks one tick sends at most: a backlog (a scheduler that was down) goes out over several minutes.
+MAX_SENDS_PER_TICK = 2000
 
 
 class SourceList(Protocol):
@@ -61,8 +68,12 @@ class PlanStore(Protocol):
         """Store a day's checks and apply each source's change of tokens, once, with the day's end."""
         ...
 
-    def claim_due(self, now: float, wall: float) -> list[Planned]:
-        """Claim the planned checks due by ``now`` that are neither sent nor claimed lately; the claimed ones."""
+    def resume_plan(self) -> int | None:
+        """Finish a plan whose planner died (its checks); 0 while another planner works; None when none is pending."""
+        ...
+
+    def claim_due(self, now: float, wall: float, limit: int | None = None) -> list[Planned]:
+        """Claim up to ``limit`` checks due by ``now``, neither sent nor claimed lately, oldest first."""
         ...
 
     def mark_sent(self, checks: list[Planned], wall: float) -> None: ...
@@ -100,17 +111,25 @@ def tick(
     budget: int | None,
     stale_seconds: float,
     end: float | None = None,
+    max_sends: int = MAX_SENDS_PER_TICK,
 ) -> Tick:
     """One turn of the scheduler at watch time ``now`` (wall time ``wall``); ``end``: a simulation's end."""
-    planned = 0
+    resumed = store.resume_plan()
+    planned = resumed or 0
     day_end = store.day_end()
-    if (end is None or now < end) and (day_end is None or now >= day_end):
+    if resumed is None and (end is None or now < end) and (day_end is None or now >= day_end):
         # A scheduler down for over a day starts afresh from now, not a day behind.
         start = now if day_end is None or now - day_end > DAY else day_end
-        planned = _plan(sources.list(), store, start, budget)
-    due = store.claim_due(now if end is None else min(now, end), wall)
+        every = sources.list()
+        if every:  # no empty day: a first source added later is planned at the next tick, not tomorrow
+            planned = _plan(every, store, start, budget)
     sent = 0
-    if due:
+    # A message batch at a time, each marked sent once it went: a failed send leaves only its own checks
+    # claimed (sent again once the claim is old), and a backlog goes out over several ticks.
+    while sent < max_sends:
+        due = store.claim_due(now if end is None else min(now, end), wall, SEND_CHUNK)
+        if not due:
+            break
         # Only the due sources are read: a tick's reads follow its checks, not the number of sources.
         ids = sorted({source_id for source_id, _ in due})
         found = {sid: source for sid in ids if (source := sources.get(sid)) is not None}
@@ -118,7 +137,7 @@ def tick(
         if bodies:
             send(bodies)
         store.mark_sent(due, wall)
-        sent = len(bodies)
+        sent += len(due)
 
     def end_check(source_id: str, slot: str) -> None:
         source = sources.get(source_id)

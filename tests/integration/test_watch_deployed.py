@@ -8,16 +8,22 @@ queue that a rule on the bus targets, as a user's own rule would.
 from __future__ import annotations
 
 import json
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from crawlstack import aws, settings, wiring
+from crawlstack.aws import plan as plan_module
+from crawlstack.aws import seen as seen_module
 from crawlstack.crawllog import iso_time
 from crawlstack.local.pump import LambdaContext
 from crawlstack.messages import FrontierMessage
 from crawlstack.watch.check import event_id
 from crawlstack.watch.pages import WATCH_CRAWL_ID
+from crawlstack.watch.schedule import DAY, SourceState
 from crawlstack.watch.sources import Source
 from functions.schedule import handler as schedule
 
@@ -80,6 +86,7 @@ def test_a_repeated_invocation_within_a_minute_sends_no_check_twice(
     assert (config.max_depth, config.max_pages_per_host) == (0, None)  # None: no cap
 
 
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
 def test_a_check_whose_send_failed_is_sent_once_its_claim_is_old(
     watch: aws.StackNames, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -142,3 +149,101 @@ def sized(identity: str, entry_bytes: int) -> dict[str, Any]:
         == entry_bytes
     )
     return event
+
+
+def bus_queue(name: str) -> str:
+    """A bus named ``name`` whose rule sends its items to a queue of the same name; the queue's URL."""
+    events, sqs = aws.client("events"), aws.client("sqs")
+    events.create_event_bus(Name=name)
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name=name, EventBusName=name, EventPattern=json.dumps({"source": [settings.EVENT_SOURCE]}))
+    events.put_targets(Rule=name, EventBusName=name, Targets=[{"Id": "queue", "Arn": arn}])
+    return url
+
+
+def test_a_page_whose_publishing_failed_midway_publishes_only_the_rest_when_delivered_again(
+    stack_names: aws.StackNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = bus_queue("midway")
+    identities = [f"i{n:02d}" for n in range(15)]
+    events = {i: {"event_id": event_id("s", i), "source_id": "s", "identity": i} for i in identities}
+    bus = aws.EventBus("midway", aws.BlobStore(stack_names.bucket))
+    seen = aws.SeenItems(stack_names.watch, bus.publish)
+    client, put = aws.client("events"), aws.client("events").put_events
+    calls: list[int] = []
+
+    def second_put_fails(**request: Any) -> Any:
+        calls.append(len(request["Entries"]))
+        if len(calls) == 2:
+            raise ClientError({"Error": {"Code": "InternalException", "Message": "try again"}}, "PutEvents")
+        return put(**request)
+
+    monkeypatch.setattr(client, "put_events", second_put_fails)
+    with pytest.raises(ClientError):
+        seen.record_page("s", "k p1", identities, events, 1.0)
+    assert calls == [10, 5]
+    monkeypatch.setattr(client, "put_events", put)
+    # Delivered again while the failed extract's lease is fresh: the items are new, and nothing is put yet...
+    assert seen.record_page("s", "k p1", identities, events, 2.0) == set(identities)
+    first = [json.loads(m["Body"])["detail"]["identity"] for m in drain(url)]
+    assert sorted(first) == identities[:10]
+    # ...and once it is stale (the extract queue's redelivery comes later than that), the five left, once.
+    later = time.time() + seen_module.PUBLISH_LEASE_SECONDS + 1
+    monkeypatch.setattr(seen_module, "time", SimpleNamespace(time=lambda: later))
+    assert seen.record_page("s", "k p1", identities, events, 3.0) == set(identities)
+    assert seen.record_page("s", "k p1", identities, events, 4.0) == set(identities)
+    assert sorted(json.loads(m["Body"])["detail"]["identity"] for m in drain(url)) == identities[10:]
+
+
+# --- planning a day -------------------------------------------------------------------
+
+
+def planned_items(names: aws.StackNames) -> list[tuple[str, float]]:
+    rows = aws.client("dynamodb").scan(TableName=names.watch)["Items"]
+    items = [aws.unmarshal(r) for r in rows]
+    return sorted((i["source_id"], float(i["at"])) for i in items if str(i["pk"]).startswith("plan#"))
+
+
+def test_one_planner_a_day_the_second_plan_drawn_for_it_is_ignored(watch: aws.StackNames) -> None:
+    store = aws.DynamoWatch(watch.watch, aws.BlobStore(watch.bucket))
+    first = {f"s{n}": SourceState.first(Source(f"s{n}", "http://x/", "listing", priority_max=24.0)) for n in range(3)}
+    store.plan([("s0", T0 + 60)], {"s0": -1.0, "s1": 0.0, "s2": 0.0}, first, T0 + DAY)
+    # A second scheduler that read the day before the first took it draws another plan for the same day.
+    store.plan([("s1", T0 + 90), ("s2", T0 + 30)], {"s0": 0.0, "s1": -1.0, "s2": -1.0}, first, T0 + DAY)
+    assert planned_items(watch) == [("s0", T0 + 60)]
+    tokens = {sid: state.tokens for sid, (state, _) in store.states().items()}
+    assert tokens == {"s0": 23.0, "s1": 24.0, "s2": 24.0}
+
+
+def test_a_plan_cut_short_is_finished_as_drawn_once_its_planner_is_stale(
+    watch: aws.StackNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = aws.DynamoWatch(watch.watch, aws.BlobStore(watch.bucket))
+    first = {f"s{n}": SourceState.first(Source(f"s{n}", "http://x/", "listing", priority_max=24.0)) for n in range(3)}
+    checks = [("s0", T0 + 60), ("s1", T0 + 120), ("s1", T0 + 240), ("s2", T0 + 180)]
+    monkeypatch.setattr(plan_module, "PLAN_CHUNK", 1)  # a chunk a source: the planner dies after the first
+    put = plan_module.DayPlan._put_items
+    written: list[int] = []
+
+    def dies_on_the_second_chunk(self: Any, items: list[dict[str, Any]]) -> None:
+        written.append(len(items))
+        if len(written) == 2:
+            raise RuntimeError("the Lambda timed out")
+        put(self, items)
+
+    monkeypatch.setattr(plan_module.DayPlan, "_put_items", dies_on_the_second_chunk)
+    with pytest.raises(RuntimeError):
+        store.plan(checks, {"s0": -1.0, "s1": -2.0, "s2": -1.0}, first, T0 + DAY)
+    monkeypatch.setattr(plan_module.DayPlan, "_put_items", put)
+    assert store.day_end() is None and planned_items(watch) == [("s0", T0 + 60)]
+    # A live planner's plan is left to it...
+    assert store.resume_plan() == 0
+    # ...and a stale one's finished by the next tick, from its next chunk, as drawn: nothing spent twice.
+    later = time.time() + plan_module.PLAN_LEASE_SECONDS + 1
+    monkeypatch.setattr(plan_module, "time", SimpleNamespace(time=lambda: later))
+    assert store.resume_plan() == len(checks)
+    assert store.day_end() == T0 + DAY and store.resume_plan() is None
+    assert planned_items(watch) == sorted(checks)
+    tokens = {sid: state.tokens for sid, (state, _) in store.states().items()}
+    assert tokens == {"s0": 23.0, "s1": 22.0, "s2": 23.0}

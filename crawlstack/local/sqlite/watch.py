@@ -115,18 +115,26 @@ class SqliteWatch:
             ).fetchall()
         return [(str(source_id), float(at)) for source_id, at in rows]
 
-    def claim_due(self, now: float, wall: float) -> list[tuple[str, float]]:
+    def resume_plan(self) -> int | None:
+        """None: a plan is stored in one transaction, so none is ever left half applied."""
+        return None
+
+    def claim_due(self, now: float, wall: float, limit: int | None = None) -> list[tuple[str, float]]:
         """Claim the due checks not sent nor claimed lately: an unsent row's ``sent_at`` is its claim's time.
 
         A claim not followed by ``mark_sent`` (the send failed) is claimed
         again once older than ``settings.WATCH_CLAIM_SECONDS``.
         """
+        query = (
+            "SELECT source_id, at FROM watch_plan WHERE sent = 0 AND at <= ? AND (sent_at IS NULL OR sent_at < ?)"
+            " ORDER BY at, source_id LIMIT ?"
+        )
+        args = (now, wall - settings.WATCH_CLAIM_SECONDS, -1 if limit is None else limit)
+        with self.db.reading() as conn:
+            if not conn.execute(query, args).fetchone():
+                return []  # most turns of the pump: nothing due, and no write taken
         with self.db.transaction() as conn:
-            rows = conn.execute(
-                "SELECT source_id, at FROM watch_plan WHERE sent = 0 AND at <= ? AND (sent_at IS NULL OR sent_at < ?)"
-                " ORDER BY at, source_id",
-                (now, wall - settings.WATCH_CLAIM_SECONDS),
-            ).fetchall()
+            rows = conn.execute(query, args).fetchall()
             claim = "UPDATE watch_plan SET sent_at = ? WHERE source_id = ? AND at = ?"
             conn.executemany(claim, [(wall, source_id, at) for source_id, at in rows])
         return [(str(source_id), float(at)) for source_id, at in rows]
