@@ -58,7 +58,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return {"planned": done.planned, "sent": done.sent, "settled": done.settled}
 
 
-_watch_crawl_ready = False
+# The services the watch crawl's config was stored through: once per container (per services built).
+_watch_crawl_ready: Services | None = None
 
 
 def _ensure_watch_crawl(svc: Services) -> None:
@@ -69,7 +70,7 @@ def _ensure_watch_crawl(svc: Services) -> None:
     A config already stored (tuned by its owner) is left alone.
     """
     global _watch_crawl_ready
-    if not _watch_crawl_ready:
+    if _watch_crawl_ready is not svc:
         defaults = CrawlConfig.defaults_from_env(WATCH_CRAWL_ID)
         svc.stores.crawls.put_new(replace(defaults, max_depth=0, max_pages_per_host=0))
-        _watch_crawl_ready = True
+        _watch_crawl_ready = svc
