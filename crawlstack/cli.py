@@ -897,7 +897,14 @@ def _status(args: argparse.Namespace) -> int:
     _print_crawls(states, extracted, configs, args.crawl_id)
     watch_table = stack.outputs.get(settings.OUTPUT_TABLE["watch"])
     if watch_table:
-        _print_watch(tables.watch_sources(watch_table))
+        sources = tables.watch_sources(watch_table)
+        schedule = stack.outputs.get(settings.OUTPUT_SCHEDULE)
+        if sources and schedule:
+            from crawlstack.deployed import schedule_state
+
+            state, expression = schedule_state(stack.connection, schedule)
+            print(f"\nwatch: schedule {terminal_text(schedule)} {state.lower()}, {expression}")
+        _print_watch(sources)
     return 0
 
 

@@ -295,6 +295,13 @@ def url_counts(states: Mapping[str, int], crawl: Mapping[str, Any]) -> Counter[s
     return counts
 
 
+def schedule_state(connection: Connection, name: str) -> tuple[str, str]:
+    """The watch schedule's state (ENABLED or DISABLED) and expression (EventBridge Scheduler)."""
+    with aws_errors(f"schedule {name}"):
+        found = connection.client("scheduler").get_schedule(Name=name)
+    return str(found.get("State", "")), str(found.get("ScheduleExpression", ""))
+
+
 class Tables:
     """Reads of the stack's tables for ``status`` and ``records``."""
 

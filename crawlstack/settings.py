@@ -424,6 +424,7 @@ OUTPUT_DASHBOARD = "DashboardName"
 OUTPUT_ALARM_TOPIC = "AlarmTopicArn"
 OUTPUT_FUNCTION = {key: f"{key.capitalize()}FunctionName" for key in FUNCTIONS}
 OUTPUT_EVENT_BUS = "EventBusName"
+OUTPUT_SCHEDULE = "ScheduleName"
 
 # --- the CLI for a deployed stack (crawlstack.deployed) ---------------------
 # Athena: the analytics construct creates a workgroup (with its own result

@@ -60,5 +60,6 @@ class CrawlstackStack(Stack):
         CfnOutput(self, settings.OUTPUT_WORKGROUP, value=self.analytics.workgroup.ref)
         CfnOutput(self, settings.OUTPUT_GLUE_DATABASE, value=self.analytics.database_name)
         CfnOutput(self, settings.OUTPUT_EVENT_BUS, value=self.watch.bus.event_bus_name)
+        CfnOutput(self, settings.OUTPUT_SCHEDULE, value=self.watch.schedule.ref)
         for key, fn in self.functions.functions.items():
             CfnOutput(self, settings.OUTPUT_FUNCTION[key], value=fn.function_name)

@@ -400,6 +400,7 @@ def test_outputs_for_the_cli(template):
         *settings.OUTPUT_TABLE.values(),
         *settings.OUTPUT_FUNCTION.values(),
         settings.OUTPUT_EVENT_BUS,
+        settings.OUTPUT_SCHEDULE,
     }
     assert expected <= set(outputs)
     assert {"FrontierQueueUrl", "BucketName", "ResultsTableName", "WatchTableName"} <= set(outputs)

@@ -83,6 +83,11 @@ def test_rate_expression_names_its_unit_in_the_right_number():
     assert rate_expression(5) == "rate(5 minutes)"
 
 
+def test_schedule_name_is_an_output_for_status(stack, synthed, resources):
+    (schedule_id,) = of_type(resources, "AWS::Scheduler::Schedule")
+    assert synthed[1]["Outputs"][settings.OUTPUT_SCHEDULE]["Value"] == {"Ref": schedule_id}
+
+
 def test_scheduler_role_may_only_invoke_the_schedule_function(stack, resources):
     role_id = lid(stack, stack.watch.role)
     props = resources[role_id]["Properties"]

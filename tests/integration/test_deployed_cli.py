@@ -41,6 +41,7 @@ from functions.schedule import handler as schedule
 STACK = "CrawlstackTest"
 WORKGROUP = "crawlstack-wg"
 DATABASE = "crawlstack_db"
+SCHEDULE = "crawlstack-tick"
 
 
 def _free_port() -> int:
@@ -83,6 +84,7 @@ def _outputs(names: dict[str, str]) -> dict[str, str]:
     for key in settings.TABLES:
         outputs[settings.OUTPUT_TABLE[key]] = names[settings.ENV_TABLE[key]]
     outputs[settings.OUTPUT_WORKGROUP] = WORKGROUP
+    outputs[settings.OUTPUT_SCHEDULE] = SCHEDULE
     outputs[settings.OUTPUT_GLUE_DATABASE] = DATABASE
     return outputs
 
@@ -128,6 +130,15 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         stack = Deployed(endpoint, names)
         stack.client("athena").create_work_group(
             Name=WORKGROUP, Configuration={"ResultConfiguration": {"OutputLocation": "s3://results/athena/"}}
+        )
+        stack.client("scheduler").create_schedule(
+            Name=SCHEDULE,
+            ScheduleExpression=f"rate({settings.SCHEDULE_RATE_MINUTES} minute)",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            Target={
+                "Arn": "arn:aws:lambda:us-east-1:123456789012:function:crawlstack-schedule",
+                "RoleArn": "arn:aws:iam::123456789012:role/crawlstack-scheduler",
+            },
         )
         _create_stack(stack.client("cloudformation"), STACK, _outputs(names))
         yield stack
@@ -764,6 +775,7 @@ def test_sources_on_the_stack_are_planned_by_its_schedule_and_shown_by_status(
     code, out, _ = run(capsys, deployed, "status", "--no-counts")
     assert code == 0 and "news" not in out  # --no-counts: queue depths only
     code, out, _ = run(capsys, deployed, "status")
+    assert f"watch: schedule {SCHEDULE} enabled, rate(1 minute)" in out.splitlines()
     row = next(line.split() for line in out.splitlines() if line.startswith("news"))
     assert row[1:3] == ["24", "0"]  # checks a day; tokens: 24 to start, 24 earned, 48 checks planned
     first_check = datetime.fromisoformat(row[3].replace("Z", "+00:00")).timestamp()
@@ -773,5 +785,16 @@ def test_sources_on_the_stack_are_planned_by_its_schedule_and_shown_by_status(
     assert run(capsys, deployed, "sources", "remove", "news") == (0, "removed news\n", "")
     code, _, err = run(capsys, deployed, "sources", "remove", "news")
     assert code == 2 and "no source with id 'news'" in err
+    # The operator pauses the watch with Scheduler; status says so (here with a source again).
+    deployed.client("scheduler").update_schedule(
+        Name=SCHEDULE,
+        ScheduleExpression="rate(1 minute)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"},
+        State="DISABLED",
+    )
     code, out, _ = run(capsys, deployed, "status")
-    assert "news" not in out
+    assert "news" not in out and "watch:" not in out  # no source, no watch to report
+    assert run(capsys, deployed, *add)[0] == 0
+    code, out, _ = run(capsys, deployed, "status")
+    assert f"watch: schedule {SCHEDULE} disabled, rate(1 minute)" in out.splitlines()
