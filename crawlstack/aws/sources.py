@@ -2,7 +2,9 @@
 
 The item holds the source's settings (``source``, a map) and, once it has
 some, its schedule state (``crawlstack.aws.watch``): removing the item
-forgets both, so a source added again under its id starts afresh.
+forgets both, so a source added again under its id starts a new schedule.
+Its items seen (``crawlstack.aws.seen``) are kept: added again, it does not
+announce again what it announced before.
 """
 
 from __future__ import annotations

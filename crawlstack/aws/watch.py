@@ -17,6 +17,7 @@ check's ``done``.  The day's plan is ``crawlstack.aws.plan``'s, items seen
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -119,7 +120,7 @@ class DynamoWatch:
         """
         ddb = clients.client("dynamodb")
         check_key = clients.key(pk=f"check#{source_id}", sk=slot)
-        for _ in range(_STATE_RETRIES):
+        for attempt in range(_STATE_RETRIES):
             raw = ddb.get_item(TableName=self.name, Key=source_key(source_id), ConsistentRead=True).get("Item")
             if raw is None:
                 return False
@@ -167,6 +168,9 @@ class DynamoWatch:
                     raise
                 if reasons[0] == "ConditionalCheckFailed":
                     return False  # ended meanwhile
+                if not set(reasons) <= {"None", None, "ConditionalCheckFailed", "TransactionConflict"}:
+                    raise  # throttled, invalid: not a change of state to read again
+                time.sleep(random.uniform(0, 0.05 * 2**attempt))
         raise RuntimeError(f"source {source_id!r}: its state kept changing; check {slot} not applied")
 
     # --- the day's plan (crawlstack.aws.plan) ---------------------------------------

@@ -23,7 +23,7 @@ from crawlstack.local.pump import LambdaContext
 from crawlstack.messages import FrontierMessage
 from crawlstack.watch.check import event_id
 from crawlstack.watch.pages import WATCH_CRAWL_ID
-from crawlstack.watch.schedule import DAY, SourceState
+from crawlstack.watch.schedule import DAY, SourceState, check_ended
 from crawlstack.watch.sources import Source
 from functions.schedule import handler as schedule
 
@@ -247,3 +247,23 @@ def test_a_plan_cut_short_is_finished_as_drawn_once_its_planner_is_stale(
     assert planned_items(watch) == sorted(checks)
     tokens = {sid: state.tokens for sid, (state, _) in store.states().items()}
     assert tokens == {"s0": 23.0, "s1": 22.0, "s2": 23.0}
+
+
+def test_a_checks_end_meeting_the_days_plan_is_applied_on_the_new_state(watch: aws.StackNames) -> None:
+    store = aws.DynamoWatch(watch.watch, aws.BlobStore(watch.bucket))
+    source = Source("s0", "http://x/", "listing", priority_max=24.0)
+    first = SourceState.first(source)
+    store.page_done("s0", "slot", 1, 5)
+    calls: list[int] = []
+
+    def meanwhile_the_plan_spends(state: SourceState, found: int) -> SourceState:
+        calls.append(found)
+        if len(calls) == 1:  # between this check's read and its write, the day's plan spends 3 tokens
+            store.plans._spend("s0", "plans/day-2.json", -3.0, [first.priority, first.tokens], [T0 + 60])
+        return check_ended(source, T0 + 30)(state, found)
+
+    assert store.finish_check("s0", "slot", meanwhile_the_plan_spends, first)
+    assert calls == [5, 5]  # refused once (the version moved), applied on the state read again
+    state, _ = store.states()["s0"]
+    assert state.tokens == first.tokens - 3.0 and [(c.at, c.new_items) for c in state.history] == [(T0 + 30, 5)]
+    assert not store.finish_check("s0", "slot", meanwhile_the_plan_spends, first)  # ended once
