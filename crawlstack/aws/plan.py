@@ -181,26 +181,23 @@ class DayPlan:
         )
 
     def _rewind(self, cursor: str, to: int) -> None:
-        clients.conditional_write(
-            "update_item",
-            TableName=self.name,
-            Key=clients.key(**DAY_KEY),
-            UpdateExpression=f"SET {cursor} = :m",
-            ConditionExpression=f"attribute_not_exists({cursor}) OR {cursor} > :m",
-            ExpressionAttributeValues=clients.values(m=to),
-        )
+        """Move a cursor back to ``to`` (a planner's new checks), unless it is there already."""
+        self._set_cursor(cursor, to, f"attribute_not_exists({cursor}) OR {cursor} > :new")
 
     def _advance(self, cursor: str, old: int, new: int) -> None:
         """Move a cursor on, unless a planner moved it meanwhile (its rewind wins)."""
         if new != old:
-            clients.conditional_write(
-                "update_item",
-                TableName=self.name,
-                Key=clients.key(**DAY_KEY),
-                UpdateExpression=f"SET {cursor} = :new",
-                ConditionExpression=f"{cursor} = :old",
-                ExpressionAttributeValues=clients.values(new=new, old=old),
-            )
+            self._set_cursor(cursor, new, f"{cursor} = :old", old=old)
+
+    def _set_cursor(self, cursor: str, new: int, condition: str, **named: Any) -> None:
+        clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=clients.key(**DAY_KEY),
+            UpdateExpression=f"SET {cursor} = :new",
+            ConditionExpression=condition,
+            ExpressionAttributeValues=clients.values(new=new, **named),
+        )
 
     # --- sending and settling -----------------------------------------------------
     def claim_due(self, now: float, wall: float, limit: int | None = None) -> list[tuple[str, float]]:

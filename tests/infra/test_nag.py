@@ -24,15 +24,6 @@ _MK = (ROOT / "make" / "infra.mk").read_text()
 CFN_LINT_ARGS = shlex.split(_MK.split("CFN_LINT_FLAGS ?=", 1)[1].splitlines()[0])
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory: pytest.TempPathFactory) -> LambdaAssets:
-    root = tmp_path_factory.mktemp("lambda")
-    (root / "code" / "functions").mkdir(parents=True)
-    (root / "code" / "functions" / "stub.py").write_text("")
-    (root / "layer" / "python").mkdir(parents=True)
-    return LambdaAssets(code_dir=root / "code", layer_dir=root / "layer")
-
-
 @pytest.mark.parametrize("retain_data", [True, False])
 def test_no_unsuppressed_nag_findings(assets: LambdaAssets, tmp_path: Path, retain_data: bool) -> None:
     app = cdk.App(context={**CONTEXT, CTX_RETAIN_DATA: retain_data}, outdir=str(tmp_path))

@@ -50,16 +50,6 @@ def synth(assets: LambdaAssets, **context: Any) -> tuple[CrawlstackStack, Templa
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory: pytest.TempPathFactory) -> LambdaAssets:
-    root = tmp_path_factory.mktemp("lambda")
-    (root / "code" / "functions").mkdir(parents=True)
-    (root / "code" / "functions" / "stub.py").write_text("def handler(event, context):\n    return None\n")
-    (root / "layer" / "python").mkdir(parents=True)
-    (root / "layer" / "python" / "stub.py").write_text("")
-    return LambdaAssets(code_dir=root / "code", layer_dir=root / "layer")
-
-
-@pytest.fixture(scope="module")
 def synthed(assets: LambdaAssets) -> tuple[CrawlstackStack, Template]:
     return synth(assets)
 

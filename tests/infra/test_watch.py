@@ -29,15 +29,6 @@ from infra.watch import MAX_EVENT_AGE, rate_expression
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory: pytest.TempPathFactory) -> LambdaAssets:
-    root = tmp_path_factory.mktemp("lambda")
-    (root / "code" / "functions").mkdir(parents=True)
-    (root / "code" / "functions" / "stub.py").write_text("def handler(event, context):\n    return None\n")
-    (root / "layer" / "python").mkdir(parents=True)
-    return LambdaAssets(code_dir=root / "code", layer_dir=root / "layer")
-
-
-@pytest.fixture(scope="module")
 def synthed(assets: LambdaAssets) -> tuple[CrawlstackStack, dict[str, Any]]:
     stack, template = synth(assets)
     return stack, template.to_json()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drains import drain as drain_queue
 from outcomes import crawl_outcomes
 from webs import describe, page, robots
 
@@ -153,18 +154,8 @@ def sqs_event(names: dict[str, str], key: str, *bodies: str, ids: list[str] | No
 
 
 def drain(names: dict[str, str], key: str) -> list[dict[str, Any]]:
-    """Every message in a queue (delayed ones are not visible: the tests use delay 0)."""
-    sqs = aws.client("sqs")
-    url = names[settings.ENV_QUEUE_URL[key]]
-    out: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
-        if not batch:
-            return out
-        out.extend(batch)
-        sqs.delete_message_batch(
-            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
-        )
+    """Every message in the stack's ``key`` queue (delayed ones are not visible: the tests use delay 0)."""
+    return drain_queue(names[settings.ENV_QUEUE_URL[key]])
 
 
 def context(name: str) -> LambdaContext:
@@ -541,7 +532,7 @@ def test_a_check_goes_from_the_schedule_through_the_handlers_to_events_on_the_bu
     s3 = s3_event(stack_names.bucket, key)
     assert extract.handler(sqs_event(stack, "extract", s3), context("extract")) == {"batchItemFailures": []}
 
-    published = [json.loads(m["Body"])["detail"] for m in drain_url(target)]
+    published = [json.loads(m["Body"])["detail"] for m in drain_queue(target)]
     assert sorted(e["identity"] for e in published) == ["/n/one", "/n/two"]  # the identity field as extracted
     assert {e["source_id"] for e in published} == {"news"}
     source = aws.DynamoSources(stack_names.watch)
@@ -549,19 +540,9 @@ def test_a_check_goes_from_the_schedule_through_the_handlers_to_events_on_the_bu
     assert (item["checks_done"], item["items_found"]) == (1, 2)  # the check ended once, its yield applied
     # The same WARC announced again (S3 delivers at least once): no event twice, the check not ended twice.
     assert extract.handler(sqs_event(stack, "extract", s3), context("extract")) == {"batchItemFailures": []}
-    assert drain_url(target) == []
+    assert drain_queue(target) == []
     [item] = [i for i in source.items() if i["sk"] == "news"]
     assert (item["checks_done"], item["items_found"]) == (1, 2)
     # The check fetched the page once, and no link of it was followed.
     assert [p for p, _ in site.requests] == ["/robots.txt", "/news"]
     assert drain(stack, "frontier") == []
-
-
-def drain_url(url: str) -> list[dict[str, Any]]:
-    sqs, out = aws.client("sqs"), []
-    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        out += got
-        sqs.delete_message_batch(
-            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
-        )
-    return out

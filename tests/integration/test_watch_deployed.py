@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from drains import drain
 
 from crawlstack import aws, settings, wiring
 from crawlstack.aws import plan as plan_module
@@ -34,18 +35,6 @@ HOST = "http://127.0.0.2"
 def context() -> LambdaContext:
     spec = settings.FUNCTIONS["schedule"]
     return LambdaContext("crawlstack-schedule", spec.memory_mb, spec.timeout_seconds)
-
-
-def drain(url: str) -> list[dict[str, Any]]:
-    sqs, out = aws.client("sqs"), []
-    while True:
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
-        if not got:
-            return out
-        out += got
-        sqs.delete_message_batch(
-            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
-        )
 
 
 @pytest.fixture
