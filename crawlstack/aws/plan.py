@@ -33,11 +33,10 @@ from botocore.exceptions import ClientError
 from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.aws.blobs import BlobStore
-from crawlstack.aws.sources import source_key
+from crawlstack.aws.sources import DAY_KEY, source_key
 from crawlstack.crawllog import iso_time
 from crawlstack.watch.schedule import SourceState
 
-DAY_KEY = {"pk": "day", "sk": "current"}
 # Minutes of plan one scan looks through at most (a scheduler long down catches up over several ticks).
 MAX_SCAN_MINUTES = 24 * 60
 # Sources a planning chunk applies, its progress noted after each: 100,000 sources are 100 notes.
@@ -61,6 +60,8 @@ class DayPlan:
     def __init__(self, table: str, blobs: BlobStore) -> None:
         self.name = table
         self.blobs = blobs
+        # The additions the last ``unplanned`` saw, which ``plan_first`` then marks planned.
+        self._added_seen: Any = None
 
     def day(self) -> dict[str, Any]:
         raw = (
@@ -197,6 +198,55 @@ class DayPlan:
             UpdateExpression=f"SET {cursor} = :new",
             ConditionExpression=condition,
             ExpressionAttributeValues=clients.values(new=new, **named),
+        )
+
+    # --- sources added since the plan --------------------------------------------------
+    def unplanned(self) -> bool:
+        """Whether sources were added (``sources_added_at``) since their first checks were last planned."""
+        day = self.day()
+        self._added_seen = day.get("sources_added_at")
+        return self._added_seen is not None and float(self._added_seen) > float(day.get("first_checks_at", -1))
+
+    def plan_first(self, checks: list[tuple[str, float]], states: dict[str, SourceState]) -> list[str]:
+        """Each never-planned source's state and first checks; then the additions seen are marked planned."""
+        times: dict[str, list[float]] = {}
+        for source_id, at in checks:
+            times.setdefault(source_id, []).append(round(at, 3))
+        planned = [sid for sid, state in states.items() if self._first(sid, state, times.get(sid, []))]
+        items = [_plan_item(sid, at) for sid in planned for at in times.get(sid, [])]
+        for start in range(0, len(items), 25):
+            self._put_items(items[start : start + 25])
+        if items:
+            first = min(minute(float(i["at"])) for i in items)
+            self._rewind("send_from", first)
+            self._rewind("settle_from", first)
+        added = self._added_seen
+        if added is not None:
+            # The additions this plan saw; one made since is later, and the next tick plans it.
+            self._note_first_checks(float(added))
+        return planned
+
+    def _first(self, source_id: str, state: SourceState, times: list[float]) -> bool:
+        return clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=source_key(source_id),
+            UpdateExpression="SET priority = :p, tokens = :t, history = :h, planned = :k, next_checks = :times, "
+            "version = if_not_exists(version, :zero) + :one",
+            ConditionExpression="attribute_exists(sk) AND attribute_not_exists(planned)",
+            ExpressionAttributeValues=clients.values(
+                p=state.priority, t=state.tokens, h=[], k="first", times=sorted(times), zero=0, one=1
+            ),
+        )
+
+    def _note_first_checks(self, added: float) -> None:
+        clients.conditional_write(
+            "update_item",
+            TableName=self.name,
+            Key=clients.key(**DAY_KEY),
+            UpdateExpression="SET first_checks_at = :a",
+            ConditionExpression="attribute_not_exists(first_checks_at) OR first_checks_at < :a",
+            ExpressionAttributeValues=clients.values(a=added),
         )
 
     # --- sending and settling -----------------------------------------------------

@@ -9,6 +9,7 @@ announce again what it announced before.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,8 @@ from crawlstack.aws import clients
 from crawlstack.watch.sources import DuplicateSource, Source
 
 SOURCE_PK = "source"
+# The watch's day item (crawlstack.aws.plan); adding sources notes the time there for the scheduler.
+DAY_KEY = {"pk": "day", "sk": "current"}
 # TransactWriteItems takes at most 100 actions.
 _TRANSACTION = 100
 
@@ -55,6 +58,13 @@ class DynamoSources:
             for source_id in added:
                 self.ddb.delete_item(TableName=self.name, Key=source_key(source_id))
             raise
+        # The scheduler plans new sources' first checks at its next tick (watch.scheduler).
+        self.ddb.update_item(
+            TableName=self.name,
+            Key=clients.key(**DAY_KEY),
+            UpdateExpression="SET sources_added_at = :now",
+            ExpressionAttributeValues=clients.values(now=time.time()),
+        )
 
     def _put_batch(self, batch: list[Source]) -> None:
         actions = [

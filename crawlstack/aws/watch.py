@@ -185,6 +185,12 @@ class DynamoWatch:
     def resume_plan(self) -> int | None:
         return self.plans.resume_plan()
 
+    def unplanned(self) -> bool:
+        return self.plans.unplanned()
+
+    def plan_first(self, checks: list[tuple[str, float]], states: dict[str, SourceState]) -> list[str]:
+        return self.plans.plan_first(checks, states)
+
     def claim_due(self, now: float, wall: float, limit: int | None = None) -> list[tuple[str, float]]:
         return self.plans.claim_due(now, wall, limit)
 

@@ -25,7 +25,11 @@ After a check (``priority_after``) the priority follows yield:
 Both are clamped to the source's bounds.  Nothing here reads a clock or a
 store: time is passed in (simulated time in a simulation).
 
-Settings: ``HISTORY``, ``HALF_LIFE_DAYS``, ``ITEMS_PER_CHECK``, ``DAY`` (here).
+A source added after the day was planned gets one check soon
+(``first_checks``), and joins the daily plan from the next day.
+
+Settings: ``HISTORY``, ``HALF_LIFE_DAYS``, ``ITEMS_PER_CHECK``, ``DAY``,
+``FIRST_CHECKS_SPAN`` (here).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from crawlstack.urls import host_of
 from crawlstack.watch.sources import Source
 
 DAY = 86_400.0
+# New sources' first checks are spread over at most this long (the rest of the day, if less).
+FIRST_CHECKS_SPAN = 3600.0
 HISTORY = 30
 HALF_LIFE_DAYS = 7.0
 ITEMS_PER_CHECK = 1.0
@@ -123,6 +129,21 @@ def plan_day(
     spent = {sid: replace(state, tokens=state.tokens - due.get(sid, 0)) for sid, state in accrued.items()}
     hosts = {s.id: host_of(s.url) for s in sources}
     return spread(due, hosts, start), spent
+
+
+def first_checks(
+    sources: Sequence[Source], start: float, span: float = FIRST_CHECKS_SPAN
+) -> tuple[list[PlannedCheck], dict[str, SourceState]]:
+    """Sources added since the day was planned: a first check each, soon, rather than at the next day's plan.
+
+    A host's new sources are spread evenly over ``[start, start + span)``;
+    each starts from its first state with the check's token spent, and
+    joins the daily plan from the next day.  These checks are outside the
+    day's budget.
+    """
+    hosts = {s.id: host_of(s.url) for s in sources}
+    states = {s.id: replace(first, tokens=first.tokens - 1.0) for s in sources if (first := SourceState.first(s))}
+    return spread({s.id: 1 for s in sources}, hosts, start, span), states
 
 
 def priority_after(source: Source, state: SourceState, check: Check) -> SourceState:

@@ -6,7 +6,8 @@ EventBridge Scheduler), each on its own ``PlanStore``:
 
 1. when the planned day is over (or none was planned), ``plan_day`` draws
    the next one from every source's state: the day's checks, and the tokens
-   they spend, go to the store together (``PlanStore.plan``);
+   they spend, go to the store together (``PlanStore.plan``); a source added
+   since gets its first check within ``FIRST_CHECKS_SPAN`` (``plan_first``);
 2. the checks that are due are claimed (``claim_due``: a conditional write
    each where several schedulers could run), sent to the frontier as
    ``CheckRef`` messages with the source's last validators, then marked
@@ -35,7 +36,7 @@ from crawlstack.crawllog import iso_time
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import Validators
 from crawlstack.watch.pages import WATCH_CRAWL_ID
-from crawlstack.watch.schedule import DAY, SourceState, check_ended, plan_day
+from crawlstack.watch.schedule import DAY, FIRST_CHECKS_SPAN, SourceState, check_ended, first_checks, plan_day
 from crawlstack.watch.sources import Source
 
 Planned = tuple[str, float]  # (source id, time)
@@ -70,6 +71,14 @@ class PlanStore(Protocol):
 
     def resume_plan(self) -> int | None:
         """Finish a plan whose planner died (its checks); 0 while another planner works; None when none is pending."""
+        ...
+
+    def unplanned(self) -> bool:
+        """Whether a source may have been added since the day's plan (a cheap hint, read each tick)."""
+        ...
+
+    def plan_first(self, checks: list[Planned], states: dict[str, SourceState]) -> list[str]:
+        """Each never-planned source's first checks and state (one planned meanwhile is left); the ones planned."""
         ...
 
     def claim_due(self, now: float, wall: float, limit: int | None = None) -> list[Planned]:
@@ -123,10 +132,12 @@ def tick(
         every = sources.list()
         if every:  # no empty day: a first source added later is planned at the next tick, not tomorrow
             planned = _plan(every, store, start, budget)
-    sent = 0
+    elif resumed is None and day_end is not None and (end is None or now < end) and store.unplanned():
+        planned = _plan_first(sources, store, now, day_end)
+    sent = claimed = 0
     # A message batch at a time, each marked sent once it went: a failed send leaves only its own checks
     # claimed (sent again once the claim is old), and a backlog goes out over several ticks.
-    while sent < max_sends:
+    while claimed < max_sends:
         due = store.claim_due(now if end is None else min(now, end), wall, SEND_CHUNK)
         if not due:
             break
@@ -137,7 +148,8 @@ def tick(
         if bodies:
             send(bodies)
         store.mark_sent(due, wall)
-        sent += len(due)
+        claimed += len(due)
+        sent += len(bodies)  # a source removed since the plan has its check claimed, and none sent
 
     def end_check(source_id: str, slot: str) -> None:
         source = sources.get(source_id)
@@ -157,6 +169,14 @@ def _plan(every: Sequence[Source], store: PlanStore, start: float, budget: int |
     change = {sid: st.tokens - (states.get(sid) or first[sid]).tokens for sid, st in spent.items()}
     store.plan([(p.source_id, p.at) for p in planned], change, first, start + DAY)
     return len(planned)
+
+
+def _plan_first(sources: SourceList, store: PlanStore, now: float, day_end: float) -> int:
+    known = store.states()
+    new = [s for s in sources.list() if s.id not in known]
+    checks, states = first_checks(new, now, max(60.0, min(FIRST_CHECKS_SPAN, day_end - now)))
+    store.plan_first([(p.source_id, p.at) for p in checks], states)
+    return len(checks)
 
 
 def check_messages(

@@ -18,8 +18,10 @@ from crawlstack.crawllog import iso_time
 from crawlstack.local.sqlite import StateDb
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch
+from crawlstack.messages import FrontierMessage
 from crawlstack.watch.check import Validators
 from crawlstack.watch.schedule import DAY, SourceState, check_ended
+from crawlstack.watch.scheduler import tick
 from crawlstack.watch.sources import Source
 
 T0 = 1_790_000_000.0  # a day's start
@@ -112,3 +114,34 @@ def test_validators_are_kept_per_source(impl: Impl) -> None:
     planned(impl, [], {"a": 0.0, "b": 0.0})
     impl.plans.set_validators("a", Validators('"v1"', "Tue, 01 Dec 2026 10:00:00 GMT"), SourceState.first(source("a")))
     assert impl.plans.validators(["a", "b"]) == {"a": Validators('"v1"', "Tue, 01 Dec 2026 10:00:00 GMT")}
+
+
+def test_a_source_added_after_the_plan_is_planned_once_for_its_first_check(impl: Impl) -> None:
+    planned(impl, [("a", T0 + 100)], {"a": -1.0})
+    if impl.plans.unplanned():  # only a hint: a store may say so when nothing is new
+        assert impl.plans.plan_first([], {}) == []
+    assert not impl.plans.unplanned()
+    impl.sources.add_all([source("b")])
+    assert impl.plans.unplanned()
+    state = SourceState(1.75, 0.75)
+    assert impl.plans.plan_first([("b", T0 + 500)], {"b": state}) == ["b"]
+    assert not impl.plans.unplanned()
+    assert impl.plans.plan_first([("b", T0 + 900)], {"b": state}) == []  # planned already: not twice
+    assert impl.plans.states()["b"][0] == state
+    assert sorted(impl.plans.claim_due(T0 + 1000, T0 + 1000)) == [("a", T0 + 100), ("b", T0 + 500)]
+
+
+def test_ticks_plan_the_day_send_what_falls_due_and_check_a_new_source_within_the_hour(impl: Impl) -> None:
+    impl.sources.add_all([Source("a", "http://127.0.0.2/a", "listing", priority_max=24.0)])
+    sent: list[str] = []
+    first = tick(impl.sources, impl.plans, sent.extend, T0, T0, None, settings.WATCH_STALE_CHECK_SECONDS)
+    assert (first.planned, first.sent) == (48, 0)
+    assert tick(impl.sources, impl.plans, sent.extend, T0 + 3600, T0 + 3600, None, 3600.0).sent == 2
+    # A source added mid-day: its first check within the hour, not at tomorrow's plan.
+    impl.sources.add_all([Source("b", "http://127.0.0.3/b", "listing")])
+    later = tick(impl.sources, impl.plans, sent.extend, T0 + 3660, T0 + 3660, None, 3600.0)
+    assert later.planned == 1
+    tick(impl.sources, impl.plans, sent.extend, T0 + 7260, T0 + 7260, None, 3600.0)
+    checks = [FrontierMessage.from_json(body).check for body in sent]
+    assert [c.source_id for c in checks if c is not None].count("b") == 1
+    assert len(sent) == len({(c.source_id, c.slot) for c in checks if c is not None}) == 5

@@ -14,6 +14,7 @@ from crawlstack.watch.schedule import (
     Check,
     SourceState,
     due_checks,
+    first_checks,
     plan_day,
     priority_after,
     spread,
@@ -99,3 +100,13 @@ def test_a_simulations_host_delay_is_simulated_time() -> None:
     assert config.host_delay(None) == 0.02 and config.host_delay(3.0) == 0.03
     assert CrawlConfig.from_item(config.to_item(), CrawlConfig()) == config
     assert "time_scale" not in CrawlConfig(delay=2.0).to_item() and CrawlConfig(delay=2.0).host_delay(None) == 2.0
+
+
+def test_sources_added_after_the_plan_get_one_first_check_each_spread_over_the_span() -> None:
+    added = [Source(f"n{i}", f"http://one.example/{i}", "listing") for i in range(4)]
+    added.append(Source("o", "http://other.example/", "listing", priority_max=0.5))
+    checks, states = first_checks(added, 1000.0, 3600.0)
+    one = sorted(c.at for c in checks if c.host == "one.example")
+    assert one == [1000.0 + (i + 0.5) * 900.0 for i in range(4)]  # a host's new sources evenly over the hour
+    assert [c.at for c in checks if c.host == "other.example"] == [1000.0 + 1800.0]
+    assert states["n0"] == SourceState(1.75, 0.75) and states["o"] == SourceState(0.5, -0.5)  # a token spent

@@ -84,6 +84,28 @@ class SqliteWatch:
             conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", checks)
             conn.execute("INSERT OR REPLACE INTO watch_day (id, day_end) VALUES (1, ?)", (day_end,))
 
+    def unplanned(self) -> bool:
+        """Whether a source in the same database (``SqliteSources``) has no schedule state yet."""
+        with self.db.reading() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM sources s WHERE NOT EXISTS (SELECT 1 FROM source_state st WHERE st.id = s.id) LIMIT 1"
+            ).fetchone()
+        return row is not None
+
+    def plan_first(self, checks: list[tuple[str, float]], states: dict[str, SourceState]) -> list[str]:
+        """Each source without a state gets ``states``' and its checks, in one write; the ones planned."""
+        planned = []
+        with self.db.transaction() as conn:
+            for source_id, state in states.items():
+                item = json.dumps(_state_item(state, None))
+                if conn.execute(
+                    "INSERT OR IGNORE INTO source_state (id, state) VALUES (?, ?)", (source_id, item)
+                ).rowcount:
+                    planned.append(source_id)
+            rows = [(sid, at) for sid, at in checks if sid in set(planned)]
+            conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", rows)
+        return planned
+
     def shift_unsent(self, now: float) -> float:
         """Move the plan's unsent checks, and the day's end, later by how far the first is overdue; by how much.
 
