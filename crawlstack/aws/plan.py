@@ -82,13 +82,16 @@ class DayPlan:
         """Take the day (nothing if another planner has), write the drawn plan, apply it."""
         key = f"{settings.WATCH_PLANS_PREFIX}{iso_time(day_end)}.json"
         me = clients.new_token()
-        # Planned already (a second scheduler drew it too), or being planned: not twice.
+        # Planned already (a second scheduler drew it too), or being planned: not twice.  The token
+        # tells this call's own write, met again by botocore's retry after a lost reply.
         if not clients.conditional_write(
             "update_item",
+            me,
             TableName=self.name,
             Key=clients.key(**DAY_KEY),
-            UpdateExpression="SET planning = :k, planning_by = :me, planning_at = :now, applied = :zero",
+            UpdateExpression="SET planning = :k, planning_by = :me, planning_at = :now, applied = :zero, #t = :me",
             ConditionExpression="attribute_not_exists(planning) AND (attribute_not_exists(day_end) OR day_end < :end)",
+            ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
             ExpressionAttributeValues=clients.values(k=key, me=me, now=time.time(), zero=0, end=day_end),
         ):
             return

@@ -24,9 +24,11 @@ from crawlstack import aws, jobs, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.local import resources
 from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server
-from crawlstack.messages import FetchTask
+from crawlstack.messages import FetchTask, FrontierMessage
 from crawlstack.runs.ports import Bundle
+from crawlstack.watch import scheduler
 from crawlstack.watch.check import event_id
+from crawlstack.watch.sources import Source
 
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 # Every call: done upstream, then its reply lost (a 500); the retry gets through.
@@ -262,3 +264,38 @@ def test_a_lost_put_events_reply_gives_one_duplicate_with_the_same_event_id(
     assert seen.record_page(source, "slot p1", ["a", "b", "c"], events, 2.0) == {"a", "b", "c"}
     assert seen.record_page(source, "slot2 p1", ["c", "d"], {**events, "d": {"event_id": "d"}}, 3.0) == {"d"}
     assert event_ids(url) == {"d": 1}
+
+
+def test_a_watch_tick_whose_every_reply_is_lost_plans_once_and_sends_each_check_once(
+    served: FaultyEndpoint, stack_names: aws.StackNames
+) -> None:
+    table = unique("watch")
+    aws.client("dynamodb").create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    sources = aws.DynamoSources(table)
+    sources.add_all([Source(f"s{n}", f"http://127.0.0.2/{n}", "listing", priority_max=24.0) for n in range(2)])
+    store = aws.DynamoWatch(table, aws.BlobStore(stack_names.bucket))
+    sent: list[str] = []
+    t0 = 1_790_000_000.0
+    served.calls.clear()
+    served.faults.clear()
+    served.plan = LOSE_EVERY_REPLY
+    aws.reset_clients()
+    try:
+        assert scheduler.tick(sources, store, sent.extend, t0, t0, None, 3600.0).planned == 96
+        assert scheduler.tick(sources, store, sent.extend, t0 + 3600, t0 + 3600, None, 3600.0).sent == 4
+        assert scheduler.tick(sources, store, sent.extend, t0 + 3610, t0 + 3610, None, 3600.0).sent == 0
+    finally:
+        served.plan = FaultPlan(failure_rate=0.0)
+    assert served.faults[("dynamodb", "UpdateItem", "after")] > 0  # the conditional writes met their own retries
+    slots = [(c.source_id, c.slot) for c in (FrontierMessage.from_json(b).check for b in sent) if c is not None]
+    assert len(slots) == len(set(slots)) == 4
+    tokens = {sid: state.tokens for sid, (state, _) in store.states().items()}
+    assert tokens == {"s0": 0.0, "s1": 0.0}  # 24 to start, 24 earned, 48 planned: spent once
