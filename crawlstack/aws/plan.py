@@ -1,30 +1,22 @@
-"""A deployed watch's day in the watch table: the plan, its checks' claims, and settling them.
+"""Planning a deployed watch's day on the watch table (``crawlstack.aws.day``'s items).
 
-Items (``pk`` / ``sk``):
-
-* ``day`` / ``current``: the planned day's end; while a plan is applied,
-  ``planning`` (its object's key), its holder and the time it last moved
-  (``planning_by``, ``planning_at``) and the chunks of sources ``applied``;
-  and the minutes the scheduler looks from: ``send_from`` (the first with a
-  check unsent) and ``settle_from`` (the first with one unsettled);
-* ``plan#<minute>`` / ``<time>#<source>``: a planned check, claimed
-  (``claimed_at``), ``sent_at``, ``settled``; expiring after
-  ``settings.WATCH_ITEM_DAYS``.
+While a plan is applied, the day item holds ``planning`` (the plan's
+object key), its holder and the time it last moved (``planning_by``,
+``planning_at``) and the chunks of sources ``applied``.
 
 Planning takes the day with a conditional write (one planner a day), writes
 the drawn plan to the bucket, then applies it a chunk of sources at a time,
 noting each chunk done: a planner that died is followed, once its lease is
 stale, by one that applies the rest as drawn.  Each source's tokens change
-once for the day (its condition names the plan).  The cursors only move
-forward past checks sent (or settled), by conditional writes that a
-planner's rewind wins, so no check is left behind them.
+once for the day (its condition names the plan).  Sources added since get
+their first checks (``plan_first``), noted on the day item so that no tick
+lists every source to find them.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -33,12 +25,11 @@ from botocore.exceptions import ClientError
 from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.aws.blobs import BlobStore
+from crawlstack.aws.day import DayItem, minute, plan_item
 from crawlstack.aws.sources import DAY_KEY, source_key
 from crawlstack.crawllog import iso_time
 from crawlstack.watch.schedule import SourceState
 
-# Minutes of plan one scan looks through at most (a scheduler long down catches up over several ticks).
-MAX_SCAN_MINUTES = 24 * 60
 # Sources a planning chunk applies, its progress noted after each: 100,000 sources are 100 notes.
 PLAN_CHUNK = 1000
 # Concurrent writes while applying a chunk.
@@ -47,33 +38,12 @@ PLAN_WRITERS = 16
 PLAN_LEASE_SECONDS = 2.0 * settings.FUNCTIONS["schedule"].timeout_seconds
 
 
-def minute(at: float) -> int:
-    return int(at // 60)
-
-
-def expiry(at: float) -> int:
-    """When an item about time ``at`` expires (the table's TTL attribute)."""
-    return int(at + settings.WATCH_ITEM_DAYS * 86_400)
-
-
-class DayPlan:
+class DayPlan(DayItem):
     def __init__(self, table: str, blobs: BlobStore) -> None:
-        self.name = table
+        super().__init__(table)
         self.blobs = blobs
         # The additions the last ``unplanned`` saw, which ``plan_first`` then marks planned.
         self._added_seen: Any = None
-
-    def day(self) -> dict[str, Any]:
-        raw = (
-            clients.client("dynamodb")
-            .get_item(TableName=self.name, Key=clients.key(**DAY_KEY), ConsistentRead=True)
-            .get("Item")
-        )
-        return clients.unmarshal(raw)
-
-    def day_end(self) -> float | None:
-        day = self.day()
-        return float(day["day_end"]) if "day_end" in day else None
 
     # --- planning -----------------------------------------------------------------
     def plan(
@@ -133,7 +103,7 @@ class DayPlan:
                 chunk = order[n * PLAN_CHUNK : (n + 1) * PLAN_CHUNK]
                 spend = lambda sid: self._spend(sid, key, drawn["tokens"][sid], drawn["first"][sid], times.get(sid, []))  # noqa: E731
                 list(pool.map(spend, chunk))
-                items = [_plan_item(sid, at) for sid in chunk for at in times.get(sid, [])]
+                items = [plan_item(sid, at) for sid in chunk for at in times.get(sid, [])]
                 list(pool.map(self._put_items, [items[i : i + 25] for i in range(0, len(items), 25)]))
                 if not self._move(me, "planning_by = :me", applied=n + 1):
                     return  # taken over: the new holder applies the rest
@@ -184,25 +154,6 @@ class DayPlan:
             ExpressionAttributeValues=clients.values(me=me, **named),
         )
 
-    def _rewind(self, cursor: str, to: int) -> None:
-        """Move a cursor back to ``to`` (a planner's new checks), unless it is there already."""
-        self._set_cursor(cursor, to, f"attribute_not_exists({cursor}) OR {cursor} > :new")
-
-    def _advance(self, cursor: str, old: int, new: int) -> None:
-        """Move a cursor on, unless a planner moved it meanwhile (its rewind wins)."""
-        if new != old:
-            self._set_cursor(cursor, new, f"{cursor} = :old", old=old)
-
-    def _set_cursor(self, cursor: str, new: int, condition: str, **named: Any) -> None:
-        clients.conditional_write(
-            "update_item",
-            TableName=self.name,
-            Key=clients.key(**DAY_KEY),
-            UpdateExpression=f"SET {cursor} = :new",
-            ConditionExpression=condition,
-            ExpressionAttributeValues=clients.values(new=new, **named),
-        )
-
     # --- sources added since the plan --------------------------------------------------
     def unplanned(self) -> bool:
         """Whether sources were added (``sources_added_at``) since their first checks were last planned."""
@@ -216,7 +167,7 @@ class DayPlan:
         for source_id, at in checks:
             times.setdefault(source_id, []).append(round(at, 3))
         planned = [sid for sid, state in states.items() if self._first(sid, state, times.get(sid, []))]
-        items = [_plan_item(sid, at) for sid in planned for at in times.get(sid, [])]
+        items = [plan_item(sid, at) for sid in planned for at in times.get(sid, [])]
         for start in range(0, len(items), 25):
             self._put_items(items[start : start + 25])
         if items:
@@ -251,108 +202,3 @@ class DayPlan:
             ConditionExpression="attribute_not_exists(first_checks_at) OR first_checks_at < :a",
             ExpressionAttributeValues=clients.values(a=added),
         )
-
-    # --- sending and settling -----------------------------------------------------
-    def claim_due(self, now: float, wall: float, limit: int | None = None) -> list[tuple[str, float]]:
-        """Claim due checks not sent, nor claimed within ``settings.WATCH_CLAIM_SECONDS``; at most ``limit``."""
-        day = self.day()
-        if "send_from" not in day:
-            return []
-        claimed: list[tuple[str, float]] = []
-        start = int(day["send_from"])
-        first_unsent = None
-        for m, item in self._scan(start, minute(now)):
-            if "sent_at" in item:
-                continue
-            first_unsent = m if first_unsent is None else first_unsent
-            at = float(item["at"])
-            if at <= now and self._claim(item, wall):
-                claimed.append((item["source_id"], at))
-                if limit is not None and len(claimed) >= limit:
-                    break
-        # Claimed checks count as unsent until marked: a send that fails leaves them for a later claim.
-        scanned = min(minute(now), start + MAX_SCAN_MINUTES)
-        self._advance("send_from", start, first_unsent if first_unsent is not None else scanned)
-        return claimed
-
-    def _claim(self, item: dict[str, Any], wall: float) -> bool:
-        token = clients.new_token()
-        return clients.conditional_write(
-            "update_item",
-            token,
-            TableName=self.name,
-            Key=clients.key(pk=item["pk"], sk=item["sk"]),
-            UpdateExpression="SET claimed_at = :w, #t = :tok",
-            ConditionExpression="attribute_not_exists(sent_at) AND "
-            "(attribute_not_exists(claimed_at) OR claimed_at < :old)",
-            ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
-            ExpressionAttributeValues=clients.values(w=wall, old=wall - settings.WATCH_CLAIM_SECONDS, tok=token),
-        )
-
-    def mark_sent(self, checks: list[tuple[str, float]], wall: float) -> None:
-        for source_id, at in checks:
-            clients.conditional_write(
-                "update_item",
-                TableName=self.name,
-                Key=clients.key(pk=f"plan#{minute(at)}", sk=f"{iso_time(at)}#{source_id}"),
-                UpdateExpression="SET sent_at = :w",
-                ConditionExpression="attribute_exists(sk)",  # expired meanwhile: never a key-only item
-                ExpressionAttributeValues=clients.values(w=wall),
-            )
-
-    def oldest_unsent(self, now: float) -> float | None:
-        day = self.day()
-        if "send_from" not in day:
-            return None
-        for _, item in self._scan(int(day["send_from"]), minute(now)):
-            if "sent_at" not in item and float(item["at"]) <= now:
-                return float(item["at"])
-        return None
-
-    def settle(self, sent_before: float, slot: Callable[[float], str], end: Callable[[str, str], object]) -> int:
-        day = self.day()
-        if "settle_from" not in day:
-            return 0
-        start, settled, open_from = int(day["settle_from"]), 0, None
-        last = minute(sent_before)
-        for m, item in self._scan(start, last):
-            if item.get("settled"):
-                continue
-            if "sent_at" not in item or float(item["sent_at"]) >= sent_before:
-                open_from = m if open_from is None else open_from
-                continue
-            end(item["source_id"], slot(float(item["at"])))
-            clients.client("dynamodb").update_item(
-                TableName=self.name,
-                Key=clients.key(pk=item["pk"], sk=item["sk"]),
-                UpdateExpression="SET settled = :t",
-                ExpressionAttributeValues=clients.values(t=True),
-            )
-            settled += 1
-        if last >= start:
-            scanned = min(last + 1, start + MAX_SCAN_MINUTES)
-            self._advance("settle_from", start, open_from if open_from is not None else scanned)
-        return settled
-
-    def _scan(self, start: int, last: int) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Each planned check of the minutes ``start`` to ``last`` (at most ``MAX_SCAN_MINUTES``), in time order."""
-        paginator = clients.client("dynamodb").get_paginator("query")
-        for m in range(start, min(last, start + MAX_SCAN_MINUTES - 1) + 1):
-            for page in paginator.paginate(
-                TableName=self.name,
-                KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues=clients.values(pk=f"plan#{m}"),
-                ConsistentRead=True,
-            ):
-                for item in page.get("Items", []):
-                    yield m, clients.unmarshal(item)
-
-
-def _plan_item(source_id: str, at: float) -> dict[str, Any]:
-    return {
-        "pk": f"plan#{minute(at)}",
-        "sk": f"{iso_time(at)}#{source_id}",
-        "source_id": source_id,
-        "at": at,
-        "expires_at": expiry(at),
-    }

@@ -20,7 +20,7 @@ from crawlstack.aws import clients
 from crawlstack.watch.sources import DuplicateSource, Source
 
 SOURCE_PK = "source"
-# The watch's day item (crawlstack.aws.plan); adding sources notes the time there for the scheduler.
+# The watch's day item (crawlstack.aws.day); adding sources notes the time there for the scheduler.
 DAY_KEY = {"pk": "day", "sk": "current"}
 # TransactWriteItems takes at most 100 actions.
 _TRANSACTION = 100

@@ -11,8 +11,8 @@ Items (``pk`` / ``sk``):
   and whether it ended (``done``).
 
 A check's end changes its source's state once: one transaction with the
-check's ``done``.  The day's plan is ``crawlstack.aws.plan``'s, items seen
-``crawlstack.aws.seen``'s.
+check's ``done``.  The day's plan is ``crawlstack.aws.plan``'s, sending its
+checks ``crawlstack.aws.due``'s, and items seen ``crawlstack.aws.seen``'s.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
 from crawlstack.aws.blobs import BlobStore
-from crawlstack.aws.plan import DayPlan, expiry
+from crawlstack.aws.day import expiry
+from crawlstack.aws.due import DueChecks
+from crawlstack.aws.plan import DayPlan
 from crawlstack.aws.seen import SeenItems
 from crawlstack.aws.sources import DynamoSources, source_key
 from crawlstack.watch.check import Validators
@@ -58,6 +60,7 @@ class DynamoWatch:
         self.seen = seen
         self.sources = DynamoSources(table)
         self.plans = DayPlan(table, blobs)
+        self.due = DueChecks(table)
 
     # --- state ------------------------------------------------------------------
     def states(self) -> dict[str, tuple[SourceState, Validators | None]]:
@@ -173,7 +176,7 @@ class DynamoWatch:
                 time.sleep(random.uniform(0, 0.05 * 2**attempt))
         raise RuntimeError(f"source {source_id!r}: its state kept changing; check {slot} not applied")
 
-    # --- the day's plan (crawlstack.aws.plan) ---------------------------------------
+    # --- the day's plan and its checks (crawlstack.aws.plan, crawlstack.aws.due) ------------
     def day_end(self) -> float | None:
         return self.plans.day_end()
 
@@ -192,13 +195,13 @@ class DynamoWatch:
         return self.plans.plan_first(checks, states)
 
     def claim_due(self, now: float, wall: float, limit: int | None = None) -> list[tuple[str, float]]:
-        return self.plans.claim_due(now, wall, limit)
+        return self.due.claim_due(now, wall, limit)
 
     def mark_sent(self, checks: list[tuple[str, float]], wall: float) -> None:
-        self.plans.mark_sent(checks, wall)
+        self.due.mark_sent(checks, wall)
 
     def oldest_unsent(self, now: float) -> float | None:
-        return self.plans.oldest_unsent(now)
+        return self.due.oldest_unsent(now)
 
     def settle(self, sent_before: float, slot: Callable[[float], str], end: Callable[[str, str], object]) -> int:
-        return self.plans.settle(sent_before, slot, end)
+        return self.due.settle(sent_before, slot, end)
