@@ -20,4 +20,10 @@ PRICES = {
     # (the larger of the two readings of "GB"); storage is left out, a few
     # cents a GB-month at the log groups' retention.
     "logs_ingested_gb": 0.50,
+    # Amazon EventBridge pricing, "Event buses": custom events (PutEvents) at $1.00 a million, each 64 KB
+    # chunk of an entry's payload billed as one event (crawlstack.local.billing counts the chunks).
+    "events_put": 1.00 / 1_000_000,
+    # Amazon EventBridge pricing, "Scheduler": $1.00 a million scheduled invocations.  Its free tier (14
+    # million invocations a month) is left out, as every free tier is here.
+    "scheduler_invocations": 1.00 / 1_000_000,
 }

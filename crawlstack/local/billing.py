@@ -23,6 +23,12 @@ turns each call into billable units, the way each service meters them:
 * **S3**: ``PutObject``, ``CopyObject``, ``List*`` and uploads at the PUT
   price, ``GetObject`` and ``HeadObject`` at the GET price; ``DeleteObject``
   is free.
+* **EventBridge**: ``PutEvents`` is billed per entry, one custom event per
+  started 64 KB chunk of the entry's size as EventBridge counts it
+  (``event_entry_size``: Source, DetailType, Detail and each Resources
+  string in UTF-8, 14 bytes for a Time).  Every entry sent is counted, also
+  one the reply marks failed (an upper bound: a failed entry may not be
+  billed).  Delivery to a rule's targets is not billed to the publisher.
 * Table, queue and bucket management is free and counted apart.
 
 Prices (``PRICES``) are us-east-1 list prices.  Lambda is priced separately,
@@ -51,6 +57,7 @@ from crawlstack import settings
 from crawlstack.prices import PRICES
 
 SQS_CHUNK = 64 * 1024
+EVENT_CHUNK = 64 * 1024
 
 _SQS_BILLED = {
     "SendMessage",
@@ -171,6 +178,31 @@ def s3_units(operation: str, path: str) -> dict[str, float]:
     return {}
 
 
+def event_entry_size(entry: dict[str, Any]) -> int:
+    """A PutEvents entry's size as EventBridge counts it ("Calculating PutEvents event entry size")."""
+    size = 14 if entry.get("Time") is not None else 0
+    for name in ("Source", "DetailType", "Detail"):
+        value = entry.get(name)
+        size += len(value.encode("utf-8")) if isinstance(value, str) else 0
+    resources = entry.get("Resources")
+    for resource in resources if isinstance(resources, list) else []:
+        size += len(resource.encode("utf-8")) if isinstance(resource, str) else 0
+    return size
+
+
+def events_units(operation: str, request: bytes) -> dict[str, float]:
+    """``{"events_put": n}``: the custom events a ``PutEvents`` call is billed, a 64 KB chunk of an entry each."""
+    if operation != "PutEvents":
+        return {}
+    entries = _json(request).get("Entries")
+    chunks = sum(
+        max(1, math.ceil(event_entry_size(e) / EVENT_CHUNK))
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict)
+    )
+    return {"events_put": chunks} if chunks else {}
+
+
 def units_of(service: str, operation: str, path: str, request: bytes, reply: bytes) -> dict[str, float]:
     """The billable units of one successful call (see the module docstring)."""
     if service == "dynamodb":
@@ -179,6 +211,8 @@ def units_of(service: str, operation: str, path: str, request: bytes, reply: byt
         return sqs_units(operation, request, reply)
     if service == "s3":
         return s3_units(operation, path)
+    if service == "events":
+        return events_units(operation, request)
     return {}
 
 
@@ -329,12 +363,13 @@ class Bill:
                 self.unbilled_calls[(call.service, call.operation)] += 1
 
     def usd(self) -> dict[str, float]:
-        """Dollars per service: sqs, dynamodb, s3."""
+        """Dollars per service: sqs, dynamodb, s3, events."""
         u = self.units
         return {
             "sqs": u["sqs_requests"] * PRICES["sqs_requests"],
             "dynamodb": u["ddb_wru"] * PRICES["ddb_wru"] + u["ddb_rru"] * PRICES["ddb_rru"],
             "s3": u["s3_put"] * PRICES["s3_put"] + u["s3_get"] * PRICES["s3_get"],
+            "events": u["events_put"] * PRICES["events_put"],
         }
 
     def calls_by_service(self) -> dict[str, int]:

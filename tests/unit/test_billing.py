@@ -17,6 +17,8 @@ from crawlstack.local.billing import (
     Bill,
     LogMeter,
     dynamodb_units,
+    event_entry_size,
+    events_units,
     item_size,
     lambda_requests_usd,
     lambda_usd,
@@ -69,6 +71,27 @@ def test_a_warc_put_also_pays_the_extract_queue_message_s3_sends() -> None:
     assert s3_units("PutObject", "/bucket/records/crawl_id=c/dt=2026-01-01/a.jsonl.gz") == {"s3_put": 1}
     assert s3_units("GetObject", "/bucket/pages/a") == {"s3_get": 1}
     assert s3_units("DeleteObject", "/bucket/pages/a") == {}
+
+
+def test_put_events_bills_each_entry_per_started_64_kb_chunk() -> None:
+    small = {"Source": "crawlstack", "DetailType": "crawlstack.item", "Detail": '{"a": 1}', "EventBusName": "b"}
+    # Source, DetailType and Detail in UTF-8; the bus's name is not counted, a Time is 14 bytes.
+    assert event_entry_size(small) == len("crawlstack") + len("crawlstack.item") + len('{"a": 1}')
+    assert event_entry_size({**small, "Time": "2026-01-01T00:00:00Z", "Resources": ["é"]}) == (
+        event_entry_size(small) + 14 + 2
+    )
+    exact = {"Source": "s", "DetailType": "t", "Detail": "x" * (64 * 1024 - 2)}  # 64 KB exactly: one chunk
+    over = {**exact, "Detail": exact["Detail"] + "x"}  # a byte more: two
+    request = json.dumps({"Entries": [small, exact, over]}).encode()
+    assert events_units("PutEvents", request) == {"events_put": 1 + 1 + 2}
+    assert events_units("PutEvents", b'{"Entries": []}') == {}
+    assert events_units("DescribeEventBus", b"{}") == {}
+    bill = Bill()
+    bill.observe(call("events", "PutEvents", {"Entries": [small, small]}, {"FailedEntryCount": 0}))
+    bill.observe(call("events", "PutRule", {"Name": "r"}))
+    assert bill.units["events_put"] == 2
+    assert bill.usd()["events"] == pytest.approx(2 * PRICES["events_put"]) == pytest.approx(2 / 1_000_000)
+    assert bill.unbilled_calls == {("events", "PutRule"): 1}
 
 
 def test_a_failed_condition_costs_a_write_unit_and_other_failures_nothing() -> None:
