@@ -340,6 +340,8 @@ class Bill:
     # DynamoDB write units per table: where a page's writes go.
     write_units_by_table: Counter[str] = field(default_factory=Counter)
     billed_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # Units by (service, operation, unit): which calls a service's bill comes from.
+    units_by_operation: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     unbilled_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -358,6 +360,7 @@ class Bill:
             if units:
                 self.billed_calls[(call.service, call.operation)] += 1
                 self.units.update(units)
+                self.units_by_operation.update({(call.service, call.operation, u): n for u, n in units.items()})
                 self.write_units_by_table.update(by_table)
             else:
                 self.unbilled_calls[(call.service, call.operation)] += 1

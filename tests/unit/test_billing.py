@@ -119,6 +119,12 @@ def test_write_units_are_told_apart_by_table_batches_included() -> None:
     bill.observe(call("dynamodb", "GetItem", {"TableName": "urls"}, {"Item": {"pk": {"S": "a"}}}))
     assert bill.write_units_by_table == {"urls": 2, "parked": 1, "results": 2}
     assert bill.units["ddb_wru"] == 5 and bill.units["ddb_rru"] == 0.5
+    assert bill.units_by_operation == {
+        ("dynamodb", "PutItem", "ddb_wru"): 1,
+        ("dynamodb", "DeleteItem", "ddb_wru"): 1,
+        ("dynamodb", "BatchWriteItem", "ddb_wru"): 3,
+        ("dynamodb", "GetItem", "ddb_rru"): 0.5,
+    }
 
 
 def test_the_bill_prices_each_service_at_list_prices() -> None:
