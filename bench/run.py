@@ -2,7 +2,8 @@
 
 Each benchmark script ``bench/NAME.py`` runs in its own fresh interpreter,
 one after the other so they do not compete for the machine, in this order:
-cold_start, extraction, politeness, scrapy_compare, scale, cost, paper.  A script
+cold_start, extraction, politeness, scrapy_compare, scale, cost, paper, watch,
+watch_cost.  A script
 that is not there is skipped with a note; one that fails (non-zero exit, or
 no fresh ``bench/results/NAME.json``) is recorded as failed with its last
 error line, and the others still run.
@@ -36,7 +37,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
 NOTES_FILE = BENCH_DIR / "notes.md"
-ORDER = ("cold_start", "extraction", "politeness", "scrapy_compare", "scale", "cost", "paper", "watch")
+ORDER = ("cold_start", "extraction", "politeness", "scrapy_compare", "scale", "cost", "paper", "watch", "watch_cost")
 COLUMNS = ("Benchmark", "Figure", "Value", "Target", "Met", "Machine", "How measured")
 SAME = "as above"
 NONE = "-"
