@@ -18,7 +18,9 @@ our token, the write did happen (``conditional_write``).
 from __future__ import annotations
 
 import threading
+import time
 import uuid
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -105,6 +107,32 @@ def take_from_counter(table: str, key: dict[str, Any], pages: int, cap: int) -> 
             return None
     admitted = attribute(item, "pages_admitted")
     return int(admitted) if admitted is not None else pages
+
+
+# BatchGetItem takes at most 100 keys; keys it leaves unprocessed (throttled) are asked again this many times.
+BATCH_GET_KEYS = 100
+BATCH_GET_ATTEMPTS = 8
+
+
+def batch_get(table: str, keys: Sequence[dict[str, Any]], **options: Any) -> Iterator[dict[str, Any]]:
+    """Each item of ``keys`` that exists, as DynamoDB returns it, 100 keys a BatchGetItem.
+
+    ``options`` go into each request (``ConsistentRead``,
+    ``ProjectionExpression``, ``ExpressionAttributeNames``).  Unprocessed
+    keys are asked again with backoff, as AWS advises; still unprocessed
+    after ``BATCH_GET_ATTEMPTS``, RuntimeError.
+    """
+    for start in range(0, len(keys), BATCH_GET_KEYS):
+        request: dict[str, Any] = {table: {"Keys": list(keys[start : start + BATCH_GET_KEYS]), **options}}
+        for attempt in range(BATCH_GET_ATTEMPTS):
+            resp = client("dynamodb").batch_get_item(RequestItems=request)
+            yield from resp.get("Responses", {}).get(table, [])
+            request = resp.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        else:
+            raise RuntimeError(f"table {table}: keys still unprocessed after {BATCH_GET_ATTEMPTS} tries")
 
 
 def holds_token(item: dict[str, Any] | None, token: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -31,8 +30,6 @@ class ResolvedStore:
     # the expression under DynamoDB's 4 KB limit.  Larger pages take
     # several updates, each atomic; first-wins holds per field either way.
     FIELDS_PER_UPDATE = 50
-    # Keys per BatchGetItem (DynamoDB's limit).
-    KEYS_PER_BATCH_GET = 100
     # Refits of one update that DynamoDB refused for the item's size.
     SIZE_RETRIES = 2
     _NAME_OVERHEAD = len(FIELD_PREFIX) + len(SOURCE_PREFIX)
@@ -125,25 +122,10 @@ class ResolvedStore:
     def get_many(self, crawl_id: str, record_ids: Iterable[str]) -> dict[str, ResolvedRecord]:
         ids = list(dict.fromkeys(record_ids))
         out: dict[str, ResolvedRecord] = {}
-        for start in range(0, len(ids), self.KEYS_PER_BATCH_GET):
-            request: dict[str, Any] = {
-                self.name: {
-                    "Keys": [self.key(crawl_id, rid) for rid in ids[start : start + self.KEYS_PER_BATCH_GET]],
-                    "ConsistentRead": True,
-                }
-            }
-            for attempt in range(8):
-                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
-                for item in resp.get("Responses", {}).get(self.name, []):
-                    record = self._record(crawl_id, clients.attribute(item, "record_id"), item)
-                    out[record.record_id] = record
-                request = resp.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                # Throttled keys come back unprocessed; back off as AWS advises.
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-            else:
-                raise RuntimeError(f"{self.table_key} table: keys still unprocessed after retries")
+        keys = [self.key(crawl_id, rid) for rid in ids]
+        for item in clients.batch_get(self.name, keys, ConsistentRead=True):
+            record = self._record(crawl_id, clients.attribute(item, "record_id"), item)
+            out[record.record_id] = record
         return out
 
     def scan_crawl(self, crawl_id: str) -> Iterator[ResolvedRecord]:

@@ -117,16 +117,11 @@ class SeenItems:
                 ExpressionAttributeValues=clients.values(t=True),
             )
     def _read(self, source_id: str, identities: list[str]) -> dict[str, dict[str, Any]]:
-        """The items already seen among ``identities``, read consistently (100 to a BatchGetItem)."""
+        """The items already seen among ``identities``, read consistently."""
+        keys = {identity: seen_key(source_id, identity) for identity in identities}
+        by_sk = {key["sk"]["S"]: identity for identity, key in keys.items()}
         found: dict[str, dict[str, Any]] = {}
-        by_sk = {clients.unmarshal(seen_key(source_id, i))["sk"]: i for i in identities}
-        keys = [seen_key(source_id, i) for i in identities]
-        for start in range(0, len(keys), 100):
-            request: dict[str, Any] = {self.name: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
-            while request:
-                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
-                for raw in resp.get("Responses", {}).get(self.name, []):
-                    item = clients.unmarshal(raw)
-                    found[by_sk[item["sk"]]] = item
-                request = resp.get("UnprocessedKeys") or {}
+        for raw in clients.batch_get(self.name, list(keys.values()), ConsistentRead=True):
+            item = clients.unmarshal(raw)
+            found[by_sk[item["sk"]]] = item
         return found

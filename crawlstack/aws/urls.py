@@ -122,21 +122,15 @@ class UrlStore:
         """``seen`` of each key: one BatchGetItem per 100 keys (a half read unit each, found or not)."""
         wanted = list(dict.fromkeys(keys))
         found: dict[tuple[str, str], Claim | None] = dict.fromkeys(wanted)
-        for start in range(0, len(wanted), 100):
-            request: dict[str, Any] = {
-                self.name: {
-                    "Keys": [self.key(crawl_id, fp) for crawl_id, fp in wanted[start : start + 100]],
-                    "ProjectionExpression": "pk, #d, #s, claimable, claimed_by",
-                    "ExpressionAttributeNames": {"#d": "depth", "#s": "state"},
-                }
-            }
-            while request:
-                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
-                for raw in resp.get("Responses", {}).get(self.name, []):
-                    data = clients.unmarshal(raw)
-                    crawl_id, _, fp = str(data["pk"]).rpartition("#")
-                    found[(crawl_id, fp)] = _lost_claim(data)
-                request = resp.get("UnprocessedKeys") or {}
+        for raw in clients.batch_get(
+            self.name,
+            [self.key(crawl_id, fp) for crawl_id, fp in wanted],
+            ProjectionExpression="pk, #d, #s, claimable, claimed_by",
+            ExpressionAttributeNames={"#d": "depth", "#s": "state"},
+        ):
+            data = clients.unmarshal(raw)
+            crawl_id, _, fp = str(data["pk"]).rpartition("#")
+            found[(crawl_id, fp)] = _lost_claim(data)
         return found
 
     def seen(self, crawl_id: str, fp: str) -> Claim | None:
@@ -175,45 +169,33 @@ class UrlStore:
         keys = list(dict.fromkeys(fps))
         found: dict[str, int] = {}
         prefix = f"{crawl_id}#"
-        for start in range(0, len(keys), 100):
-            request = {
-                self.name: {
-                    "Keys": [self.key(crawl_id, fp) for fp in keys[start : start + 100]],
-                    "ProjectionExpression": "pk, #d",
-                    "ExpressionAttributeNames": {"#d": "depth"},
-                }
-            }
-            while request:
-                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
-                for raw in resp.get("Responses", {}).get(self.name, []):
-                    item = clients.unmarshal(raw)
-                    depth = _int(item.get("depth"))
-                    if depth is not None and str(item["pk"]).startswith(prefix):
-                        found[str(item["pk"])[len(prefix) :]] = depth
-                request = resp.get("UnprocessedKeys") or {}
+        for raw in clients.batch_get(
+            self.name,
+            [self.key(crawl_id, fp) for fp in keys],
+            ProjectionExpression="pk, #d",
+            ExpressionAttributeNames={"#d": "depth"},
+        ):
+            item = clients.unmarshal(raw)
+            depth = _int(item.get("depth"))
+            if depth is not None and str(item["pk"]).startswith(prefix):
+                found[str(item["pk"])[len(prefix) :]] = depth
         return found
 
     def fetch_states(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], UrlState]:
         wanted = list(dict.fromkeys(keys))
         found: dict[tuple[str, str], UrlState] = {}
-        for start in range(0, len(wanted), 100):
-            request: dict[str, Any] = {
-                self.name: {
-                    "Keys": [self.key(crawl_id, fp) for crawl_id, fp in wanted[start : start + 100]],
-                    "ProjectionExpression": "pk, #s, attempt, retry_at",
-                    "ExpressionAttributeNames": {"#s": "state"},
-                    "ConsistentRead": True,
-                }
-            }
-            while request:
-                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
-                for raw in resp.get("Responses", {}).get(self.name, []):
-                    item = clients.unmarshal(raw)
-                    crawl_id, _, fp = str(item["pk"]).rpartition("#")  # a fingerprint is hex: no "#"
-                    found[(crawl_id, fp)] = UrlState(
-                        item.get("state"), _int(item.get("attempt")) or 1, float(item.get("retry_at") or 0.0)
-                    )
-                request = resp.get("UnprocessedKeys") or {}
+        for raw in clients.batch_get(
+            self.name,
+            [self.key(crawl_id, fp) for crawl_id, fp in wanted],
+            ProjectionExpression="pk, #s, attempt, retry_at",
+            ExpressionAttributeNames={"#s": "state"},
+            ConsistentRead=True,
+        ):
+            item = clients.unmarshal(raw)
+            crawl_id, _, fp = str(item["pk"]).rpartition("#")  # a fingerprint is hex: no "#"
+            found[(crawl_id, fp)] = UrlState(
+                item.get("state"), _int(item.get("attempt")) or 1, float(item.get("retry_at") or 0.0)
+            )
         return found
 
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None:

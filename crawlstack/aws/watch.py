@@ -71,18 +71,12 @@ class DynamoWatch:
         }
 
     def validators(self, source_ids: Sequence[str]) -> dict[str, Validators]:
-        found: dict[str, Validators] = {}
-        for start in range(0, len(source_ids), 100):
-            keys = [source_key(sid) for sid in source_ids[start : start + 100]]
-            request = {self.name: {"Keys": keys, "ProjectionExpression": "sk, etag, last_modified"}}
-            while request:
-                resp = clients.client("dynamodb").batch_get_item(RequestItems=request)
-                for raw in resp.get("Responses", {}).get(self.name, []):
-                    item = clients.unmarshal(raw)
-                    if (known := validators_of(item)) is not None:
-                        found[item["sk"]] = known
-                request = resp.get("UnprocessedKeys") or {}
-        return found
+        keys = [source_key(sid) for sid in source_ids]
+        items = (
+            clients.unmarshal(raw)
+            for raw in clients.batch_get(self.name, keys, ProjectionExpression="sk, etag, last_modified")
+        )
+        return {item["sk"]: known for item in items if (known := validators_of(item)) is not None}
 
     def set_validators(self, source_id: str, validators: Validators, first: SourceState) -> None:
         """Keep the last response's validators; nothing for a source removed meanwhile."""
