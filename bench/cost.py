@@ -198,8 +198,9 @@ def crawl(web: Web, extract_instances: int = EXTRACT_INSTANCES) -> dict[str, Any
     if status != 0 or pages == 0:
         raise SystemExit(f"cost: the crawl of {web.key} failed (exit {status}, {pages} pages)")
     log_bytes = summary.get("log_bytes") or {}
-    if any((log_bytes.get(f) or {}).get("logger") is None for f in settings.FUNCTIONS):
-        raise SystemExit(f"cost: {web.key}: the functions' logs were not counted: {log_bytes}")
+    uncounted = uncounted_logs(summary)
+    if uncounted:
+        raise SystemExit(f"cost: {web.key}: the logs of {', '.join(uncounted)} were not counted: {log_bytes}")
     per_page = 1_000_000 / pages
     consumer = {key: settings.QUEUES[key].consumer for key in summary["handler_seconds"]}
     gb_s = {
@@ -244,12 +245,30 @@ def crawl(web: Web, extract_instances: int = EXTRACT_INSTANCES) -> dict[str, Any
         "handler_ms_per_page": {k: round(v * 1000 / pages, 2) for k, v in summary["handler_seconds"].items()},
         "invocations": summary["invocations"],
         "log_bytes_per_page": {
-            f: {kind: round(n / pages, 1) for kind, n in v.items()} for f, v in sorted(log_bytes.items())
+            f: {kind: round(n / pages, 1) for kind, n in v.items() if n is not None}
+            for f, v in sorted(log_bytes.items())
+            if f in invoked_functions(summary)
         },
         "pages_per_fetch_invocation": round(pages / max(1, summary["invocations"].get("fetch", 0)), 2),
         "sleep_or_wake": decisions,
         "unbilled_calls": {f"{s}:{o}": n for (s, o), n in sorted(bill.unbilled_calls.items())},
     }
+
+
+def invoked_functions(summary: dict[str, Any]) -> list[str]:
+    """The functions a crawl ran: the consumers of the queues its pump invoked (``summary.json``'s ``invocations``).
+
+    A crawl runs dispatch, fetch and extract; the watch's schedule function is
+    not among them, so a crawl's bill must not wait for its logs.
+    """
+    invoked = {settings.QUEUES[key].consumer for key, n in (summary.get("invocations") or {}).items() if n}
+    return sorted(invoked)
+
+
+def uncounted_logs(summary: dict[str, Any]) -> list[str]:
+    """The invoked functions whose logged bytes the crawl did not count: a bill without them is not a bill."""
+    log_bytes = summary.get("log_bytes") or {}
+    return [f for f in invoked_functions(summary) if (log_bytes.get(f) or {}).get("logger") is None]
 
 
 # The fetch function's metrics of what each wait became (functions/fetch/handler.py).
