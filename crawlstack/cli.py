@@ -205,6 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between robots.txt and the page (robots.txt Crawl-delay wins if longer; default 1)",
     )
     test.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")
+    test.add_argument(
+        "--allow-port",
+        type=_port,
+        action="append",
+        default=[],
+        metavar="PORT",
+        help="also follow a redirect to this port (repeatable); otherwise only 80, 443 and --url's own port, "
+        "on its own host",
+    )
     _add_deployed_commands(sub)
     _add_sources_commands(sub)
     _add_watch_command(sub)
@@ -756,7 +765,9 @@ def _test(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
         content_type = args.content_type or guess_content_type(args.file)
     else:
-        fetcher = PoliteFetcher(args.user_agent, args.delay, tuple(args.allow_private))
+        fetcher = PoliteFetcher(
+            args.user_agent, args.delay, tuple(args.allow_private), allow_ports=tuple(args.allow_port)
+        )
         try:
             fetched = fetcher.get(url)
         except TesterError as exc:

@@ -28,7 +28,7 @@ CIDRs.
 Page fetches do not follow redirects: a 3xx is recorded and its Location
 goes back to the frontier, so every hop passes scope, dedupe, robots.txt and
 politeness again.  robots.txt fetches follow up to five redirects here, as
-RFC 9309 asks.
+RFC 9309 asks, each only if the crawl may fetch its target (``may_follow``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urljoin, urlsplit
@@ -506,8 +506,15 @@ def _peer_address(resp: urllib3.BaseHTTPResponse) -> str | None:
         return None
 
 
-def fetch_robots(origin: str, user_agent: str, guard: AddressGuard) -> FetchResult:
-    """GET origin/robots.txt, following up to ROBOTS_MAX_REDIRECTS redirects."""
+def fetch_robots(
+    origin: str, user_agent: str, guard: AddressGuard, may_follow: Callable[[str], str | None]
+) -> FetchResult:
+    """GET origin/robots.txt, following up to ROBOTS_MAX_REDIRECTS redirects that ``may_follow`` allows.
+
+    ``may_follow(url)`` is None for a redirect target the crawl may fetch,
+    else why not (``crawlstack.scope.robots_redirect_refusal``).  A redirect
+    not followed ends the fetch with its 3xx, ``error`` saying why.
+    """
     url = origin + "/robots.txt"
     for _ in range(settings.ROBOTS_MAX_REDIRECTS + 1):
         # Short timeouts: dispatch waits for this, inside its own Lambda timeout.
@@ -523,9 +530,15 @@ def fetch_robots(origin: str, user_agent: str, guard: AddressGuard) -> FetchResu
         location = parse_location(result.header("location"))
         if result.status in (301, 302, 303, 307, 308) and location:
             try:
-                url = urljoin(url, location)
+                target = urljoin(url, location)
             except ValueError:  # e.g. a broken IPv6 literal: a redirect that cannot be followed
+                result.error = f"redirect to {location[:200]!r} not followed: invalid URL"
                 return result
+            refused = may_follow(target)
+            if refused is not None:
+                result.error = f"redirect to {target[:200]} not followed: {refused}"
+                return result
+            url = target
             continue
         return result
     result.status = None

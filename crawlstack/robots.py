@@ -4,12 +4,26 @@ What a robots.txt fetch means:
 
 * 2xx: parse the body (at most ``settings.ROBOTS_MAX_BYTES``);
 * 4xx but 429: no restrictions, allow all (RFC 9309 §2.3.1.3);
+* a 3xx the fetcher did not follow (``redirect_refusal``, or no usable
+  Location):
+  unavailable, allow all, as §2.3.1.2 lets a crawler treat a redirect chain
+  it gives up on (Google reads one as a 404).  The server could have
+  answered 404 itself, so a hostile redirect gains it nothing; a site whose
+  robots.txt redirects to its home page is crawled, as a page with no rules
+  would have let it be, without that request;
 * 429 (the server is overloaded, as a 5xx says), 5xx or unreachable:
   disallow all (§2.3.1.4), cached for a shorter time
   (``settings.ROBOTS_ERROR_TTL_SECONDS``) so a passing outage heals, or
   until the response's ``Retry-After`` (at least ``RETRY_AFTER_MIN_SECONDS``,
   at most ``settings.ROBOTS_TTL_SECONDS``);
-* redirects are followed up to ``settings.ROBOTS_MAX_REDIRECTS`` by the fetcher.
+* redirects are followed up to ``settings.ROBOTS_MAX_REDIRECTS`` by the
+  fetcher (more than that: unreachable), each only as ``redirect_refusal``
+  allows: RFC 9309 §2.3.1.2 follows redirects to a robots.txt file "even
+  across authorities", so any host will do (the address guard still judges
+  every connection), but only a path ending in ``/robots.txt`` with no
+  query, on a port the crawl allows (``CrawlConfig.port_allowed``), matching
+  none of its deny patterns.  A redirect to a page, a query or another port
+  is a request the crawl never chose (``/secret-admin?action=delete``).
 
 protego ignores the lines it cannot read, as §2.2 asks.  Should it raise on
 a hostile file all the same, the file is read as empty, allow all (what
@@ -34,11 +48,14 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from protego import Protego
 
 from crawlstack import settings
+from crawlstack.config import CrawlConfig
 from crawlstack.headers import parse_crawl_delay
+from crawlstack.urls import InvalidURL, canonicalize, host_of, url_port
 
 ALLOW_ALL = "allow-all"
 DISALLOW_ALL = "disallow-all"
@@ -81,6 +98,9 @@ class RobotsRecord:
                 body = body[: body.rfind(b"\n", 0, settings.ROBOTS_MAX_BYTES) + 1]
             text = body.decode("utf-8", errors="replace")
             return cls(origin, PARSED, text, status, now, now + settings.ROBOTS_TTL_SECONDS)
+        if status is not None and 300 <= status < 400:
+            reason = f"robots.txt {status}: {error or 'redirect not followed'}"
+            return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, reason)
         if status is not None and 400 <= status < 500 and status != TOO_MANY_REQUESTS:
             return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, f"robots.txt {status}")
         ttl = float(settings.ROBOTS_ERROR_TTL_SECONDS)
@@ -117,6 +137,26 @@ def pack_body(text: str, limit: int = STORED_BODY_MAX_BYTES) -> bytes:
 
 def unpack_body(packed: bytes) -> str:
     return gzip.decompress(packed).decode("utf-8", errors="replace")
+
+
+def redirect_refusal(url: str, config: CrawlConfig) -> str | None:
+    """None when a robots.txt fetch of ``config``'s crawl may follow a redirect to ``url``, else why not."""
+    try:
+        canonical = canonicalize(url)
+    except InvalidURL as exc:
+        return f"invalid URL: {exc}"
+    parts = urlsplit(url)
+    if not parts.path.endswith("/robots.txt") or parts.query:
+        return "not a robots.txt file"
+    port = url_port(canonical)
+    if not config.port_allowed(host_of(canonical), port):
+        return f"port {port} is not allowed"
+    if config.deny:
+        from crawlstack.scope import denied  # the rules and regex modules load only for a crawl that needs them
+
+        if denied(canonical, config):
+            return "matches a deny pattern"
+    return None
 
 
 class RobotsPolicy:

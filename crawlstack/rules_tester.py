@@ -4,7 +4,10 @@ The page is a saved file, or fetched once, politely: robots.txt first (the
 same RFC 9309 policy as the crawler), then at least ``delay`` seconds (or the
 robots.txt Crawl-delay, if longer) before the page itself, with the crawler's
 user agent, body cap, timeouts and address guard.  Redirects are followed,
-at most ``fetch_outcomes.MAX_REDIRECT_HOPS``, each hop checked the same way.
+at most ``fetch_outcomes.MAX_REDIRECT_HOPS``, each hop checked the same way,
+and by the crawl's port policy: ports 80 and 443, the first URL's own
+port on its own host, and ``allow_ports`` (``--allow-port``); robots.txt
+redirects as a crawl follows them (``robots.redirect_refusal``).
 
 The result is ``{"mapping", "fields", "links"}`` plus where the page came
 from (``url``, ``status``, ``content_type``): ``links`` are the absolute URLs
@@ -23,14 +26,14 @@ from typing import Any
 from urllib.parse import urljoin
 
 from crawlstack import http, settings
-from crawlstack.config import CrawlConfig
+from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.extractor import page_links
 from crawlstack.fetch_outcomes import MAX_REDIRECT_HOPS
 from crawlstack.headers import normalized_content_type, parse_location
-from crawlstack.robots import RobotsPolicy, RobotsRecord
+from crawlstack.robots import RobotsPolicy, RobotsRecord, redirect_refusal
 from crawlstack.rules import Page, RuleSet
 from crawlstack.scope import out_of_scope
-from crawlstack.urls import InvalidURL, canonicalize, host_of, origin_of
+from crawlstack.urls import InvalidURL, canonicalize, host_of, origin_of, url_port
 
 
 class TesterError(Exception):
@@ -81,10 +84,12 @@ class PoliteFetcher:
         delay: float = 1.0,
         allow_private: tuple[str, ...] = (),
         sleep: Callable[[float], None] = time.sleep,
+        allow_ports: tuple[int, ...] = (),
     ) -> None:
         self.user_agent = user_agent
         self.delay = delay
         self.guard = http.AddressGuard(allow_private)
+        self.allow_ports = allow_ports
         self.sleep = sleep
         self._robots: dict[str, RobotsPolicy] = {}
         self._last_request: dict[str, float] = {}
@@ -97,21 +102,29 @@ class PoliteFetcher:
                 self.sleep(remaining)
         self._last_request[origin] = time.monotonic()
 
-    def _policy(self, origin: str) -> RobotsPolicy:
+    def _policy(self, origin: str, ports: CrawlConfig) -> RobotsPolicy:
         if origin not in self._robots:
             self._wait_for(origin, self.delay)
-            got = http.fetch_robots(origin, self.user_agent, self.guard)
+            got = http.fetch_robots(origin, self.user_agent, self.guard, lambda url: redirect_refusal(url, ports))
             self._robots[origin] = RobotsPolicy(RobotsRecord.from_fetch(origin, got.status, got.body, got.error))
         return self._robots[origin]
 
     def get(self, url: str) -> Fetched:
+        ports: CrawlConfig | None = None
         for _ in range(MAX_REDIRECT_HOPS + 1):
             try:
                 url = canonicalize(url)
             except InvalidURL as exc:
                 raise TesterError(f"invalid URL {url!r}: {exc}") from exc
+            host, port = host_of(url), url_port(url)
+            if ports is None:
+                # As a crawl seeded with this URL: its own port on its own host, 80, 443 and --allow-port.
+                seeds = frozenset({host, seed_port_key(host, port)})
+                ports = CrawlConfig(seed_hosts=seeds, allow_ports=self.allow_ports)
+            elif not ports.port_allowed(host, port):
+                raise TesterError(f"{url}: port {port} is not allowed (--allow-port {port} follows it)")
             origin = origin_of(url)
-            policy = self._policy(origin)
+            policy = self._policy(origin, ports)
             if not policy.allows(url, self.user_agent):
                 raise TesterError(f"{url}: {policy.disallow_reason()}")
             self._wait_for(origin, max(self.delay, policy.crawl_delay(self.user_agent) or 0.0))

@@ -85,7 +85,7 @@ def out_of_scope(
     """
     if depth > config.max_depth:
         return f"deeper than max depth {config.max_depth}"
-    if any(_compiled(p).search(url) for p in config.deny):
+    if denied(url, config):
         return "matches a deny pattern"
     if host_of(url) in config.seed_hosts:
         return None
@@ -100,6 +100,11 @@ def out_of_scope(
             return None
         return "off-site: chosen by a url_parser, but no mapping, allow pattern or record wants it"
     return "off-site: not a seed host, a mapping or an allow pattern"
+
+
+def denied(url: str, config: CrawlConfig) -> bool:
+    """Whether one of the crawl's ``deny`` patterns matches ``url``."""
+    return any(_compiled(p).search(url) for p in config.deny)
 
 
 def refusal(url: str, config: CrawlConfig) -> str | None:

@@ -42,7 +42,7 @@ from crawlstack.headers import parse_retry_after
 from crawlstack.jobs import hold_task
 from crawlstack.messages import FetchTask
 from crawlstack.resolution import RECORD_COMPLETE, read_complete
-from crawlstack.robots import RobotsPolicy, RobotsRecord, remember
+from crawlstack.robots import RobotsPolicy, RobotsRecord, redirect_refusal, remember
 from crawlstack.runs.flush import Ledger
 from crawlstack.runs.ports import Bundle, HostRun
 from crawlstack.runs.schedule import first_start, should_sleep
@@ -407,7 +407,8 @@ class HostLoop:
         start = self._wait(self._state_start(config.delay))
         self.r.group.expect(self.host, None)  # no page of its own to flush
         self._started(start, config.delay)
-        result = self.r.fetch_robots(origin, config.user_agent, http.AddressGuard(config.allow_private))
+        guard = http.AddressGuard(config.allow_private)
+        result = self.r.fetch_robots(origin, config.user_agent, guard, lambda url: redirect_refusal(url, config))
         self._arrived(result)
         finished = result.finished_at or self.r.clock()
         retry_after = parse_retry_after(result.header("retry-after"), finished)

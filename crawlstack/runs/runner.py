@@ -148,6 +148,10 @@ class HostCount:
             return self.lingering >= self.working
 
 
+# Why a robots.txt redirect to a URL is not followed, or None (``crawlstack.robots.redirect_refusal``).
+RedirectCheck = Callable[[str], str | None]
+
+
 class HostRunner:
     def __init__(
         self,
@@ -165,7 +169,7 @@ class HostRunner:
         jitter: Callable[[], float] = random.random,
         send_frontier: Callable[[list[tuple[str, int]]], object] | None = None,
         send_runs: Callable[[list[tuple[str, int]]], object] | None = None,
-        fetch_robots: Callable[[str, str, http.AddressGuard], http.FetchResult] | None = None,
+        fetch_robots: Callable[[str, str, http.AddressGuard, RedirectCheck], http.FetchResult] | None = None,
         on_request: Callable[[FetchTask], object] | None = None,
         settled: Callable[[], bool] | None = None,
         pacing: settings.RunPacing = settings.DEPLOYED_PACING,
@@ -212,9 +216,11 @@ class HostRunner:
         self._lock = threading.Lock()
         self._result = RunResult()
 
-    def fetch_robots(self, origin: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
+    def fetch_robots(
+        self, origin: str, user_agent: str, guard: http.AddressGuard, may_follow: RedirectCheck
+    ) -> http.FetchResult:
         fetch = self._fetch_robots or http.fetch_robots
-        return fetch(origin, user_agent, guard)
+        return fetch(origin, user_agent, guard, may_follow)
 
     def active(self) -> int:
         """Hosts still working in this invocation: they share its sleep."""

@@ -46,8 +46,8 @@ def web() -> LoopbackWeb:
     )
 
 
-def run(rules: str, url: str) -> int:
-    return main(["rules", "test", rules, "--url", url, "--allow-private", "127.0.0.0/8", "--delay", "0"])
+def run(rules: str, url: str, *extra: str) -> int:
+    return main(["rules", "test", rules, "--url", url, "--allow-private", "127.0.0.0/8", "--delay", "0", *extra])
 
 
 def test_robots_first_then_the_page_after_the_crawl_delay(rules: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,3 +91,53 @@ def test_a_binary_body_claiming_html_is_one_line(rules: str, capsys: pytest.Capt
         assert run(rules, w.url("127.0.0.2", "/post/fake")) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].endswith("/post/fake: binary body claiming to be text/html"), err
+
+
+
+def two_ports() -> LoopbackWeb:
+    """127.0.0.2 and 127.0.0.3, each on a port of its own (not 80 or 443); 127.0.0.3 serves /post/1."""
+    article = Response(ARTICLE, content_type="text/html; charset=utf-8")
+    return LoopbackWeb({"127.0.0.2": {"/post/2": article}, "127.0.0.3": {"/post/1": article}})
+
+
+def redirect(location: str) -> Response:
+    return Response(b"", status=302, headers={"Location": location})
+
+
+def test_a_redirect_to_another_port_is_refused_unless_allowed(rules: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with two_ports() as w:
+        w.hosts["127.0.0.2"].routes["/post/moved"] = redirect(w.url("127.0.0.3", "/post/1"))
+        other = w.port("127.0.0.3")
+        assert run(rules, w.url("127.0.0.2", "/post/moved")) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].endswith(f"port {other} is not allowed (--allow-port {other} follows it)"), err
+        assert w.paths("127.0.0.3") == []
+
+        assert run(rules, w.url("127.0.0.2", "/post/moved"), "--allow-port", str(other)) == 0
+        assert json.loads(capsys.readouterr().out)["fields"]["title"] == "Caf\u00e9"
+        assert w.paths("127.0.0.3") == ["/robots.txt", "/post/1"]
+
+
+def test_a_robots_txt_redirect_is_followed_only_to_a_robots_file_on_an_allowed_port(
+    rules: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with two_ports() as w:
+        other = w.port("127.0.0.3")
+        routes = w.hosts["127.0.0.2"].routes
+
+        def title(*extra: str) -> str:
+            assert run(rules, w.url("127.0.0.2", "/post/2"), *extra) == 0
+            return str(json.loads(capsys.readouterr().out)["fields"]["title"])
+
+        # A page is never a robots file, on any port; a robots file on another port needs --allow-port.
+        # robots.txt is unavailable then (a redirect not followed), as when the file reached is a 404: allow all.
+        routes["/robots.txt"] = redirect(w.url("127.0.0.3", "/secret-admin?action=delete"))
+        assert title() == "Caf\u00e9"
+        assert w.paths("127.0.0.3") == []
+        assert title("--allow-port", str(other)) == "Caf\u00e9"
+        routes["/robots.txt"] = redirect(w.url("127.0.0.3", "/robots.txt"))
+        assert title() == "Caf\u00e9"
+        assert w.paths("127.0.0.3") == []
+        assert title("--allow-port", str(other)) == "Caf\u00e9"
+        assert w.paths("127.0.0.3") == ["/robots.txt"]
+        assert w.paths("127.0.0.2") == ["/robots.txt", "/post/2"] * 4

@@ -199,7 +199,9 @@ class Env:
             send_frontier=send if send_frontier else None,
         )
 
-    def fetch_robots(self, origin: str, user_agent: str, guard: http.AddressGuard) -> http.FetchResult:
+    def fetch_robots(
+        self, origin: str, user_agent: str, guard: http.AddressGuard, may_follow: Callable[[str], str | None]
+    ) -> http.FetchResult:
         with self.web._lock:
             self.web.calls.append((origin + "/robots.txt", user_agent, self.clock.now))
         return self.robots[origin]()
