@@ -8,6 +8,7 @@ import pytest
 from protego import Protego
 
 from crawlstack import settings
+from crawlstack.config import CrawlConfig
 from crawlstack.robots import (
     ALLOW_ALL,
     DISALLOW_ALL,
@@ -17,6 +18,7 @@ from crawlstack.robots import (
     RobotsRecord,
     pack_body,
     product_token,
+    redirect_refusal,
     unpack_body,
 )
 
@@ -49,6 +51,50 @@ def test_4xx_allows_everything(status: int) -> None:
     assert p.allows(f"{ORIGIN}/anything", UA)
     assert p.crawl_delay(UA) is None
     assert p.record.expires_at - p.record.fetched_at == settings.ROBOTS_TTL_SECONDS
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_not_followed_leaves_robots_txt_unavailable_allow_all(status: int) -> None:
+    # RFC 9309 §2.3.1.2: a chain the crawler gives up on may be read as unavailable; the server could
+    # have answered 404 itself, so refusing its redirect gives it nothing more.
+    error = "redirect to http://127.0.0.1:8831/secret-admin?action=delete not followed: not a robots.txt file"
+    p = policy(status, error=error)
+    assert p.record.kind == ALLOW_ALL and p.allows(f"{ORIGIN}/anything", UA)
+    assert p.record.reason == f"robots.txt {status}: {error}"
+    assert p.record.expires_at - p.record.fetched_at == settings.ROBOTS_TTL_SECONDS
+
+
+SEEDED = CrawlConfig(seed_hosts=frozenset({"example.com", "seed.test", "seed.test:8080"}), allow_ports=(8443,))
+
+
+@pytest.mark.parametrize(
+    ("url", "refusal"),
+    [
+        ("https://example.com/robots.txt", None),
+        ("https://www.example.com/robots.txt", None),  # "even across authorities": any host's robots file
+        ("http://cdn.example.net/sites/example/robots.txt", None),
+        ("http://seed.test:8080/robots.txt", None),  # the seed's own port, on its host
+        ("http://other.test:8443/robots.txt", None),  # --allow-port
+        ("http://127.0.0.1:8831/secret-admin?action=delete", "not a robots.txt file"),
+        ("http://example.com/robots.txt?action=delete", "not a robots.txt file"),
+        ("http://example.com/", "not a robots.txt file"),
+        ("http://example.com/robots.txt.html", "not a robots.txt file"),
+        ("http://example.com/ROBOTS.TXT", "not a robots.txt file"),
+        ("http://example.com:8831/robots.txt", "port 8831 is not allowed"),
+        ("http://other.test:8080/robots.txt", "port 8080 is not allowed"),  # a seed's port is its host's alone
+        ("ftp://example.com/robots.txt", "invalid URL: scheme 'ftp' is not http or https"),
+    ],
+)
+def test_a_robots_txt_redirect_is_followed_only_to_a_robots_file_on_an_allowed_port(
+    url: str, refusal: str | None
+) -> None:
+    assert redirect_refusal(url, SEEDED) == refusal
+
+
+def test_a_robots_txt_redirect_matching_a_deny_pattern_is_not_followed() -> None:
+    config = CrawlConfig(seed_hosts=frozenset({"example.com"}), deny=(r"//mirror\.",))
+    assert redirect_refusal("https://mirror.example.com/robots.txt", config) == "matches a deny pattern"
+    assert redirect_refusal("https://www.example.com/robots.txt", config) is None
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 599])
