@@ -19,7 +19,10 @@ CIDRs.
   marked truncated; a corrupt compressed body is an error, not a crash.
 * **Slow servers**: connect and read timeouts bound each wait, and a
   watchdog shuts the socket at the total deadline, so a server dripping a
-  byte at a time is cut off too (headers or body).
+  byte at a time is cut off too: in its body, what arrived is kept and
+  marked truncated; in its status line or headers, there is no response
+  (``HEADER_TIMEOUT``), and the stream's end is never taken for the end of
+  the headers (``HeadersCut``).
 * **Content**: a declared non-text type is not read at all; a body that
   claims to be text but whose first bytes are largely binary data bytes (the
   WHATWG MIME sniffing test, by share: ``BINARY_SHARE``; BOMs excepted) is
@@ -55,6 +58,8 @@ from crawlstack.addresses import AddressGuard, AddressRefused
 from crawlstack.headers import parse_content_type, parse_location
 
 ROBOTS_TIMEOUTS = (5.0, 10.0)
+# The reason of a fetch whose status line and headers had not all arrived at the deadline.
+HEADER_TIMEOUT = "header timeout"
 ROBOTS_DEADLINE_SECONDS = 15.0
 READ_CHUNK_BYTES = 64 * 1024
 # Bytes the sniffer looks at, as in the WHATWG MIME sniffing standard.
@@ -166,13 +171,48 @@ _MAX_INTERIM_HEADERS = 100
 _MAX_INTERIM_RESPONSES = 10
 
 
+class HeadersCut(http.client.HTTPException):
+    """The connection ended before the response's headers did."""
+
+
+class _HeadLines:
+    """The response's stream while its head is read, remembering whether the last line read hit its end."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.ended = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line: bytes = self._stream.readline(limit)
+        self.ended = line == b""
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class _FinalResponse(http.client.HTTPResponse):
     """Skips every interim 1xx response, not only 100 Continue, to the final one (RFC 9110 §15.2).
 
     http.client skips 100 alone: a server sending ``103 Early Hints`` and then
     its page was recorded as a bodiless 103, the page and its links lost.
     101 Switching Protocols is final here (a GET never asks for it).
+
+    A head that the stream's end cuts short is an error (``HeadersCut``):
+    http.client reads the end as the blank line, so a server dripping its
+    headers until the watchdog shut the socket passed for a whole response.
     """
+
+    def begin(self) -> None:
+        stream = self.fp
+        head = _HeadLines(stream)
+        self.fp = cast(Any, head)
+        try:
+            super().begin()
+        finally:
+            self.fp = stream
+        if head.ended:
+            raise HeadersCut("the connection ended before the headers did")
 
     def _read_status(self) -> tuple[str, int, str]:
         for _ in range(_MAX_INTERIM_RESPONSES):
@@ -428,7 +468,11 @@ def fetch(
             _local.watchdog = None
         if watchdog.expired:
             # Whatever the read reported when its socket was shut: the deadline did it.
-            result.error = f"deadline of {deadline_seconds:g}s exceeded"
+            if result.status is None:
+                # A timeout (so retried), not a response: the headers never ended, however many bytes came.
+                result.error = f"{HEADER_TIMEOUT}: headers not finished in {deadline_seconds:g}s"
+            else:
+                result.error = f"deadline of {deadline_seconds:g}s exceeded"
         if result.error and result.status is not None and not result.corrupt:
             # The body was cut short (deadline, reset, a Content-Length or chunk the
             # server never finished): what arrived is kept, and said to be partial.

@@ -87,7 +87,8 @@ class Response:
     has a Content-Type.  A ``str`` body is encoded as UTF-8 after placeholder
     substitution.  ``delay`` seconds are slept after the request arrives and
     before the status line is sent; ``drip`` seconds before each byte of the
-    body (a server that trickles its answer).
+    body (a server that trickles its answer), ``drip_head`` before each byte
+    of the status line and headers.
     """
 
     body: bytes | str = b""
@@ -96,6 +97,7 @@ class Response:
     delay: float = 0.0
     content_type: str | None = None
     drip: float = 0.0
+    drip_head: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve()
 
+    def flush_headers(self) -> None:
+        drip = getattr(self, "_drip_head", 0.0)
+        if drip <= 0:
+            super().flush_headers()
+            return
+        head = b"".join(getattr(self, "_headers_buffer", []))
+        self._headers_buffer: list[bytes] = []
+        for i in range(len(head)):
+            time.sleep(drip)
+            self.wfile.write(head[i : i + 1])
+            self.wfile.flush()
+
     def do_HEAD(self) -> None:
         self._serve()
 
@@ -250,6 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers = dict(response.headers)
             lower = {k.lower() for k in headers}
             entry.status = response.status
+            self._drip_head = response.drip_head
             self.send_response(response.status)
             if "content-type" not in lower:
                 self.send_header("Content-Type", response.content_type or "text/html; charset=utf-8")

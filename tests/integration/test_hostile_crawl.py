@@ -145,3 +145,22 @@ def test_a_hostile_host_is_crawled_to_the_end_and_every_case_leaves_a_reason(
         web.url(HOST, "/text/latin1-meta.html"): "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
         web.url(HOST, "/text/latin1-guess.html"): "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
     }
+
+
+def test_a_header_drip_is_a_failed_try_retried_as_a_timeout_not_a_truncated_200(
+    web: LoopbackWeb, crawl: Crawl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each byte of the status line and headers comes well within the read timeout; the headers never end
+    # before the deadline.  Short deadline and backoff: the crawl runs in this process.
+    monkeypatch.setattr(settings, "TOTAL_DEADLINE_SECONDS", 0.5)
+    monkeypatch.setattr(settings, "RETRY_BASE_SECONDS", 0.05)
+    drip_head = Response("<p>x</p>", drip_head=0.02)
+    web.add_host(HOST, {"/": page("home", ["/drip-head.html"]), "/drip-head.html": drip_head})
+    result = crawl(web.url(HOST, "/"), delay=0)
+
+    assert web.paths(HOST).count("/drip-head.html") == settings.RETRY_MAX_ATTEMPTS, web.paths(HOST)
+    drip = result.log_entry(web.url(HOST, "/drip-head.html"))
+    expected = ("failed", None, 3, "header timeout: headers not finished in 0.5s after 3 attempts")
+    assert (drip["outcome"], drip.get("status"), drip["attempts"], drip["reason"]) == expected, result.log_text()
+    assert not drip.get("truncated"), drip
+    assert result.summary is not None and result.summary["outcomes"] == {"fetched": 1, "failed": 1}

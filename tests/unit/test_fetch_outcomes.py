@@ -533,6 +533,7 @@ def test_a_failed_completion_read_fetches_as_before(env: Env, monkeypatch: pytes
     [
         ("read timeout", "timeout"),
         ("deadline of 60s exceeded", "timeout"),
+        ("header timeout: headers not finished in 60s", "timeout"),  # so retried, as other timeouts
         ("address 10.0.0.1 is not public (use --allow-private to allow it)", "address_refused"),
         ("DNS lookup failed: [Errno -2] Name or service not known", "dns"),
         ("connection failed", "connection"),

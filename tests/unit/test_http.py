@@ -150,7 +150,23 @@ def test_a_body_shorter_than_its_content_length_is_kept_and_marked_truncated() -
 def test_slow_headers_are_cut_off_at_the_total_deadline(web: LoopbackWeb) -> None:
     url = serve(web, "/slow", Response("late", delay=3.0))
     r = fetch(url, timeouts=(2.0, 10.0), deadline_seconds=0.5)
-    assert r.status is None and r.error == "deadline of 0.5s exceeded"
+    assert r.status is None and r.error == "header timeout: headers not finished in 0.5s"
+
+
+def test_a_header_drip_is_no_response_but_a_header_timeout(web: LoopbackWeb) -> None:
+    # Each byte of the status line and headers arrives well within the read timeout; the headers never end
+    # before the deadline, so there is no response at all: not a 200 whose body was cut short.
+    url = serve(web, "/drip-head", Response("<p>never</p>", drip_head=0.02))
+    r = fetch(url, timeouts=(2.0, 5.0), deadline_seconds=0.5)
+    assert (r.status, r.headers, r.body, r.truncated) == (None, [], b"", False)
+    assert r.error == "header timeout: headers not finished in 0.5s"
+    assert r.responded_at == 0.0
+
+
+def test_headers_the_connection_cuts_short_are_no_response() -> None:
+    # http.client reads the end of the stream as the blank line that ends the headers.
+    r = raw_fetch(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Cut: a")
+    assert (r.status, r.body, r.truncated, r.error) == (None, b"", False, "connection closed mid-response")
 
 
 def test_a_read_timeout_is_reported(web: LoopbackWeb) -> None:
