@@ -13,7 +13,8 @@ rules; this file goes under it, at each reader the web's bytes reach:
   attributes, JSON-LD with lone surrogates and NaN) and JSON (random and
   thousands of levels deep), their values through the stores' conversions,
   and a WARC of such pages through ``Extractor.extract_object``;
-* ``resolve_link`` on any href and base, and the address allow-list on any IP address;
+* ``resolve_link`` on any href and base, ``redirect_refusal`` on any robots.txt
+  redirect target, and the address allow-list on any IP address;
 * a hostile web (any status, header, Location, Retry-After, body flag, a
   response that raises, any robots.txt) through a host's runs (``HostRunner``)
   until it settles: every URL ends in an outcome, none is tried too often,
@@ -37,6 +38,7 @@ import math
 from collections.abc import Iterator
 from email.utils import formatdate
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from fakes import FakeBlobs, FakeCrawls, FakeResults
@@ -60,13 +62,13 @@ from crawlstack.headers import (
 from crawlstack.http import looks_binary
 from crawlstack.local.outputs import json_lines
 from crawlstack.messages import FrontierMessage
-from crawlstack.robots import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord
+from crawlstack.robots import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord, redirect_refusal
 from crawlstack.rules import RuleSet
 from crawlstack.rules.decoding import decode_page, text_encoding
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.rules.page import Page
 from crawlstack.storable import fit_record, json_safe
-from crawlstack.urls import REASON_KINDS, InvalidURL, canonicalize, resolve_link
+from crawlstack.urls import REASON_KINDS, InvalidURL, canonicalize, host_of, resolve_link, url_port
 from crawlstack.warc import Exchange, read_warc, write_warc
 
 # Hypothesis warns when it prints a large example (a page hundreds of levels deep): expected here.
@@ -758,6 +760,33 @@ def test_resolve_link_gives_a_canonical_url_or_invalid_url(base: str, href: str)
     assert url.isascii() and url.isprintable() and len(url) <= crawl_settings.MAX_URL_LENGTH
     assert url.startswith(("http://", "https://"))
     assert canonicalize(url) == url
+
+
+ROBOTS_TARGETS = HREFS | st.builds(
+    lambda scheme, host, port, path: f"{scheme}{host}{port}{path}",
+    st.sampled_from(["http://", "https://", "HTTP://", "//", "ftp://"]),
+    st.sampled_from(["example.com", "seed.test", "[::1]", "127.0.0.1", "EXAMPLE.com", "user@seed.test"]),
+    st.sampled_from(["", ":80", ":443", ":8080", ":8443", ":8831", ":0", ":65536"]),
+    st.sampled_from(["/robots.txt", "/a/robots.txt", "/robots.txt?x=1", "/robots.txt?", "/robots.txt#f", "/ROBOTS.TXT"])
+    | st.builds(str.__add__, TEXT, st.sampled_from(["/robots.txt", "?/robots.txt", "#/robots.txt"])),
+)
+ROBOTS_CONFIG = CrawlConfig(seed_hosts=frozenset({"example.com", "seed.test", "seed.test:8080"}), allow_ports=(8443,))
+
+
+@FUZZ_CHEAP
+@given(url=ROBOTS_TARGETS)
+@example(url="http://127.0.0.1:8831/secret-admin?action=delete")
+@example(url="http://seed.test:8080/secret/..%2f../robots.txt")
+def test_a_robots_txt_redirect_is_followed_only_to_a_robots_file_on_an_allowed_port(url: str) -> None:
+    refusal = redirect_refusal(url, ROBOTS_CONFIG)
+    if refusal is not None:
+        assert refusal and "\n" not in refusal and len(refusal) <= 500
+        return
+    parts = urlsplit(url)
+    assert parts.path.endswith("/robots.txt") and not parts.query, url
+    canonical = canonicalize(url)
+    assert ROBOTS_CONFIG.port_allowed(host_of(canonical), url_port(canonical)), url
+    assert urlsplit(canonical).path.endswith("/robots.txt") and not urlsplit(canonical).query, url
 
 
 @FUZZ_CHEAP
