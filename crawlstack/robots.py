@@ -5,12 +5,11 @@ What a robots.txt fetch means:
 * 2xx: parse the body (at most ``settings.ROBOTS_MAX_BYTES``);
 * 4xx but 429: no restrictions, allow all (RFC 9309 §2.3.1.3);
 * a 3xx the fetcher did not follow (``redirect_refusal``, or no usable
-  Location):
-  unavailable, allow all, as §2.3.1.2 lets a crawler treat a redirect chain
-  it gives up on (Google reads one as a 404).  The server could have
-  answered 404 itself, so a hostile redirect gains it nothing; a site whose
-  robots.txt redirects to its home page is crawled, as a page with no rules
-  would have let it be, without that request;
+  Location): unavailable, allow all, as §2.3.1.2 lets a crawler treat a
+  redirect chain it gives up on (Google reads one as a 404).  The server
+  could have answered 404 itself, so a hostile redirect gains it nothing;
+  a site whose robots.txt redirects to its home page is crawled, as a page
+  with no rules would have let it be, without that request;
 * 429 (the server is overloaded, as a 5xx says), 5xx or unreachable:
   disallow all (§2.3.1.4), cached for a shorter time
   (``settings.ROBOTS_ERROR_TTL_SECONDS``) so a passing outage heals, or
