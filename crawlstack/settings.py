@@ -146,6 +146,13 @@ TEXT_CONTENT_TYPES = (
 MAX_SQS_DELAY_SECONDS = 900
 SQS_BATCH_SIZE = 10
 MAX_RECEIVE_COUNT = 5
+# Local mode: a message in flight at this many kills of the crawl in a row
+# (each found by the resume's recover) goes to its dead-letter queue,
+# "killed while processing", so a page that kills the process every time
+# cannot loop for ever.  A kill is not a failed receive: recover gives the
+# receive back (crawlstack.local.sqlite.queues).
+MAX_CONSECUTIVE_KILLS = 3
+KILLED_WHILE_PROCESSING = "killed while processing"
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,15 @@
 * ``save_crawl``/``load_crawl`` keep what a resume needs: the seeds, the
   options and the rule files' text, so ``--resume`` needs none of them again;
 * ``recover`` readies a killed crawl's state: messages its handlers held
-  come back, leases its runs held end, every host with tasks gets a fresh
+  come back, their receives given back (a kill is not a failed delivery;
+  one in flight at ``settings.MAX_CONSECUTIVE_KILLS`` kills in a row is
+  dead-lettered, ``killed while processing``, except a host's run
+  message, which recover replaces anyway), leases its runs held end, every host with tasks gets a fresh
   run and its message, the streamed outputs are cut back
   to their last commit, and pages requested but never flushed are marked
   to be logged ``"refetched": true`` when the resumed crawl fetches them.
 
-Settings: ``settings.QUEUES`` (each queue's ``max_receive_count``).
+Settings: ``settings.QUEUES`` (each queue's ``max_receive_count``), ``settings.MAX_CONSECUTIVE_KILLS``.
 """
 
 from __future__ import annotations
@@ -194,7 +197,7 @@ class LocalState:
         stores = self.stores()
         for queue in (stores.frontier_queue, stores.fetch_queue, stores.extract_queue):
             assert isinstance(queue, SqliteQueue)
-            queue.release_in_flight()
+            queue.recover()  # a kill is not a failed delivery: the receives it cost are given back
         assert isinstance(stores.runs, SqliteRuns) and isinstance(stores.blobs, LocalBlobs)
         assert isinstance(stores.backlog, SqliteBacklog) and stores.journal is not None
         stores.journal.mark_in_flight(stores.backlog.tasks())
@@ -232,7 +235,15 @@ def local_stores(db: StateDb, out: Path) -> Stores:
     """Every port on the state database and ``out`` (``crawlstack.wiring.Stores``)."""
     dead = {key: SqliteQueue(db, f"{key}-dlq") for key in settings.QUEUES}
     queues = {
-        key: SqliteQueue(db, key, dead_letter=f"{key}-dlq", max_receives=spec.max_receive_count)
+        key: SqliteQueue(
+            db,
+            key,
+            dead_letter=f"{key}-dlq",
+            max_receives=spec.max_receive_count,
+            # A run message spans minutes of its host's pages, and recover gives every host
+            # with tasks a fresh run: a kill while one is in flight says nothing of it.
+            max_kills=None if key == "fetch" else settings.MAX_CONSECUTIVE_KILLS,
+        )
         for key, spec in settings.QUEUES.items()
     }
     crawls = SqliteCrawls(db)
