@@ -11,7 +11,7 @@ For a deployed stack (its CloudFormation outputs, ``crawlstack.deployed``):
     crawlstack records [--crawl-id ID] [--mapping M | --resolved] [--limit N] [--format jsonl|csv] [--local OUT_DIR]
     crawlstack query "SQL" [--local OUT_DIR]
     crawlstack report OUT_DIR | --crawl-id ID --out FILE
-    crawlstack dlq show|redrive [QUEUE]
+    crawlstack dlq show|redrive [QUEUE] [--local OUT_DIR]
     crawlstack crawl stop|resume ID
 
 Every user mistake (a bad URL, a broken rules file, a bad flag) ends in a
@@ -466,6 +466,7 @@ def _add_deployed_commands(sub: Any) -> None:
     )
     show.add_argument("queue", nargs="?", choices=queues, metavar="QUEUE", help=f"one of {', '.join(queues)}")
     show.add_argument("--limit", type=_list_limit, default=10, metavar="N", help="messages per queue (default 10)")
+    show.add_argument("--local", metavar="OUT_DIR", help="a local crawl's dead-letter queues instead")
     redrive = dlq_sub.add_parser(
         "redrive",
         parents=[common],
@@ -475,6 +476,9 @@ def _add_deployed_commands(sub: Any) -> None:
     )
     redrive.add_argument("queue", nargs="?", choices=queues, metavar="QUEUE", help=f"one of {', '.join(queues)}")
     redrive.add_argument("--limit", type=_list_limit, metavar="N", help="move at most N messages per queue")
+    redrive.add_argument(
+        "--local", metavar="OUT_DIR", help="a local crawl's instead (refused while it runs); then crawl --resume"
+    )
 
 
 SEED_KEYS = frozenset({"url", "record_id", "want"})
@@ -695,7 +699,8 @@ def _run_crawl(args: argparse.Namespace, crawl: Callable[[], dict[str, Any]]) ->
     if dead:
         # Dead-lettered messages are work the crawl never did (records or links lost): not a success.
         counts = ", ".join(f"{queue} {n}" for queue, n in sorted(dead.items()))
-        print(f"crawlstack: warning: messages went to dead-letter queues ({counts}); see summary.json", file=sys.stderr)
+        where = "summary.json" if args.emulate_aws or args.endpoint_url else f"crawlstack dlq show --local {args.out}"
+        print(f"crawlstack: warning: messages went to dead-letter queues ({counts}); see {where}", file=sys.stderr)
         return 1
     if not summary["pages_fetched"]:
         print("crawlstack: no page was fetched (see the hints above and the crawl log)", file=sys.stderr)
@@ -1226,6 +1231,8 @@ def _dlq(args: argparse.Namespace) -> int:
 
     from crawlstack.deployed import Queues
 
+    if args.local:
+        return _dlq_local(args)
     stack = _stack(args)
     queues = Queues(stack.connection)
     keys = [args.queue] if args.queue else list(settings.QUEUES)
@@ -1245,6 +1252,34 @@ def _dlq(args: argparse.Namespace) -> int:
                 print(f"crawlstack: {key}: not moved: {terminal_text(str(failure))}", file=sys.stderr)
             status = status or (1 if moved.failed else 0)
     return status
+
+
+def _dlq_local(args: argparse.Namespace) -> int:
+    """``dlq show|redrive --local OUT``: as for a stack, on a local crawl's state (``local.dead_letters``)."""
+    from datetime import UTC, datetime
+
+    from crawlstack.local import dead_letters
+    from crawlstack.local.backend import StateError
+
+    out = Path(args.local)
+    keys = [args.queue] if args.queue else list(settings.QUEUES)
+    try:
+        if args.dlq_command == "show":
+            for shown in dead_letters.show(out, keys, args.limit):
+                print(f"{shown.key} dead-letter queue: {shown.total} messages" + (":" if shown.letters else ""))
+                for m in shown.letters:
+                    sent = datetime.fromtimestamp(m.sent_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    why = f" ({terminal_text(m.reason)})" if m.reason else ""
+                    print(f"  received {m.receive_count}x, sent {sent}{why}: {terminal_text(m.body)}")
+            return 0
+        moved = dead_letters.redrive(out, keys, args.limit)
+    except StateError as exc:
+        raise UsageError(f"--local: {exc}") from None
+    for key, count in moved.items():
+        print(f"{key}: moved {count} messages back from its dead-letter queue")
+    if any(moved.values()):
+        print(f"next: crawlstack crawl --local --resume --out {out}")
+    return 0
 
 
 JOB_ACTIONS = ("stop", "resume")

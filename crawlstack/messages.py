@@ -35,6 +35,9 @@ Run message: a host's run to work (``crawlstack.runs``)::
 (``RunMessage``); the fetch invocation that receives it takes the host's
 lease for that run, or drops it if the run is no longer the host's.
 
+Extract message: the bucket's S3 ``ObjectCreated`` event notification of a
+WARC (``created_objects``), as S3 sends it deployed and ``LocalBlobs`` locally.
+
 Settings: ``settings.DEFAULT_CRAWL_ID``, ``settings.LINKS_PER_FRONTIER_MESSAGE``.
 """
 
@@ -44,6 +47,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+from urllib.parse import unquote_plus
 
 from crawlstack import settings
 
@@ -316,3 +320,16 @@ class RunMessage:
         if not isinstance(run_id, str) or not run_id:
             raise InvalidMessage("bad run message: 'run_id' must be a non-empty string")
         return cls(host, run_id)
+
+
+def created_objects(body: str) -> list[tuple[str, str]]:
+    """(bucket, key) of each WARC an S3 event notification announces."""
+    event = json.loads(body)
+    out = []
+    for rec in event.get("Records", []):  # an s3:TestEvent has none
+        if not str(rec.get("eventName", "")).startswith("ObjectCreated"):
+            continue
+        key = unquote_plus(rec["s3"]["object"]["key"])
+        if key.startswith(settings.PAGES_PREFIX):
+            out.append((rec["s3"]["bucket"]["name"], key))
+    return out

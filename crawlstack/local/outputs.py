@@ -23,8 +23,9 @@ from typing import IO, TYPE_CHECKING, Any
 from crawlstack import settings
 from crawlstack.crawllog import url_ends
 from crawlstack.endings import Endings
+from crawlstack.local.dead_letters import held_back_pages
 from crawlstack.local.metrics import metric_total
-from crawlstack.local.sqlite import LocalBlobs
+from crawlstack.local.sqlite import LocalBlobs, SqliteQueue
 from crawlstack.resolution import ResolvedRecord
 from crawlstack.storable import OMITTED_PREFIX, json_safe
 from crawlstack.urls import host_of
@@ -79,10 +80,14 @@ def write_outputs(
     # Pages a kill left in flight, fetched again on resume (the local backend's journal).
     refetched = stores.journal.refetched() if stores.journal is not None else set()
     endings = Endings(off_site=int(metric_total(out / "metrics.jsonl", "HrefsSkippedOffSite")))
+    held_back = _held_back(stores, crawl_id)
     with replacing(out / "crawl-log.jsonl") as fh:
         # A first try's page is fetched or skipped in the crawl log's objects alone.
         for item in url_ends(log_items, blobs, crawl_id):
             line = _log_line(item, interrupted)
+            if line["outcome"] == "fetched" and item["url"] in held_back:
+                # Fetched, but no record or link came of it: its WARC's extraction is in the DLQ.
+                line["outcome"], line["reason"] = "failed", held_back[item["url"]]
             if item["url"] in refetched:
                 line["refetched"] = True
             endings.add(line)
@@ -144,6 +149,14 @@ def write_outputs(
             "extract_concurrency": options.extract_concurrency,
         },
     }
+
+
+def _held_back(stores: Stores, crawl_id: str) -> dict[str, str]:
+    """The pages whose WARC's extract message is dead-lettered, and why (local backend only: SQS has no peek)."""
+    dead = stores.dead_letter.get("extract")
+    if not isinstance(dead, SqliteQueue) or not isinstance(stores.blobs, LocalBlobs):
+        return {}
+    return held_back_pages(stores.blobs, dead, crawl_id)
 
 
 def write_report(out: Path) -> None:

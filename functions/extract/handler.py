@@ -2,38 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
-from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack import settings
 from crawlstack.dispatcher import Outbox
 from crawlstack.extractor import SkippedLinks
-from crawlstack.messages import FrontierMessage, pack_links
+from crawlstack.messages import FrontierMessage, created_objects, pack_links
 from crawlstack.warc import WarcUnreadable
 from crawlstack.wiring import Services, services
 from functions.observability import for_service
 
 # Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
 logger, tracer, metrics = for_service("extract")
-
-
-def created_objects(body: str) -> list[tuple[str, str]]:
-    """(bucket, key) of each WARC an S3 event notification announces."""
-    event = json.loads(body)
-    out = []
-    for rec in event.get("Records", []):  # an s3:TestEvent has none
-        if not str(rec.get("eventName", "")).startswith("ObjectCreated"):
-            continue
-        key = unquote_plus(rec["s3"]["object"]["key"])
-        if key.startswith(settings.PAGES_PREFIX):
-            out.append((rec["s3"]["bucket"]["name"], key))
-    return out
 
 
 def skipped_metric(kind: str) -> str:

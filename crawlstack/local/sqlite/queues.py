@@ -179,14 +179,14 @@ class SqliteQueue:
                 [(visible_at, self.name, r) for r in receipts],
             )
 
-    def dead_letters(self, limit: int) -> list[DeadLetter]:
-        """Up to ``limit`` messages of this (dead-letter) queue, oldest moved first, left where they are."""
+    def dead_letters(self, limit: int | None) -> list[DeadLetter]:
+        """Up to ``limit`` messages (all: None) of this (dead-letter) queue, oldest moved first, left where they are."""
         with self.db.reading() as conn:
             reason = "dead_reason" if "dead_reason" in _columns(conn) else "NULL"
             rows = conn.execute(
                 f"SELECT id, body, receive_count, sent_at, {reason} FROM messages WHERE queue = ?"
                 " ORDER BY visible_at, sent_at, id LIMIT ?",
-                (self.name, limit),
+                (self.name, -1 if limit is None else limit),
             ).fetchall()
         return [DeadLetter(*row) for row in rows]
 
