@@ -16,9 +16,11 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import CRAWL_TIMEOUT_SECONDS, _run_in_process
-from webs import ALLOW_LOOPBACK, UA, describe, host_pattern, mapping, read_jsonl, star_site, write_rules
+from webs import ALLOW_LOOPBACK, UA, Crawl, describe, host_pattern, mapping, read_jsonl, star_site, write_rules
 
 from crawlstack import settings
 from crawlstack.cli import main
@@ -148,3 +150,28 @@ def test_redrive_is_refused_while_a_crawl_holds_out_and_show_still_reads(web: Lo
         holder.close()
     code, _, err = dlq("redrive", "--local", str(tmp_path / "nothing"))
     assert code == 2 and "holds no crawl state" in err, err
+
+
+def test_a_warc_whose_extraction_fails_every_try_says_so_on_its_pages_lines(
+    crawl: Crawl, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawlstack.extractor import Extractor
+    from crawlstack.local import runner
+
+    web.add_host(A, star_site(3))
+    real_page = Extractor._extract_page
+
+    def extract_page(self: Extractor, archived: Any, *args: Any) -> None:
+        if archived.url.endswith("/p1.html"):
+            raise RuntimeError("a store that keeps failing")  # the whole WARC's message fails
+        real_page(self, archived, *args)
+
+    monkeypatch.setattr(Extractor, "_extract_page", extract_page)
+    monkeypatch.setitem(runner.LOCAL_RETRY_SECONDS, "extract", 0)
+    result = crawl(web.url(A, "/"), rules=PAGES, delay=0, expect_exit=1)
+    tries = settings.QUEUES["extract"].max_receive_count
+    log = {e["url"]: e for e in result.log}
+    p1 = log[web.url(A, "/p1.html")]
+    assert (p1["outcome"], p1["reason"]) == ("failed", f"extraction dead-lettered: {tries} failed tries"), p1
+    assert log[web.url(A, "/")]["outcome"] == "fetched"  # its own WARC was extracted
+    assert result.summary is not None and result.summary["dead_letter"]["extract"] == 1
