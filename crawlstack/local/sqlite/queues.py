@@ -217,6 +217,9 @@ def _columns(conn: sqlite3.Connection) -> set[str]:
 
 
 def _add_columns(db: StateDb) -> None:
+    with db.reading() as conn:
+        if not ADDED_COLUMNS.keys() - _columns(conn):
+            return  # the usual case: no write transaction
     with db.transaction() as conn:
-        for column in ADDED_COLUMNS.keys() - _columns(conn):
+        for column in sorted(ADDED_COLUMNS.keys() - _columns(conn)):
             conn.execute(f"ALTER TABLE messages ADD COLUMN {column} {ADDED_COLUMNS[column]}")
