@@ -120,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(only --out, --no-progress and --concurrency may be given)",
     )
     crawl.add_argument(
-        "--overwrite", action="store_true", help="start afresh where --out holds an earlier crawl's state"
+        "--overwrite",
+        action="store_true",
+        help="start afresh where --out holds an earlier crawl: remove what it wrote (and nothing else)",
     )
     crawl.add_argument(
         "--emulate-aws",
@@ -626,8 +628,6 @@ def _crawl(args: argparse.Namespace) -> int:
             progress=False if args.no_progress else None,
         )
         return _run_crawl(args, lambda: resume_local(resumed))
-    if args.overwrite and (args.emulate_aws or args.endpoint_url):
-        raise UsageError("--overwrite is for the local backend's state; not with --emulate-aws or --endpoint-url")
     if args.rules and not Path(args.rules).exists():
         raise UsageError(f"rules: {args.rules}: no such file or directory")
     # Every problem up front, before any request.

@@ -7,7 +7,11 @@
   read-only (``open_read_only``) and take no lock;
 * it knows its database by SQLite's ``application_id``: a file that is not
   a database, or is another program's, is refused with one line and left
-  as it is (``StateError``);
+  as it is (``StateError``), by ``--overwrite`` too;
+* a new crawl starts only where no earlier one left its outputs, and
+  ``--overwrite`` removes only what that one wrote (``start_afresh``); a
+  resumed one only on the outputs its state wrote, none of the files it
+  reads back gone (``crawlstack.local.outdir``);
 * ``stores`` builds every port on it (``crawlstack.wiring.Stores``): the
   tables and queues in the database, the bucket as ``OUT/`` itself
   (``LocalBlobs``);
@@ -27,17 +31,16 @@ Settings: ``settings.QUEUES`` (each queue's ``max_receive_count``), ``settings.M
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import shutil
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from crawlstack import settings
+from crawlstack.local import outdir
+from crawlstack.local.outdir import JOURNAL_FILE, STATE_FILE, StateError
 from crawlstack.local.sqlite import (
     LocalBlobs,
     SqliteBacklog,
@@ -57,32 +60,9 @@ from crawlstack.messages import RunMessage
 from crawlstack.runs.admission import new_run_id, run_expires
 from crawlstack.wiring import Stores
 
-STATE_FILE = "state.sqlite"
-# Each page try's request, appended before it goes out (``SqliteJournal``).
-JOURNAL_FILE = "requests.journal"
-LOCK_FILE = ".crawl.lock"
 # "cstk": PRAGMA application_id of a crawlstack state database; user_version is its layout.
 APPLICATION_ID = 0x6373746B
 LAYOUT_VERSION = 1
-# What a crawl writes into OUT/, and so what --overwrite removes (nothing else there is touched).
-OUTPUTS = (
-    STATE_FILE,
-    JOURNAL_FILE,
-    f"{STATE_FILE}-wal",
-    f"{STATE_FILE}-shm",
-    "objects",
-    "warc",
-    "records.jsonl",
-    "crawl-log.jsonl",
-    "resolved.jsonl",
-    "metrics.jsonl",
-    "summary.json",
-    "report.html",
-)
-
-
-class StateError(Exception):
-    """The output directory's state cannot be used as asked; its message is the one line a user sees."""
 
 
 @dataclass(frozen=True)
@@ -123,12 +103,12 @@ def write_meta(db: StateDb, key: str, value: Any) -> None:
         conn.execute("INSERT OR REPLACE INTO crawl_meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
 
-def _check_ours(conn: sqlite3.Connection, path: Path) -> None:
+def _check_ours(conn: sqlite3.Connection, path: Path, layout: bool = True) -> None:
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if app_id != APPLICATION_ID:
         raise StateError(f"{path} is not a crawlstack state database; nothing was changed")
-    if version != LAYOUT_VERSION:
+    if layout and version != LAYOUT_VERSION:
         raise StateError(f"{path} has layout {version}, this crawlstack reads layout {LAYOUT_VERSION}")
 
 
@@ -136,32 +116,33 @@ class LocalState:
     """An output directory opened by one crawl: its lock, its database and its stores."""
 
     def __init__(self, out: str | Path, mode: str) -> None:
-        """``mode``: ``new`` (refused if ``out`` holds a crawl's state), ``overwrite`` or ``resume``.
+        """``mode``: ``new`` (refused if ``out`` holds a crawl's state or outputs), ``overwrite`` or ``resume``.
 
-        A new or overwritten crawl starts with earlier outputs removed.
+        An overwritten crawl starts with what the earlier one wrote removed
+        (``start_afresh``); a resumed one is checked as its outputs' own.
         """
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self._lock_file = _take_lock(self.out)
+        self._lock_file = outdir.take_lock(self.out)
         fresh = mode != "resume"
         try:
-            if mode == "new" and has_state(self.out):
-                raise StateError(
-                    f"{self.out} holds a crawl's state: use --resume to continue or --overwrite to start again"
-                )
             if fresh:
-                remove_outputs(self.out)
+                start_afresh(self.out, overwrite=mode == "overwrite")
             elif not has_state(self.out):
                 raise StateError(f"{self.out} holds no crawl to resume ({STATE_FILE})")
             self.db = self.open_db(self.out / STATE_FILE, fresh)
+            if not fresh:
+                self._check_owner()
         except BaseException:
+            if hasattr(self, "db"):
+                self.db.close()
             self._lock_file.close()
             raise
         self._stores: Stores | None = None
 
     @staticmethod
     def open_db(path: Path, fresh: bool) -> StateDb:
-        """A fresh state database (marked as ours), or an existing one checked as ours and undamaged."""
+        """A fresh state database (marked as ours, its id in OUT/), or an existing one checked as ours and undamaged."""
         try:
             db = StateDb(path, check=None if fresh else lambda conn: _check_ours(conn, path))
             if fresh:
@@ -169,6 +150,7 @@ class LocalState:
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     conn.execute(f"PRAGMA user_version = {LAYOUT_VERSION}")
                     conn.execute("CREATE TABLE IF NOT EXISTS crawl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                _give_id(db, path.parent)
             else:
                 with db.reading() as conn:
                     problem = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -177,6 +159,22 @@ class LocalState:
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{path} is not a crawlstack state database ({exc}); nothing was changed") from None
         return db
+
+    def _check_owner(self) -> None:
+        """Refuse a state that did not write the outputs beside it; a state made before ids gets one."""
+        state_id = read_meta(self.db, outdir.STATE_ID_KEY)
+        outdir.check_owner(self.out, state_id)
+        if state_id is None:
+            _give_id(self.db, self.out)
+        elif outdir.read_state_id(self.out) is None:
+            outdir.write_state_id(self.out, state_id)
+
+    def check_files(self, read_back: tuple[str, ...] = ()) -> None:
+        """Refuse to go on when files the resumed work reads are gone: the objects under ``read_back``
+        prefixes, and each WARC announced to extract and not yet extracted."""
+        blobs = self.stores().blobs
+        assert isinstance(blobs, LocalBlobs)
+        outdir.refuse_missing(self.out, blobs.missing(read_back))
 
     def stores(self) -> Stores:
         if self._stores is None:
@@ -270,49 +268,30 @@ def local_stores(db: StateDb, out: Path) -> Stores:
     )
 
 
-def remove_outputs(out: Path) -> None:
-    """Remove what an earlier crawl wrote to ``out`` (``OUTPUTS``), and nothing else."""
-    for name in OUTPUTS:
-        path = out / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-
-
-def crawl_running(out: Path) -> bool:
-    """Whether a crawl holds ``out``'s lock now: a shared lock is tried without waiting, and let go at once."""
-    try:
-        handle = (out / LOCK_FILE).open("rb")
-    except FileNotFoundError:
-        return False
-    with handle:
+def start_afresh(out: Path, overwrite: bool) -> None:
+    """Ready ``out`` for a new crawl: refused if it holds an earlier one's state or outputs, unless ``overwrite``,
+    which removes what that crawl wrote (the files its state lists), and never a database that is not a crawl's."""
+    if not overwrite:
+        if has_state(out):
+            raise StateError(f"{out} holds a crawl's state: use --resume to continue or --overwrite to start again")
+        outdir.refuse_outputs(out)
+        return
+    written = None
+    if has_state(out):
+        path = out / STATE_FILE
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return False
-
-
-def _take_lock(out: Path, tries: int = 20) -> IO[str]:
-    """The crawl's lock on ``out``; a reader's brief probe (``crawl_running``) is waited out, another crawl is not."""
-    handle = (out / LOCK_FILE).open("a+", encoding="utf-8")
-    for attempt in range(tries):
+            db = StateDb(path, read_only=True, check=lambda conn: _check_ours(conn, path, layout=False))
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{path} is not a crawlstack state database ({exc}); nothing was changed") from None
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if attempt + 1 < tries:
-                time.sleep(0.05)
-    else:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        message = f"{out} is in use by another crawl (pid {holder}); wait for it or choose another --out"
-        raise StateError(message) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    return handle
+            written = LocalBlobs.written(db)
+        finally:
+            db.close()
+    outdir.remove_outputs(out, written)
+
+
+def _give_id(db: StateDb, out: Path) -> None:
+    """A new id for the state, in it and beside it (``outdir.STATE_ID_FILE``)."""
+    state_id = outdir.new_state_id()
+    write_meta(db, outdir.STATE_ID_KEY, state_id)
+    outdir.write_state_id(out, state_id)

@@ -57,11 +57,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.local import outputs, resources
-from crawlstack.local.backend import LocalState, SavedCrawl
+from crawlstack.local.backend import LocalState, SavedCrawl, start_afresh
 from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import serialised_metrics
 from crawlstack.local.options import RESUME_OPTIONS, SAVED_OPTIONS, LocalOptions, Seed
+from crawlstack.local.outdir import holding
 from crawlstack.local.progress import progress, snapshot
 from crawlstack.local.pump import EventPump, Source
 from crawlstack.messages import FrontierMessage
@@ -154,6 +155,8 @@ def resume_local(options: LocalOptions) -> dict[str, Any]:
     state = LocalState(options.out_dir, "resume")
     try:
         saved = state.load_crawl()
+        # The crawl log's objects are read back for OUT/crawl-log.jsonl at the end.
+        state.check_files(read_back=(settings.CRAWL_LOG_PREFIX,))
         state.recover()
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in saved.rules.items():
@@ -210,6 +213,13 @@ def _crawl_on_state(
 
 def _crawl_on_aws(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     load_rules(options.rules_dir)  # raises RulesInvalid before anything starts
+    # No state in OUT/ here, but the same outputs: an earlier crawl's are refused or overwritten, never mixed in.
+    with holding(Path(options.out_dir)):
+        start_afresh(Path(options.out_dir), options.overwrite)
+        return _crawl_on_emulator(seeds, options)
+
+
+def _crawl_on_emulator(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     started = time.time()
     crawl_id = options.crawl_id or ("local" if not options.endpoint_url else f"local-{int(started * 1000)}")
     with _emulator(options.endpoint_url) as emulator:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
-from crawlstack.local.backend import crawl_running, local_stores, open_read_only
+from crawlstack.local.backend import local_stores, open_read_only
+from crawlstack.local.outdir import crawl_running
 from crawlstack.queueing import Depth
 from crawlstack.watch.pages import WATCH_CRAWL_ID
 

@@ -95,6 +95,7 @@ def watch_local(options: WatchOptions) -> dict[str, Any]:
         raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
     state = LocalState(out, "resume")
     try:
+        state.check_files()
         state.recover()
         sources = SqliteSources(state.db)
         if not sources.list():

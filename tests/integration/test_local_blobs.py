@@ -128,3 +128,17 @@ def test_a_file_rewritten_whole_is_committed_as_it_stands(tmp_path: Path) -> Non
         fh.write('{"url": "u4", "cut')
     blobs.trim()
     assert (tmp_path / "crawl-log.jsonl").read_text() == '{"url": "u1", "outcome": "fetched"}\n{"url": "u3"}\n'
+
+
+def test_trim_never_cuts_what_a_streamed_file_held_before_the_state_first_opened_it(tmp_path: Path) -> None:
+    # An earlier crawl's records.jsonl in OUT/ when `sources add` made a state there: a watch resumed on it
+    # trims its streamed files, and must not cut what it never wrote.
+    (tmp_path / "records.jsonl").write_text('{"url": "an earlier crawl\'s"}\n', encoding="utf-8")
+    before = (tmp_path / "records.jsonl").read_bytes()
+    blobs, _, _ = blobs_in(tmp_path)
+    blobs.trim()  # as a resume does, before anything is streamed
+    assert (tmp_path / "records.jsonl").read_bytes() == before
+    blobs.put(f"{settings.RECORDS_PREFIX}crawl_id=watch/a.jsonl.gz", gz_lines({"url": "u", "fp": "f"}), "x")
+    blobs.trim()
+    assert (tmp_path / "records.jsonl").read_bytes() == before + b'{"url": "u"}\n'
+    assert blobs.records_streamed == 2

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, unquote_plus
 
 from crawlstack import settings
 from crawlstack.local.sqlite.db import StateDb
@@ -68,6 +68,8 @@ class LocalBlobs:
       and ``trim`` cuts what a kill left past the last commit.
 
     Keys are listed from the ``objects`` table, not by walking directories.
+    A streamed file is the state's from its first open: its length then is
+    its first committed one, so ``trim`` never cuts what was there before.
     """
 
     SCHEMA = (
@@ -90,8 +92,38 @@ class LocalBlobs:
         self.bucket = bucket
         self.files = FileBlobs(self.out / "objects")
         db.ensure(*self.SCHEMA)
+        if not db.read_only:
+            self._claim_streams()
         # Records in records.jsonl so far; a resumed crawl's count goes on from its file's (``trim``).
         self.records_streamed = self._lines(self.out / self.RECORDS)
+
+    def _claim_streams(self) -> None:
+        """Commit each streamed file's length as this state first finds it (0 if absent), once."""
+        with self.db.transaction() as conn:
+            for name, _ in self.STREAMS.values():
+                path = self.out / name
+                conn.execute(
+                    "INSERT INTO streamed (key, file, end) SELECT ?, ?, ?"
+                    " WHERE NOT EXISTS (SELECT 1 FROM streamed WHERE file = ?)",
+                    (f"#found:{name}", name, path.stat().st_size if path.is_file() else 0, name),
+                )
+
+    @staticmethod
+    def written(db: StateDb) -> list[str]:
+        """The files (relative to OUT/) of every object a crawl on ``db`` wrote."""
+        with db.reading() as conn:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'").fetchone():
+                return []
+            return [path for (path,) in conn.execute("SELECT path FROM objects")]
+
+    def missing(self, read_back: tuple[str, ...] = ()) -> list[str]:
+        """The files that are gone of objects under ``read_back`` prefixes and of WARCs announced, not yet extracted."""
+        with self.db.reading() as conn:
+            objects = conn.execute("SELECT key, path FROM objects").fetchall()
+            bodies = conn.execute("SELECT body FROM messages WHERE queue = ?", (self.notify.name,)).fetchall()
+        announced = {key for (body,) in bodies for key in announced_keys(body)}
+        needed = [path for key, path in objects if key in announced or (read_back and key.startswith(read_back))]
+        return [path for path in needed if not (self.out / path).exists()]
 
     def _path(self, key: str) -> Path:
         if key.startswith(settings.PAGES_PREFIX):
@@ -227,6 +259,15 @@ def object_created(bucket: str, key: str, size: int) -> str:
         "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe="/"), "size": size}},
     }
     return json.dumps({"Records": [record]})
+
+
+def announced_keys(body: str) -> list[str]:
+    """The object keys an S3 event notification body (``object_created``) announces."""
+    try:
+        records = json.loads(body).get("Records") or []
+        return [unquote_plus(r["s3"]["object"]["key"]) for r in records]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return []
 
 
 def _write_whole(path: Path, data: bytes) -> None:
