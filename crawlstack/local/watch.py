@@ -96,12 +96,12 @@ def watch_local(options: WatchOptions) -> dict[str, Any]:
     state = LocalState(out, "resume")
     try:
         state.check_files()
+        store = SqliteWatch(state.db, out / "events.jsonl")
+        store.claim_events()  # before anything is changed: an events file not the state's is refused
         state.recover()
         sources = SqliteSources(state.db)
         if not sources.list():
             raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
-        store = SqliteWatch(state.db, out / "events.jsonl")
-        store.trim_events()
         clock, end = _clock(state, out, options)
         store.shift_unsent(clock.now())  # what fell due while the watch was down keeps its spacing
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:

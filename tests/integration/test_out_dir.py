@@ -19,7 +19,7 @@ from webs import host_pattern as pattern
 from webs import mapping as rule
 
 from crawlstack.cli import main
-from crawlstack.demo.server import LoopbackWeb
+from crawlstack.demo.server import LoopbackWeb, Response
 
 A, B = "127.0.0.2", "127.0.0.3"
 PAGES = [rule("page", pattern(A, r"/p\d+\.html"), {"title": "//h1/text()"}),
@@ -176,6 +176,31 @@ def test_a_resume_whose_objects_went_missing_is_refused_in_one_line(tmp_path: Pa
     err = one_line(err)
     assert f"{out}/objects/crawl-log/" in err and "missing" in err
     assert files(out, state=False) == before and len(web.log) == requests
+
+
+LISTING = {
+    "name": "listing",
+    "url_patterns": [{"type": "regex", "pattern": "/list"}],
+    "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+    "fields": [{"name": "url", "processors": [{"type": "xpath", "parameters": {"expression": ".//a/@href"}},
+                                              {"type": "absolute_url"}]}],
+}  # fmt: skip
+
+
+def test_a_watch_on_a_fresh_state_leaves_an_events_file_it_did_not_write(tmp_path: Path, web: LoopbackWeb) -> None:
+    # The watch's state was removed (or OUT/ copied without it): its events.jsonl is someone's record of events.
+    web.add_host(A, {"/list": Response('<ul><li><a href="/1">1</a></li></ul>')})
+    out = tmp_path / "watch"
+    lay_out(out, {"events.jsonl": '{"event_id": "e1", "identity": "an event published before"}\n'})
+    rules = write_rules(tmp_path / "rules", [LISTING])
+    added = ["sources", "add", web.url(A, "/list"), "--mapping", "listing", "--rules", str(rules), "--local", str(out)]
+    assert main(added) == 0
+    before = files(out, state=False)
+    watch = ["watch", "--local", str(out), "--simulate-days", "0.001", "--speed", "100", *ALLOW_LOOPBACK]
+    code, err = cli([*watch, "--no-progress"])
+    assert code == 2, err
+    assert "events.jsonl holds 60 bytes this watch's state did not write" in one_line(err)
+    assert files(out, state=False) == before and not web.log
 
 
 def test_a_resume_goes_on_without_the_warcs_already_extracted(tmp_path: Path, web: LoopbackWeb) -> None:

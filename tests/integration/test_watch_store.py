@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from crawlstack.local.outdir import StateError
 from crawlstack.local.sqlite import StateDb
 from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.watch.check import Validators, event_id
@@ -45,7 +48,7 @@ def test_lines_a_kill_left_after_the_last_commit_are_cut_before_the_next_append(
         fh.write('{"identity": "ghost"}\n{"identity": "half')
     db.close()
     resumed = SqliteWatch(StateDb(tmp_path / "state.sqlite"), path)
-    resumed.trim_events()
+    resumed.claim_events()
     assert file_ids(path) == ["a"]
     resumed.record_page("s", "k2 p1", ["a", "b"], events_for("s", "a", "b"), 2.0)
     resumed.publish()
@@ -122,3 +125,33 @@ def test_a_watch_that_was_down_moves_its_unsent_plan_later_together(tmp_path: Pa
     assert watch.shift_unsent(25.0) == 5.0  # the check at 20 is 5 late: every unsent one moves 5 later
     assert watch.due(1e9) == [("s", 25.0), ("t", 45.0)] and watch.day_end() == 105.0
     assert watch.shift_unsent(26.0) == 1.0 and watch.shift_unsent(10.0) == 0.0
+
+
+def test_an_events_file_the_state_did_not_write_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"identity": "another watch\'s"}\n', encoding="utf-8")
+    before = path.read_bytes()
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), path)
+    with pytest.raises(StateError, match="this watch's state did not write"):
+        watch.claim_events()
+    assert path.read_bytes() == before
+
+
+def test_an_events_file_moved_away_starts_again_and_one_cut_short_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), path)
+    watch.claim_events()
+    watch.record_page("s", "k1 p1", ["a", "b"], events_for("s", "a", "b"), 1.0)
+    watch.publish()
+    path.rename(tmp_path / "events-1.jsonl")  # a consumer took the file
+    watch.claim_events()
+    watch.record_page("s", "k2 p1", ["c"], events_for("s", "c"), 2.0)
+    watch.publish()
+    assert file_ids(path) == ["c"]  # a new file of the new events, with no gap of NULs where the old ones were
+    path.write_text("", encoding="utf-8")  # emptied meanwhile: appended to, never padded out
+    watch.record_page("s", "k3 p1", ["d"], events_for("s", "d"), 3.0)
+    watch.publish()
+    assert file_ids(path) == ["d"]
+    path.write_bytes(path.read_bytes()[:5])
+    with pytest.raises(StateError, match="5 bytes this watch's state did not write"):
+        watch.claim_events()

@@ -8,8 +8,9 @@
   took (the conditional write), so a replayed page publishes nothing twice;
 * ``events``: the outbox, in order.  ``publish`` appends the events not yet in
   ``OUT/events.jsonl`` and stores the file's length in the same transaction,
-  so a kill between the two leaves lines that ``trim_events`` cuts before the
-  next append: each ``event_id`` is in the file once.
+  so a kill between the two leaves lines that ``claim_events`` cuts before the
+  next append: each ``event_id`` is in the file once.  A file the state did
+  not write is never cut (``claim_events``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
+from crawlstack.local.outdir import StateError
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.watch.check import Validators
 from crawlstack.watch.schedule import Check, SourceState
@@ -269,11 +271,30 @@ class SqliteWatch:
         with self.db.reading() as conn:
             return int(conn.execute("SELECT count(*) FROM seen_items WHERE source_id = ?", (source_id,)).fetchone()[0])
 
-    def trim_events(self) -> None:
-        """Cut ``events.jsonl`` back to the length last committed (lines a kill left after it)."""
-        length = self._written()[1]
-        if self.events_path.exists() and self.events_path.stat().st_size > length:
-            with self.events_path.open("r+b") as fh:
+    def claim_events(self) -> None:
+        """Make ``events.jsonl`` this state's to append to, before the watch writes to it.
+
+        A file longer than its committed length loses the lines a kill left
+        after it; a file that is gone (moved away) starts again empty.  A
+        file this state never committed, or one shorter than committed (cut
+        or replaced since), is another's: ``StateError``, and it is left as it is.
+        """
+        path = self.events_path
+        size = path.stat().st_size if path.exists() else None
+        with self.db.reading() as conn:
+            row = conn.execute("SELECT seq, length FROM events_file WHERE id = 1").fetchone()
+        seq, length = (int(row[0]), int(row[1])) if row else (0, 0)
+        if size and (row is None or size < length):
+            committed = f"{length} bytes" if row else "none of it"
+            raise StateError(
+                f"{path} holds {size} bytes this watch's state did not write ({committed} committed): "
+                "move it away, or watch in another directory; nothing was changed"
+            )
+        if size is None or row is None:
+            with self.db.transaction() as conn:
+                conn.execute("INSERT OR REPLACE INTO events_file (id, seq, length) VALUES (1, ?, 0)", (seq,))
+        elif size > length:
+            with path.open("r+b") as fh:
                 fh.truncate(length)
 
     def publish(self) -> int:
@@ -285,7 +306,10 @@ class SqliteWatch:
                 return 0
             data = "".join(line + "\n" for _, line in rows).encode("utf-8")
             with self.events_path.open("ab") as fh:
-                fh.truncate(length)  # what a failed commit left after the last committed line
+                # What a failed commit left after the last committed line goes; a file moved
+                # away or cut meanwhile is appended to, never padded out to the old length.
+                length = min(length, fh.tell())
+                fh.truncate(length)
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
