@@ -670,10 +670,12 @@ def _run_crawl(args: argparse.Namespace, crawl: Callable[[], dict[str, Any]]) ->
     except StateError as exc:
         raise UsageError(str(exc)) from None
     except StorageFull as exc:
+        # Without a local state (--emulate-aws, --endpoint-url) there is nothing to resume.
+        again = f"crawlstack crawl --local --resume --out {args.out}"
+        if args.emulate_aws or args.endpoint_url:
+            again = "run it again with --overwrite"
         print(
-            f"crawlstack: error: {terminal_text(str(exc))}; the crawl stopped: make room, then "
-            f"crawlstack crawl --local --resume --out {args.out}",
-            file=sys.stderr,
+            f"crawlstack: error: {terminal_text(str(exc))}; the crawl stopped: make room, then {again}", file=sys.stderr
         )
         return 1
     except Exception as exc:
@@ -1063,6 +1065,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace) -> int:
     from crawlstack.local.backend import StateError
+    from crawlstack.local.sqlite.db import StorageFull
     from crawlstack.local.watch import WatchOptions, watch_local
 
     if args.simulate_days is None and (args.sim_start is not None or args.speed != 1.0):
@@ -1084,6 +1087,12 @@ def _watch(args: argparse.Namespace) -> int:
         done = watch_local(options)
     except StateError as exc:
         raise UsageError(str(exc)) from exc
+    except StorageFull as exc:
+        print(
+            f"crawlstack: error: {terminal_text(str(exc))}; the watch stopped: make room, then run it again",
+            file=sys.stderr,
+        )
+        return 1
     print(
         f"watched until {done['sim_reached'][:19]}Z: {done['checks_sent']} checks sent, {done['checks_done']} done, "
         f"{done['items_seen']} items seen -> {args.local}/events.jsonl"

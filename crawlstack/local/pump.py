@@ -59,6 +59,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from crawlstack import aws, settings
+from crawlstack.local.sqlite.db import is_storage_full
 from crawlstack.queueing import MessageQueue, Received
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -390,7 +391,10 @@ class EventPump:
             with self._lock:
                 source.stats.errors += 1
                 self.handler_errors.append(line)
-            print(f"crawlstack: warning: {line} (the batch will be retried)", file=sys.stderr)
+            # A full disk stops the crawl (StateDb.fault) with one line of its own.
+            causes = [exc, *(c[1] for c in children if isinstance(c, tuple) and len(c) > 1)]
+            if not any(isinstance(c, BaseException) and is_storage_full(c) for c in causes):
+                print(f"crawlstack: warning: {line} (the batch will be retried)", file=sys.stderr)
             self._retry_soon(source, messages)
             return
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
@@ -418,7 +422,8 @@ class EventPump:
     def _aws_error(self, source: Source, what: str, exc: Exception) -> None:
         with self._lock:
             source.stats.aws_errors += 1
-        print(f"crawlstack: warning: {source.key} queue: {what} failed: {exc}", file=sys.stderr)
+        if not is_storage_full(exc):
+            print(f"crawlstack: warning: {source.key} queue: {what} failed: {exc}", file=sys.stderr)
 
     @staticmethod
     def _record(source: Source, message: Received) -> dict[str, Any]:

@@ -34,8 +34,9 @@ Ctrl-C stops the crawl: no more batches are handed out, the running ones
 finish, and ``OUT/`` is written from what was done so far, its summary
 saying ``"interrupted": true``; then the KeyboardInterrupt goes on to the
 caller.  Another Ctrl-C while batches finish or files are written abandons
-the rest.  A full disk under the local state stops it the same way, then
-raises ``StorageFull``.
+the rest.  A full disk under ``OUT/`` (the state, or ``metrics.jsonl``)
+stops it the same way, then raises ``StorageFull``, and so does a write
+that finds no room anywhere else: one line at the CLI, never a traceback.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -60,11 +61,12 @@ from crawlstack.local import outputs, resources
 from crawlstack.local.backend import LocalState, SavedCrawl, start_afresh
 from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
-from crawlstack.local.metrics import serialised_metrics
+from crawlstack.local.metrics import MetricsFile, serialised_metrics
 from crawlstack.local.options import RESUME_OPTIONS, SAVED_OPTIONS, LocalOptions, Seed
 from crawlstack.local.outdir import holding
 from crawlstack.local.progress import progress, snapshot
 from crawlstack.local.pump import EventPump, Source
+from crawlstack.local.sqlite.db import StorageFull, stops_when_full
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
 from crawlstack.rules import load_rules, rule_files
@@ -129,22 +131,23 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     On the local backend (the default) the state is ``OUT/state.sqlite``
     (``crawlstack.local.backend``); with ``options.on_aws``, moto or an endpoint.
     """
-    if options.on_aws:
-        return _crawl_on_aws(seeds, options)
-    load_rules(options.rules_dir)  # raises RulesInvalid before OUT is touched
-    state = LocalState(options.out_dir, "overwrite" if options.overwrite else "new")
-    try:
-        state.save_crawl(
-            SavedCrawl(
-                seeds=[asdict(s) for s in seeds],
-                options={k: getattr(options, k) for k in SAVED_OPTIONS},
-                rules=_rule_texts(options.rules_dir),
-                started=time.time(),
+    with stops_when_full(options.out_dir):
+        if options.on_aws:
+            return _crawl_on_aws(seeds, options)
+        load_rules(options.rules_dir)  # raises RulesInvalid before OUT is touched
+        state = LocalState(options.out_dir, "overwrite" if options.overwrite else "new")
+        try:
+            state.save_crawl(
+                SavedCrawl(
+                    seeds=[asdict(s) for s in seeds],
+                    options={k: getattr(options, k) for k in SAVED_OPTIONS},
+                    rules=_rule_texts(options.rules_dir),
+                    started=time.time(),
+                )
             )
-        )
-        return _crawl_on_state(state, seeds, options, resumed=False)
-    finally:
-        state.close()
+            return _crawl_on_state(state, seeds, options, resumed=False)
+        finally:
+            state.close()
 
 
 def resume_local(options: LocalOptions) -> dict[str, Any]:
@@ -152,6 +155,11 @@ def resume_local(options: LocalOptions) -> dict[str, Any]:
 
     Only ``RESUME_OPTIONS`` come from ``options``.
     """
+    with stops_when_full(options.out_dir):
+        return _resume_local(options)
+
+
+def _resume_local(options: LocalOptions) -> dict[str, Any]:
     state = LocalState(options.out_dir, "resume")
     try:
         saved = state.load_crawl()
@@ -288,6 +296,14 @@ def _run(
     """Run the pump to the end (or a Ctrl-C), then write OUT/; the handlers build their services on ``stores``."""
     rules = load_rules(options.rules_dir)
     out = Path(options.out_dir)
+    no_room: list[StorageFull] = []  # a write to OUT/ beside the state's that found no room (metrics.jsonl)
+
+    def note(exc: BaseException) -> None:
+        no_room.append(StorageFull(f"no room left to write {out}: {exc}"))
+
+    def failure() -> BaseException | None:
+        return (fault() if fault is not None else None) or next(iter(no_room), None)
+
     with _environment(_handler_env(crawl_id, options)):
         wiring.reset()
         # What the handlers log, as CloudWatch Logs would ingest it.
@@ -298,8 +314,8 @@ def _run(
         # go to OUT/metrics.jsonl instead of the terminal.
         with (
             progress(options.progress, lambda started: snapshot(wiring.services(), started), options.max_pages) as tick,
-            (out / "metrics.jsonl").open("a" if resumed else "w") as emf,
-            contextlib.redirect_stdout(emf),
+            MetricsFile(out / "metrics.jsonl", append=resumed, note=note) as emf,
+            contextlib.redirect_stdout(cast(IO[str], emf)),
             serialised_metrics(),
             log_meter.counting(settings.FUNCTIONS),
             warnings.catch_warnings(),
@@ -309,10 +325,10 @@ def _run(
             # may find it flushed by another: harmless.
             warnings.filterwarnings("ignore", message="No application metrics to publish")
             try:
-                pump.run(on_tick=tick, on_interrupt=wiring.stop_runs, fault=fault)
+                pump.run(on_tick=tick, on_interrupt=wiring.stop_runs, fault=failure)
                 # A fault in the last round (a write whose failure its caller let pass) still stops it.
-                if fault is not None and (failure := fault()) is not None:
-                    raise failure
+                if (stop := failure()) is not None:
+                    raise stop
             except KeyboardInterrupt:
                 if not pump.finished:
                     raise  # a second Ctrl-C while batches were finishing: stop now

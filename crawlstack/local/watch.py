@@ -36,16 +36,17 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from crawlstack import settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import iso_time
 from crawlstack.local.backend import LocalState, StateError, has_state, read_meta, write_meta
-from crawlstack.local.metrics import serialised_metrics
+from crawlstack.local.metrics import MetricsFile, serialised_metrics
 from crawlstack.local.pump import EventPump
 from crawlstack.local.runner import _environment, _pump, seed_hosts
 from crawlstack.local.sources import stored_rules
+from crawlstack.local.sqlite.db import stops_when_full
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.watch import scheduler
@@ -93,6 +94,11 @@ def watch_local(options: WatchOptions) -> dict[str, Any]:
     out = Path(options.out)
     if not has_state(out):
         raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
+    with stops_when_full(out):
+        return _watch_local(out, options)
+
+
+def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
     state = LocalState(out, "resume")
     try:
         state.check_files()
@@ -215,8 +221,8 @@ def _watch(
     interrupted = False
     with (
         _environment(env),
-        (out / "metrics.jsonl").open("a") as emf,
-        contextlib.redirect_stdout(emf),
+        MetricsFile(out / "metrics.jsonl", append=True, note=state.db.note) as emf,
+        contextlib.redirect_stdout(cast(IO[str], emf)),
         serialised_metrics(),
         warnings.catch_warnings(),
     ):

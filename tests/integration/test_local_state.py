@@ -8,6 +8,7 @@ the files in OUT/.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import signal
@@ -17,8 +18,9 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import CRAWL_TIMEOUT_SECONDS, _run_in_process
@@ -172,6 +174,37 @@ def test_a_full_disk_stops_the_crawl_and_what_was_committed_resumes(tmp_path: Pa
         code, output = cli(*argv)
     assert code == 1, output
     assert len(page_requests(web, A)) < 17, describe(web.log)
+    code, output = resume(out)
+    assert code == 0, output
+    assert_every_page_once_in_outputs(web, out, 17)
+
+
+def test_a_full_disk_is_one_line_even_when_closing_metrics_jsonl_fails_again(
+    tmp_path: Path, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The disk is full for OUT/metrics.jsonl too: its writes and its close at the end fail with the kernel's
+    # ENOSPC (it is /dev/full), after the state's own failure stopped the crawl.
+    web.add_host(A, star_site(16))
+    out = tmp_path / "out"
+    rules = write_rules(tmp_path / "rules", PAGES)
+    real_open = Path.open
+
+    def open_path(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if self.name == "metrics.jsonl" and mode[:1] in "wa":
+            return real_open(Path("/dev/full"), "w", *args, **kwargs)
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_path)
+    argv = ["crawl", "--local", web.url(A, "/"), "--rules", str(rules), "--out", str(out), *ALLOW_LOOPBACK,
+            "--delay", "0.05", "--user-agent", UA, "--no-progress"]  # fmt: skip
+    # Not capsys: the handlers' loggers keep the stdout they first find, and capsys's is closed with its test.
+    with disk_full_after(lambda: len(page_requests(web, A)) >= 6), redirect_stderr(io.StringIO()) as err:
+        code, traceback = cli(*argv)
+    assert (code, traceback) == (1, "")
+    [line] = err.getvalue().splitlines()
+    assert line.startswith(f"crawlstack: error: no room left to write {out}: "), line
+    assert line.endswith(f"the crawl stopped: make room, then crawlstack crawl --local --resume --out {out}"), line
+    monkeypatch.undo()
     code, output = resume(out)
     assert code == 0, output
     assert_every_page_once_in_outputs(web, out, 17)

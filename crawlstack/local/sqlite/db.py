@@ -33,10 +33,21 @@ class StorageFull(Exception):
 
 
 def is_storage_full(exc: BaseException) -> bool:
-    """SQLite's SQLITE_FULL, or a write's ENOSPC or EDQUOT."""
+    """SQLite's SQLITE_FULL, or a write's ENOSPC, EDQUOT or EFBIG (over the process's file size limit)."""
     if isinstance(exc, sqlite3.Error):
         return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+@contextmanager
+def stops_when_full(where: str | Path) -> Iterator[None]:
+    """A write inside that fails for want of room ends as one ``StorageFull``, with no traceback chained to it."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        if not is_storage_full(exc):
+            raise
+        raise StorageFull(f"no room left to write {where}: {exc}") from None
 
 
 class StateDb:
