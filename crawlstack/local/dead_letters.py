@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crawlstack import settings
-from crawlstack.local.backend import STATE_FILE, LocalState, StateError, crawl_running, has_state, open_read_only
+from crawlstack.local.backend import LocalState, has_state, open_read_only
+from crawlstack.local.outdir import STATE_FILE, StateError, crawl_running
 from crawlstack.local.sqlite import FileBlobs, LocalBlobs, SqliteQueue, StateDb
 from crawlstack.local.sqlite.queues import DeadLetter
 from crawlstack.messages import created_objects
