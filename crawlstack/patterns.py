@@ -15,6 +15,12 @@ context (``page_context(url)``, which the extractor opens around a page) and
 logged once per pattern per page; outside a page context, once per pattern
 per process (the last ``_LOGGED_OUTSIDE_PAGES`` patterns remembered).
 
+Compiling is bounded too: the engine unrolls counted repeats, so
+``((a{1000}){1000}){1000}`` (24 bytes) would take gigabytes to compile.
+``compile`` first reads the pattern with the engine's own parser and refuses
+one whose counted repeats stand for more than
+``settings.USER_PATTERN_MAX_COPIES`` copies (``PatternTooLarge``).
+
 The project's own fixed regexes stay on ``re``.
 """
 
@@ -32,14 +38,26 @@ from typing import Any
 
 import regex
 
+# The engine's own parser, private but unchanged for a decade: a second parser
+# of ours could read a pattern differently (verbose mode, comments, classes)
+# and miss the repeats the engine would unroll.
+from regex import _regex_core
+
 from crawlstack import settings
 
 log = logging.getLogger(__name__)
 
+
+class PatternTooLarge(ValueError):
+    """A pattern whose counted repeats stand for more than ``settings.USER_PATTERN_MAX_COPIES`` copies."""
+
+
 # What compile() may raise for a bad pattern: regex.error, RecursionError for
-# hundreds of nested groups, OverflowError for a repeat count past C's range.
+# hundreds of nested groups, OverflowError for a repeat count past C's range,
+# ValueError for clashing inline flags ("(?V1)", "(?a)(?u)"), and
+# PatternTooLarge for repeats that would unroll past what compiling can hold.
 error = regex.error
-COMPILE_ERRORS: tuple[type[Exception], ...] = (regex.error, RecursionError, OverflowError)
+COMPILE_ERRORS: tuple[type[Exception], ...] = (regex.error, RecursionError, OverflowError, ValueError, PatternTooLarge)
 
 # How much of a pattern a log line quotes.
 _SHOWN_PATTERN_CHARS = 80
@@ -76,6 +94,8 @@ def problem(exc: Exception) -> str:
     """What is wrong with a pattern ``compile`` refused, in a few words."""
     if isinstance(exc, RecursionError):  # hundreds of nested groups
         return "nested too deeply"
+    if isinstance(exc, PatternTooLarge):
+        return f"too large (its counted repeats stand for over {settings.USER_PATTERN_MAX_COPIES:,} copies)"
     return str(exc)  # regex.error ("missing ) at position 1"), or OverflowError
 
 
@@ -139,7 +159,73 @@ def _bounded(call: Callable[[float], Any]) -> Any:
 
 def compile(pattern: str) -> UserPattern:
     """``pattern`` compiled; raises one of ``COMPILE_ERRORS`` (``problem`` says what is wrong)."""
+    _check_copies(pattern)
     return UserPattern(pattern)
+
+
+def _check_copies(pattern: str) -> None:
+    """Raise ``PatternTooLarge`` if ``pattern``'s counted repeats stand for over USER_PATTERN_MAX_COPIES copies.
+
+    Each atom counts the product of the repeats around it (``{m,n}`` counts
+    n, ``{m,}`` m; ``*``, ``+`` and ``?`` count 1), atoms outside any counted
+    repeat nothing: ``\\d{4}-\\d{2}`` stands for 6, ``(a{100}){100}`` for 10,000.
+    Sums count as well as products, so a long run of allowed repeats is
+    refused too.  The walk is linear in the pattern and stops at the limit.
+    """
+    parsed = _parsed(pattern)
+    if parsed is None:
+        return
+    limit = settings.USER_PATTERN_MAX_COPIES
+    copies = 0
+    stack: list[tuple[Any, int]] = [(parsed, 1)]
+    while stack:
+        node, times = stack.pop()
+        if isinstance(node, _regex_core.GreedyRepeat):  # lazy and possessive repeats are subclasses
+            count = node.max_count if node.max_count is not None else node.min_count
+            times *= max(1, count)
+            if times > limit:  # even an empty body: refused before anything is multiplied further
+                raise PatternTooLarge(pattern)
+            stack.append((node.subpattern, times))
+            continue
+        children = _subpatterns(node)
+        if children:
+            stack.extend((child, times) for child in children)
+        elif times > 1:
+            copies += times
+            if copies > limit:
+                raise PatternTooLarge(pattern)
+
+
+def _parsed(pattern: str) -> Any:
+    """``pattern`` as the engine's parse tree (as ``regex.compile`` parses it, at V0), or None if it fails to parse.
+
+    A pattern that fails to parse is left to ``regex.compile`` to refuse, with its own message.
+    """
+    flags = regex.V0
+    while True:
+        source = _regex_core.Source(pattern)
+        info = _regex_core.Info(flags, source.char_type, {})
+        info.guess_encoding = regex.UNICODE
+        source.ignore_space = bool(info.flags & regex.VERBOSE)
+        try:
+            return _regex_core._parse_pattern(source, info)
+        except _regex_core._UnscopedFlagSet:
+            flags = info.global_flags  # a global flag set mid-pattern: parse again with it, as regex does
+        except (regex.error, ValueError, OverflowError, IndexError, KeyError):
+            return None
+
+
+def _subpatterns(node: Any) -> list[Any]:
+    """The parse-tree nodes directly inside ``node``; a character set counts as one atom."""
+    if isinstance(node, _regex_core.SetBase):
+        return []
+    found: list[Any] = []
+    for value in vars(node).values():
+        if isinstance(value, _regex_core.RegexBase):
+            found.append(value)
+        elif isinstance(value, list | tuple):
+            found.extend(item for item in value if isinstance(item, _regex_core.RegexBase))
+    return found
 
 
 def _timed_out(pattern: str) -> None:

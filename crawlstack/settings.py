@@ -94,6 +94,10 @@ INVALID_LINKS_FORWARDED_PER_PAGE = 20
 # (crawlstack.patterns): a pattern that backtracks exponentially on a crafted
 # href or page text costs this, not the Lambda's whole timeout.
 USER_PATTERN_TIMEOUT_SECONDS = 0.1
+# Copies a user's regex may stand for through its counted repeats, nested ones
+# multiplying (crawlstack.patterns): the engine unrolls them when compiling, so
+# ((a{1000}){1000}){1000} would take gigabytes; 10,000 compile in a few MB.
+USER_PATTERN_MAX_COPIES = 10_000
 
 # --- fetching -------------------------------------------------------------
 MAX_BODY_BYTES = 10 * 1024 * 1024

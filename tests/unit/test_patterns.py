@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import resource
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -174,6 +179,88 @@ def test_compile_errors_are_short_reasons() -> None:
         assert reason in patterns.problem(info.value)
     _, errors = compile_mapping_errors("m.json", {"name": "m", "url_patterns": [{"type": "regex", "pattern": "a)"}]})
     assert [e.reason for e in errors] == ["invalid regex: unbalanced parenthesis at position 1"]
+
+
+# Reported on issue 27: 24 characters that took all 24 GB to compile.
+REPEAT_BOMB = "((a{1000}){1000}){1000}"
+
+
+def _never_compiled(*args: object, **kwargs: object) -> None:
+    raise AssertionError("compiled a pattern the size check should have refused")
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        REPEAT_BOMB,
+        "a{10001}",
+        "(a{100}){101}",
+        "(?:(?:a{100}){100})" * 2,  # each allowed alone; together 20,000 copies
+        r"(?:(?:\b){1000}){1000}",  # zero-width atoms unroll too
+        "(?:a{1000}?){1000}",  # lazy
+        "(?:a{1000}+){1000}",  # possessive
+        "(?x)((a{1000}) {1000}) {1000}",  # verbose: the spaces are not atoms
+        "(?x)((a{1000}#)\n){1000}){1000}",  # verbose: a comment's ")" closes nothing
+        "x(?i)((a{1000}){1000}){1000}",  # a global flag mid-pattern makes the engine parse again
+        "a{4294967294}",  # was a MemoryError out of compile
+    ],
+)
+def test_a_pattern_whose_repeats_unroll_past_the_limit_is_refused_before_compiling(
+    monkeypatch: pytest.MonkeyPatch, pattern: str
+) -> None:
+    import regex
+
+    monkeypatch.setattr(regex, "compile", _never_compiled)
+    with pytest.raises(patterns.COMPILE_ERRORS) as info:
+        patterns.compile(pattern)
+    assert patterns.problem(info.value).startswith("too large")
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"\d{4}-\d{2}", "(a{100}){100}", "a{10000}", "[a-z]{2,30}", r"\p{L}{1,500}", "(?:(?:){1000}){1000}", "[(]{9000}"],
+)
+def test_ordinary_counted_repeats_compile(pattern: str) -> None:
+    assert patterns.compile(pattern).pattern == pattern
+
+
+def _cli_within_1_gib(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess whose memory is capped, so a pattern that compiles to gigabytes fails it fast."""
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    exe = Path(sys.executable).parent / "crawlstack"
+    return subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=60, check=False, preexec_fn=cap)
+
+
+def test_rules_validate_refuses_a_repeat_bomb_in_one_line(tmp_path: Path) -> None:
+    mapping = {
+        "name": "bomb",
+        "url_patterns": [{"type": "regex", "pattern": REPEAT_BOMB}],
+        "fields": [{"name": "t", "processors": [{"type": "regex", "parameters": {"pattern": REPEAT_BOMB}}]}],
+    }
+    (tmp_path / "bomb.json").write_text(json.dumps(mapping), encoding="utf-8")
+    proc = _cli_within_1_gib("rules", "validate", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert [line.split(": ", 2)[2] for line in lines] == [
+        "url_patterns[0].pattern: invalid regex: too large (its counted repeats stand for over 10,000 copies)",
+        "fields[0].processors[0].parameters.pattern: invalid regex: too large (its counted repeats stand for over "
+        "10,000 copies)",
+    ]
+
+
+@pytest.mark.parametrize("flag", ["--allow", "--deny"])
+def test_crawl_refuses_a_repeat_bomb_in_allow_or_deny_before_anything_is_written(tmp_path: Path, flag: str) -> None:
+    out = tmp_path / "out"
+    proc = _cli_within_1_gib("crawl", "--local", flag, REPEAT_BOMB, "--out", str(out), "http://127.0.0.2/")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f"crawlstack crawl: error: argument {flag}: invalid regex '{REPEAT_BOMB}': too large (its counted repeats "
+        "stand for over 10,000 copies)"
+    )
+    assert "Traceback" not in proc.stderr and not out.exists()
 
 
 def test_the_cli_validates_allow_and_deny_with_the_crawl_engine() -> None:

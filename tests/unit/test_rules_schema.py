@@ -639,8 +639,19 @@ NESTED = "(" * 5000 + ")" * 5000
         (json.dumps(chain(xpath("//p"), proc("replace", find="a{99999999999}", replace="", regex=True))), "too big"),
         (json.dumps(chain(xpath("(" * 5000 + "1" + ")" * 5000))), "invalid XPath"),
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        # Issue 27: a ValueError out of regex.compile, for inline flags that clash with the engine's version 0.
+        (json.dumps(mapping(url_patterns=[{"type": "regex", "pattern": "(?V1)a"}])), "invalid regex: VERSION0 and"),
     ],
-    ids=["huge-int", "deep-url-regex", "huge-repeat", "deep-regex-processor", "huge-replace", "deep-xpath", "deep"],
+    ids=[
+        "huge-int",
+        "deep-url-regex",
+        "huge-repeat",
+        "deep-regex-processor",
+        "huge-replace",
+        "deep-xpath",
+        "deep",
+        "clashing-flags",
+    ],
 )
 def test_pathological_rules_are_one_line_errors(tmp_path: Path, content: str, reason: str) -> None:
     path = write(tmp_path, content)
