@@ -222,16 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _iso_time(value: str) -> float:
-    from datetime import UTC, datetime
-
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from exc
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-
-
 def _add_watch_command(sub: Any) -> None:
     watch = sub.add_parser(
         "watch",
@@ -260,7 +250,12 @@ def _add_watch_command(sub: Any) -> None:
         metavar="X",
         help="simulated seconds per wall second (with --simulate-days; default 1)",
     )
-    watch.add_argument("--sim-start", type=_iso_time, metavar="ISO8601", help="the simulation's start (default: now)")
+    watch.add_argument(
+        "--sim-start",
+        type=limits.time_flag(limits.SIM_START_YEARS),
+        metavar="ISO8601",
+        help="the simulation's start, in the years {} to {} (default: now)".format(*limits.SIM_START_YEARS),
+    )
     watch.add_argument("--delay", type=_delay, default=settings.DEFAULT_DELAY_SECONDS, metavar="SECONDS")
     watch.add_argument("--user-agent", type=user_agent_flag, default=settings.DEFAULT_USER_AGENT, metavar="STRING")
     watch.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from crawlstack import settings
@@ -64,6 +65,10 @@ LIST_LIMIT = (1, 10**9)  # records --limit, dlq --limit
 CHECKS_PER_DAY = (1, 10**7)  # watch --checks-per-day
 SIMULATE_DAYS = (0.0, 3650.0)  # watch --simulate-days: ten years at most
 SIMULATION_SPEED = (1.0, 10**6)  # watch --speed: simulated seconds per wall second
+# watch --sim-start, in UTC: 2000-01-01 to the end of 2100.  A simulation
+# starting in year 9999 crashed on its year-10000 times, and every later
+# simulation on that OUT/ resumed its clock and crashed again.
+SIM_START_YEARS = (2000, 2100)
 
 
 def _shown(value: str) -> str:
@@ -122,6 +127,25 @@ def integer_flag(bounds: tuple[int, int]) -> Callable[[str], int]:
         if number > high:
             raise argparse.ArgumentTypeError(f"must be at most {high}")
         return number
+
+    return parse
+
+
+def time_flag(years: tuple[int, int]) -> Callable[[str], float]:
+    """An argparse ``type``: an ISO 8601 time (UTC if it names no zone) within ``years``, as epoch seconds."""
+    first, last = years
+    low = datetime(first, 1, 1, tzinfo=UTC).timestamp()
+    high = datetime(last + 1, 1, 1, tzinfo=UTC).timestamp()
+
+    def parse(value: str) -> float:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {_shown(value)}") from exc
+        epoch = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+        if not low <= epoch < high:
+            raise argparse.ArgumentTypeError(f"must lie between {first} and {last} (UTC): got {_shown(value)}")
+        return epoch
 
     return parse
 

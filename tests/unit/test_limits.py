@@ -193,3 +193,78 @@ def test_an_oversized_crawl_config_is_refused(
 )
 def test_dynamodb_numbers(number: float, ok: bool) -> None:
     assert (limits.dynamodb_number_problem(number) is None) == ok
+
+
+LISTING = {
+    "name": "listing",
+    "url_patterns": [{"type": "regex", "pattern": "/list"}],
+    "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+    "fields": [{"name": "url", "processors": [{"type": "css", "parameters": {"selector": "a"}}]}],
+}
+
+
+def _watch_folder(tmp_path: Path) -> Path:
+    """An OUT/ holding one source, as ``sources add`` leaves it."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "listing.json").write_text(json.dumps(LISTING), encoding="utf-8")
+    sources = tmp_path / "sources.jsonl"
+    sources.write_text(json.dumps({"url": "http://a.test/list", "mapping": "listing", "id": "a"}) + "\n")
+    out = tmp_path / "out"
+    argv = ["sources", "add", "--file", str(sources), "--rules", str(tmp_path / "rules"), "--local", str(out)]
+    assert cli.main(argv) == 0
+    return out
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def _no_watch(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    from crawlstack.local import watch
+
+    started: list[Any] = []
+
+    def watch_local(options: Any) -> dict[str, Any]:
+        started.append(options)
+        raise AssertionError("the watch started")
+
+    monkeypatch.setattr(watch, "watch_local", watch_local)
+    return started
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9999-12-31T23:00:00",  # issue 27: a year-10000 crash, then every later simulation on OUT/ too
+        "2101-01-01T00:00:00",
+        "2100-12-31T23:00:00-14:00",  # 2101 in UTC
+        "1999-12-31T23:59:59Z",
+        "0001-01-01T00:00:00",
+    ],
+)
+def test_a_sim_start_outside_2000_to_2100_is_refused_and_out_is_untouched(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = _watch_folder(tmp_path)
+    before = _files(out)
+    started = _no_watch(monkeypatch)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["watch", "--local", str(out), "--simulate-days", "1", "--sim-start", value])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == (
+        "crawlstack watch: error: argument --sim-start: "
+        f"must lie between 2000 and 2100 (UTC): got {value!r}"
+    )
+    assert not started and _files(out) == before
+
+
+@pytest.mark.parametrize(
+    ("value", "epoch"), [("2000-01-01T00:00:00", 946_684_800.0), ("2100-12-31T23:59:59Z", 4_133_980_799.0)]
+)
+def test_a_sim_start_from_2000_to_2100_is_taken(value: str, epoch: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _no_watch(monkeypatch)
+    with pytest.raises(AssertionError, match="the watch started"):
+        cli.main(["watch", "--local", "OUT", "--simulate-days", "1", "--sim-start", value])
+    assert [options.sim_start for options in started] == [epoch]
