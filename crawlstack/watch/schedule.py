@@ -6,10 +6,15 @@ ceiling (``Source.priority_min``/``priority_max``), and a bucket of
 
 1. every source gains its priority in tokens (``accrue``), so a quiet
    source still earns a check now and then;
-2. each whole token is a check due today; when the sources ask for more
-   than the day's budget, the ones holding more tokens go first, one check
-   at a time, so the budget is shared rather than spent on the richest;
-3. each host's checks are spread evenly over the next 24 hours
+2. each whole token is a check due today, up to the source's ceiling
+   (``priority_max``, rounded up: ``most_checks``); when the sources ask
+   for more than the day's budget, the ones holding more tokens go first,
+   one check at a time, so the budget is shared rather than spent on the
+   richest;
+3. what a source did not spend is banked for the next day, at most a day
+   of its ceiling (``bank_cap``): checks a budget held back for a month
+   are not all made up at once;
+4. each host's checks are spread evenly over the next 24 hours
    (``spread``), and one source's repeated checks are spaced as far apart
    as the host's other checks allow.
 
@@ -84,8 +89,24 @@ def accrue(state: SourceState) -> SourceState:
     return replace(state, tokens=state.tokens + state.priority)
 
 
-def due_checks(states: dict[str, SourceState], budget: int | None) -> dict[str, int]:
-    """Checks per source for the day: a whole token each, the budget going to the most tokens first."""
+def most_checks(source: Source) -> int:
+    """The most checks of ``source`` a day plans: its ceiling, rounded up (a ceiling of 1.75 averages 1.75 a day)."""
+    return math.ceil(source.priority_max)
+
+
+def bank_cap(source: Source) -> float:
+    """The most tokens ``source`` carries to the next day: a day of its ceiling (one, for a ceiling under one).
+
+    A source that earns its ceiling carries less than a token from day to
+    day, so the cap only trims what a budget held back.
+    """
+    return max(source.priority_max, 1.0)
+
+
+def due_checks(
+    states: dict[str, SourceState], budget: int | None, most: dict[str, int] | None = None
+) -> dict[str, int]:
+    """Checks per source for the day: a whole token each, up to ``most``; the budget goes to the most tokens first."""
     heap = [(-state.tokens, source_id) for source_id, state in states.items() if state.tokens >= 1.0]
     heapq.heapify(heap)
     due: dict[str, int] = {}
@@ -94,7 +115,7 @@ def due_checks(states: dict[str, SourceState], budget: int | None) -> dict[str, 
         negative, source_id = heapq.heappop(heap)
         due[source_id] = due.get(source_id, 0) + 1
         given += 1
-        if -negative - 1.0 >= 1.0:
+        if -negative - 1.0 >= 1.0 and (most is None or due[source_id] < most[source_id]):
             heapq.heappush(heap, (negative + 1.0, source_id))
     return due
 
@@ -125,8 +146,11 @@ def plan_day(
 ) -> tuple[list[PlannedCheck], dict[str, SourceState]]:
     """The day's checks from ``start`` and the sources' states after accrual and spending."""
     accrued = {s.id: accrue(states.get(s.id) or SourceState.first(s)) for s in sources}
-    due = due_checks(accrued, budget)
-    spent = {sid: replace(state, tokens=state.tokens - due.get(sid, 0)) for sid, state in accrued.items()}
+    due = due_checks(accrued, budget, {s.id: most_checks(s) for s in sources})
+    caps = {s.id: bank_cap(s) for s in sources}
+    spent = {
+        sid: replace(state, tokens=min(state.tokens - due.get(sid, 0), caps[sid])) for sid, state in accrued.items()
+    }
     hosts = {s.id: host_of(s.url) for s in sources}
     return spread(due, hosts, start), spent
 

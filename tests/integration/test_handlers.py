@@ -517,7 +517,7 @@ def test_a_check_goes_from_the_schedule_through_the_handlers_to_events_on_the_bu
     events.put_rule(Name="items", EventBusName=stack_names.event_bus, EventPattern=pattern)
     events.put_targets(Rule="items", EventBusName=stack_names.event_bus, Targets=[{"Id": "q", "Arn": arn}])
     url = listing(site, "one", "two")
-    aws.DynamoSources(stack_names.watch).add_all([Source("news", canonicalize(url), "listing", priority_max=24.0)])
+    aws.DynamoSources(stack_names.watch).add_all([Source("news", canonicalize(url), "listing", priority_max=48.0)])
 
     start = time.time()
     for at in (start, start + 16 * 60):  # the day's plan, then its first check, due a quarter of an hour in

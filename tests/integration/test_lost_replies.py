@@ -280,7 +280,7 @@ def test_a_watch_tick_whose_every_reply_is_lost_plans_once_and_sends_each_check_
         BillingMode="PAY_PER_REQUEST",
     )
     sources = aws.DynamoSources(table)
-    sources.add_all([Source(f"s{n}", f"http://127.0.0.2/{n}", "listing", priority_max=24.0) for n in range(2)])
+    sources.add_all([Source(f"s{n}", f"http://127.0.0.2/{n}", "listing", priority_max=48.5) for n in range(2)])
     store = aws.DynamoWatch(table, aws.BlobStore(stack_names.bucket))
     sent: list[str] = []
     t0 = 1_790_000_000.0
@@ -289,7 +289,7 @@ def test_a_watch_tick_whose_every_reply_is_lost_plans_once_and_sends_each_check_
     served.plan = LOSE_EVERY_REPLY
     aws.reset_clients()
     try:
-        assert scheduler.tick(sources, store, sent.extend, t0, t0, None, 3600.0).planned == 96
+        assert scheduler.tick(sources, store, sent.extend, t0, t0, None, 3600.0).planned == 98
         assert scheduler.tick(sources, store, sent.extend, t0 + 3600, t0 + 3600, None, 3600.0).sent == 4
         assert scheduler.tick(sources, store, sent.extend, t0 + 3610, t0 + 3610, None, 3600.0).sent == 0
     finally:
@@ -298,4 +298,5 @@ def test_a_watch_tick_whose_every_reply_is_lost_plans_once_and_sends_each_check_
     slots = [(c.source_id, c.slot) for c in (FrontierMessage.from_json(b).check for b in sent) if c is not None]
     assert len(slots) == len(set(slots)) == 4
     tokens = {sid: state.tokens for sid, (state, _) in store.states().items()}
-    assert tokens == {"s0": 0.0, "s1": 0.0}  # 24 to start, 24 earned, 48 planned: spent once
+    # 48.5 to start, 48.5 earned, 49 planned (the most a day), 48 banked: spent once (twice would leave 47.5).
+    assert tokens == {"s0": 48.0, "s1": 48.0}

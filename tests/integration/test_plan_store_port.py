@@ -132,7 +132,7 @@ def test_a_source_added_after_the_plan_is_planned_once_for_its_first_check(impl:
 
 
 def test_ticks_plan_the_day_send_what_falls_due_and_check_a_new_source_within_the_hour(impl: Impl) -> None:
-    impl.sources.add_all([Source("a", "http://127.0.0.2/a", "listing", priority_max=24.0)])
+    impl.sources.add_all([Source("a", "http://127.0.0.2/a", "listing", priority_max=48.0)])
     sent: list[str] = []
     first = tick(impl.sources, impl.plans, sent.extend, T0, T0, None, settings.WATCH_STALE_CHECK_SECONDS)
     assert (first.planned, first.sent) == (48, 0)

@@ -40,7 +40,7 @@ def context() -> LambdaContext:
 @pytest.fixture
 def watch(stack: dict[str, str], stack_names: aws.StackNames, monkeypatch: pytest.MonkeyPatch) -> aws.StackNames:
     """Three busy sources on one host: 48 checks a day each, a check of the host every 10 minutes."""
-    sources = [Source(f"s{n}", f"{HOST}/listing/{n}", "listing", priority_max=24.0) for n in range(3)]
+    sources = [Source(f"s{n}", f"{HOST}/listing/{n}", "listing", priority_max=48.0) for n in range(3)]
     aws.DynamoSources(stack_names.watch).add_all(sources)
     return stack_names
 

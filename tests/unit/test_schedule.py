@@ -31,8 +31,8 @@ def src(source_id: str, host: str = "a.example", **kw: Any) -> Source:
 def test_a_new_source_starts_at_its_ceiling_and_earns_its_priority_daily() -> None:
     source = src("s", priority_max=1.5)
     planned, states = plan_day([source], {}, T0, budget=None)
-    # 1.5 tokens to start, 1.5 more for the day: 3 whole tokens, 3 checks, none left over but the half.
-    assert [p.source_id for p in planned] == ["s"] * 3 and states["s"].tokens == pytest.approx(0.0)
+    # 1.5 tokens to start, 1.5 more for the day: 3 whole tokens, but 2 checks, the most a day; 1 left for tomorrow.
+    assert [p.source_id for p in planned] == ["s"] * 2 and states["s"].tokens == pytest.approx(1.0)
     quiet = SourceState(priority=0.07, tokens=0.0)
     _, after = plan_day([src("q")], {"q": quiet}, T0, budget=None)
     assert after["q"].tokens == pytest.approx(0.07)  # no check yet: the tokens pile up until one is due
@@ -43,6 +43,35 @@ def test_the_budget_goes_to_the_most_tokens_first_one_check_at_a_time() -> None:
     assert due_checks(states, budget=2) == {"a": 1, "b": 1}
     assert due_checks(states, budget=None) == {"a": 2, "b": 2}
     assert due_checks({"a": SourceState(1.0, 3.5), "b": SourceState(1.0, 1.2)}, budget=3) == {"a": 3}
+
+
+def _days(
+    sources: list[Source], states: dict[str, SourceState], days: int, budget: int | None
+) -> tuple[list[Counter[str]], dict[str, SourceState]]:
+    """``days`` days planned one after another: each day's checks per source, and the states after."""
+    per_day = []
+    for day in range(days):
+        planned, states = plan_day(sources, states, T0 + day * DAY, budget)
+        per_day.append(Counter(p.source_id for p in planned))
+    return per_day, states
+
+
+def test_a_budget_held_back_for_30_days_never_plans_more_than_the_ceiling_in_a_day() -> None:
+    # Issue 27: 30 days at a budget of 1 banked 280 tokens, and the next day planned 290 checks.
+    busy = src("busy", priority_max=10.0)
+    _, states = _days([busy], {}, 30, budget=1)
+    assert states["busy"].tokens == 10.0  # a day of its ceiling banked, not 280
+    next_day, _ = _days([busy], states, 1, budget=None)
+    assert next_day[0]["busy"] <= 10
+
+
+@pytest.mark.parametrize("ceiling", [1.75, 0.07, 10.0, 2.5])
+def test_the_cap_keeps_a_sources_rate_and_at_most_its_ceiling_rounded_up_a_day(ceiling: float) -> None:
+    source = src("s", priority_max=ceiling)
+    state = SourceState(priority=ceiling, tokens=0.0)
+    per_day, _ = _days([source], {"s": state}, 200, budget=None)
+    assert max(day["s"] for day in per_day) <= math.ceil(ceiling)
+    assert sum(day["s"] for day in per_day) == math.floor(200 * ceiling + 1e-6)  # no part of a token lost
 
 
 def test_a_hosts_checks_are_evenly_spaced_and_a_sources_repeats_far_apart() -> None:
