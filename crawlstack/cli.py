@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from crawlstack import limits, patterns, settings
 from crawlstack.limits import (
+    NOT_UTF8,
     crawl_config_problem,
     crawl_id_flag,
     crawl_id_lookup_flag,
     integer_flag,
+    is_utf8_text,
     number_flag,
     record_id_problem,
     user_agent_flag,
@@ -525,6 +527,8 @@ def _seed_line(
     unknown = sorted(set(data) - SEED_KEYS)
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r} (allowed: record_id, url, want)")
+    if not is_utf8_text(data["url"]):
+        raise UsageError(f'{where}: "url" {NOT_UTF8}')
     record_id = data.get("record_id")
     if record_id is not None:
         if isinstance(record_id, bool) or not isinstance(record_id, str | int):
@@ -538,6 +542,8 @@ def _seed_line(
     want = data.get("want", [])
     if not isinstance(want, list) or not all(isinstance(w, str) and w for w in want):
         raise UsageError(f'{where}: "want" must be a list of field names')
+    if not all(is_utf8_text(w) for w in want):
+        raise UsageError(f'{where}: "want" {NOT_UTF8}')
     if want and record_id is None:
         raise UsageError(f'{where}: "want" needs a "record_id" to gather the fields into')
     if want and fields is None and check_want:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -154,10 +155,42 @@ def _utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+# A code point UTF-8 cannot encode: a lone surrogate, as JSON's "\ud800" or a
+# non-UTF-8 byte in argv (Python's surrogateescape) decodes to.  A valid pair
+# in JSON decodes to one code point outside this range.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_utf8_text(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: every store, key and queue needs it, and refuses a batch that is not."""
+    return _LONE_SURROGATE.search(text) is None
+
+
+def is_utf8_json(value: object) -> bool:
+    """Whether every string in a decoded JSON value, keys too, is valid UTF-8 text."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not is_utf8_text(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+NOT_UTF8 = "is not valid UTF-8 text (it holds a lone surrogate, such as JSON's \\ud800)"
+
+
 def crawl_id_problem(crawl_id: str) -> str | None:
     """Why ``crawl_id`` cannot name a crawl (it would break one of its keys), or None."""
     if not crawl_id.strip():
         return "a crawl id must not be empty"
+    if not is_utf8_text(crawl_id):
+        return f"a crawl id {NOT_UTF8}"
     size = _utf8_size(crawl_id)
     if size > MAX_CRAWL_ID_BYTES:
         return f"a crawl id is at most {MAX_CRAWL_ID_BYTES} bytes (UTF-8), so every key built from it fits; got {size}"
@@ -187,6 +220,8 @@ def crawl_id_lookup_flag(value: str) -> str:
 
 def record_id_problem(record_id: str) -> str | None:
     """Why a seed's ``record_id`` would break the resolved table's ``<crawl id>#<record id>`` key, or None."""
+    if not is_utf8_text(record_id):
+        return f'"record_id" {NOT_UTF8}'
     size = _utf8_size(record_id)
     if size > MAX_RECORD_ID_BYTES:
         return (
@@ -209,6 +244,8 @@ def user_agent_flag(value: str) -> str:
 
 def crawl_config_problem(strings: list[str]) -> str | None:
     """Why the crawl config's strings (user agent, --allow, --deny, --rules-set) would not fit its item, or None."""
+    if not all(is_utf8_text(s) for s in strings):
+        return f"--user-agent, --allow, --deny or --rules-set {NOT_UTF8}"
     size = sum(_utf8_size(s) for s in strings)
     if size > MAX_CRAWL_CONFIG_BYTES:
         return (

@@ -38,6 +38,10 @@ lease for that run, or drops it if the run is no longer the host's.
 Extract message: the bucket's S3 ``ObjectCreated`` event notification of a
 WARC (``created_objects``), as S3 sends it deployed and ``LocalBlobs`` locally.
 
+A frontier or run message any string of which is not valid UTF-8 (a lone
+surrogate, JSON's ``"\\ud800"``) is invalid: no key, store or queue takes it,
+and a batched read holding it would fail every message of its batch.
+
 Settings: ``settings.DEFAULT_CRAWL_ID``, ``settings.LINKS_PER_FRONTIER_MESSAGE``.
 """
 
@@ -50,6 +54,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from crawlstack import settings
+from crawlstack.limits import NOT_UTF8, is_utf8_json, is_utf8_text
 
 
 class InvalidMessage(ValueError):
@@ -63,6 +68,9 @@ def _json_object(body: str) -> dict[str, Any]:
         raise InvalidMessage(f"not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidMessage("not a JSON object")
+    for key, value in data.items():
+        if not is_utf8_text(key) or not is_utf8_json(value):
+            raise InvalidMessage(f"{key!r} {NOT_UTF8}")
     return data
 
 

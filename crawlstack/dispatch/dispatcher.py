@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from crawlstack.dispatch.budget import BudgetAndCaps
@@ -14,7 +15,10 @@ from crawlstack.dispatch.records import RecordComplete
 from crawlstack.dispatch.robots import Robots
 from crawlstack.dispatch.run_enqueue import RunEnqueue
 from crawlstack.dispatch.scope import Scope
+from crawlstack.errors import failure
 from crawlstack.messages import FrontierMessage
+
+log = logging.getLogger(__name__)
 
 
 class Dispatcher:
@@ -49,13 +53,21 @@ class Dispatcher:
         self.chain = Chain(steps)
 
     def prepare(self, links: Iterable[Link]) -> None:
-        """Before a batch: read, in one go, which records its links resolve are complete, and which URLs are known."""
+        """Before a batch: read, in one go, which records its links resolve are complete, and which URLs are known.
+
+        A batched read that fails is left undone: each link then reads alone
+        in its turn, so a key that breaks a read (one hostile message) fails
+        its own message, not the batch.
+        """
         links = list(links)
-        if self.record_complete is not None:
-            complete = self.record_complete
-            complete.prepare(link.msg for link in links)
-            links = [link for link in links if not complete.complete(link.msg)]  # skipped before dedupe
-        self.dedupe.prepare(links)
+        try:
+            if self.record_complete is not None:
+                complete = self.record_complete
+                complete.prepare(link.msg for link in links)
+                links = [link for link in links if not complete.complete(link.msg)]  # skipped before dedupe
+            self.dedupe.prepare(links)
+        except Exception as exc:
+            log.warning("a batched read failed (%s: %s); each message reads alone", failure(exc), str(exc)[:200])
 
     def dispatch(self, msg: FrontierMessage | Link, outbox: Outbox, message_id: str = "") -> Decision:
         """What becomes of one message (or a Link made of it, whose canonical URL may be known already)."""

@@ -8,8 +8,9 @@ crawl has no item for the URL yet, so the crawl log says why it was not
 fetched; a later claim takes the note over.
 
 Completion is read once per batch (``prepare``, one batched read for the
-batch's record ids); a record seen complete is remembered by the container
-(``CompletedRecords``, shared with fetch), since completion never reverts.
+batch's record ids; if it fails, each message reads alone); a record seen
+complete is remembered by the container (``CompletedRecords``, shared with
+fetch), since completion never reverts.
 Messages without ``record_id`` and ``want`` cost no read.
 
 Settings: none.
@@ -37,6 +38,7 @@ class RecordComplete:
     def prepare(self, messages: Iterable[FrontierMessage]) -> None:
         """Read, in one go, which records the batch's messages resolve are complete."""
         keys = {(msg.crawl_id, msg.record_id) for msg in messages if msg.record_id and msg.want}
+        self._incomplete = set()  # the last batch's answers, never this one's, if the read fails
         self._incomplete = keys - read_complete(self.resolved, self.completed, keys) if keys else set()
 
     def __call__(self, link: Link, outbox: Outbox) -> Decision | None:

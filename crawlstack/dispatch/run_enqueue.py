@@ -46,7 +46,7 @@ class RunEnqueue:
             want=msg.want,
             check=json.dumps(msg.check.to_dict(), sort_keys=True) if msg.check is not None else None,
         )
-        outbox.runs.add(task)
+        outbox.runs.add(task, link.message_id)
         return Decision(link.url, "queued")
 
 

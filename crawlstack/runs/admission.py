@@ -85,13 +85,17 @@ class RunAdmissions:
     """A batch's admitted fetch tasks by host, then depth, in the order admitted.
 
     A URL is gathered once per batch (by crawl and fingerprint): a message
-    that names it twice passes dedupe twice under its own id.
+    that names it twice passes dedupe twice under its own id.  ``senders``:
+    the ids of the queue messages whose tasks each host holds, so a failed
+    admission fails only those messages (``unadmitted``).
     """
 
     hosts: dict[str, dict[int, list[FetchTask]]] = field(default_factory=dict)
+    senders: dict[str, set[str]] = field(default_factory=dict)
     _seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
-    def add(self, task: FetchTask) -> None:
+    def add(self, task: FetchTask, message_id: str = "") -> None:
+        self.senders.setdefault(task.host, set()).add(message_id)
         key = (task.crawl_id, task.fp)
         if key in self._seen:
             return
@@ -108,7 +112,20 @@ class RunAdmissions:
 
     def clear(self) -> None:
         self.hosts.clear()
+        self.senders.clear()
         self._seen.clear()
+
+    def unadmitted(self, exc: BaseException) -> set[str]:
+        """The messages whose tasks a failed admission (``exc``) may have left out: theirs to fail and redeliver.
+
+        ``admit`` stops at the host that failed, so its messages and those of
+        every host after it; any other failure (sending the run messages won)
+        leaves no host known to be done, so every message that gave a task.
+        """
+        hosts = list(self.hosts)
+        if isinstance(exc, AdmissionFailed) and exc.host in self.hosts:
+            hosts = hosts[hosts.index(exc.host) :]
+        return {sender for host in hosts for sender in self.senders.get(host, ())}
 
 
 def has_live_run(run: HostRun, now: float) -> bool:

@@ -1,4 +1,13 @@
-"""Dispatch Lambda: frontier queue batch -> host backlogs and run messages (see crawlstack.dispatch)."""
+"""Dispatch Lambda: frontier queue batch -> host backlogs and run messages (see crawlstack.dispatch).
+
+Like fetch and extract, a batch fails only the messages that raised
+(``batchItemFailures``), although it works across them: a message that is
+invalid (a lone surrogate in an id, say) is dropped at parsing; a batched
+read that fails leaves each message to read alone (``Dispatcher.prepare``);
+a link that fails fails its message (``dispatch_in_turns``); and a failed
+admission of the batch's tasks fails the messages whose tasks it may have
+left out (``RunAdmissions.unadmitted``).
+"""
 
 from __future__ import annotations
 
@@ -49,13 +58,21 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     # A link bundle (crawlstack.messages) is one message: a link that fails
     # fails it, and its redelivery finds the links before it already claimed.
     # The whole batch at once, not per record: its messages take turns, a link from each at a time.
-    failed = dispatch_in_turns(
+    failed: dict[tuple[str, str], Exception] = dispatch_in_turns(
         svc.dispatcher,
         ((key, key[0] or "", batch) for key, batch in links.items()),
         outbox,
         on_decision=_count,
         before=_bind_logs,
     )
+    # Sent before the messages are reported, so a failed send fails only the messages whose tasks it held.
+    try:
+        svc.flush(outbox)
+    except Exception as exc:
+        senders = outbox.runs.unadmitted(exc)
+        cause = exc.__cause__ or exc
+        logger.warning("admitting the batch's tasks failed", reason=f"{type(cause).__name__}: {cause}"[:500])
+        failed.update({key: exc for key in links if (key[0] or "") in senders and key not in failed})
 
     def record_handler(record: SQSRecord) -> None:
         key = (record.message_id, record.body)
@@ -69,7 +86,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         if key in failed:
             raise failed[key]
 
-    return svc.process_batch(event, context, record_handler, outbox, logger=logger)
+    return svc.process_batch(event, context, record_handler, logger=logger)
 
 
 def _bind_logs(link: Link) -> None:

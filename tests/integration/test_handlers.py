@@ -269,6 +269,73 @@ def test_dispatch_queues_a_url_once_for_two_messages(stack: dict[str, str], site
 
 
 # --- fetch -------------------------------------------------------------------
+def record_seed(url: str, record_id: str) -> str:
+    return json.dumps({"url": url, "depth": 0, "crawl_id": CRAWL, "record_id": record_id, "want": ["title"]})
+
+
+def test_a_seed_whose_record_id_is_not_utf8_is_one_invalid_message_and_its_batch_goes_on(
+    stack: dict[str, str], site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 27: "\ud800" (JSON for a lone surrogate) passed, and its batch's read of records failed them all.
+    a, b = site.page("/books/a.html", "a"), site.page("/books/b.html", "b")
+    errors: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(dispatch.logger, "error", lambda msg, **keys: errors.append((msg, keys)))
+    bad = record_seed(site.base + "/books/bad.html", "\ud800")
+    assert "\\ud800" in bad  # the escape, as JSON carries it
+    event = sqs_event(stack, "frontier", record_seed(a, "r-a"), bad, record_seed(b, "r-b"), ids=["m-a", "m-bad", "m-b"])
+    # Invalid, so never retried: logged and let go; the good seeds are queued.
+    assert dispatch.handler(event, context("dispatch")) == {"batchItemFailures": []}
+    assert sorted(t.url for t in backlog(stack)) == [canonicalize(a), canonicalize(b)]
+    [(message, keys)] = errors
+    assert message == "invalid frontier message" and keys["reason"].startswith("'record_id' is not valid UTF-8")
+
+
+def test_a_batched_read_that_one_message_breaks_fails_only_that_message(
+    stack: dict[str, str], site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As DynamoDB refuses a whole BatchGetItem for one key it cannot take.
+    a, b = site.page("/books/a.html", "a"), site.page("/books/b.html", "b")
+    resolved = wiring.services().dispatcher.record_complete.resolved  # type: ignore[union-attr]
+    real = resolved.get_many
+
+    def refuses_poison(crawl_id: str, record_ids: Any) -> Any:
+        ids = list(record_ids)
+        if any(rid.startswith("poison") for rid in ids):
+            raise RuntimeError("ValidationException: a key the table cannot take")
+        return real(crawl_id, ids)
+
+    monkeypatch.setattr(resolved, "get_many", refuses_poison)
+    poison = record_seed(site.base + "/books/poison.html", "poison")
+    bodies = (record_seed(a, "r-a"), poison, record_seed(b, "r-b"))
+    event = sqs_event(stack, "frontier", *bodies, ids=["m-a", "m-p", "m-b"])
+    assert dispatch.handler(event, context("dispatch")) == {"batchItemFailures": [{"itemIdentifier": "m-p"}]}
+    assert sorted(t.url for t in backlog(stack)) == [canonicalize(a), canonicalize(b)]
+    assert len(drain(stack, "fetch")) == 1  # the host's run, started for the good seeds
+
+
+def test_a_failed_admission_fails_only_the_messages_whose_tasks_it_held(
+    stack: dict[str, str], site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = "127.0.0.3"
+    a, b = site.page("/books/a.html", "a"), site.page("/books/b.html", "b")
+    elsewhere = site.base.replace(ADDRESS, other) + "/books/c.html"
+    store = wiring.services().backlog
+    real = store.add
+
+    def refuses_other(host: str, depth: int, tasks: Any) -> Any:
+        if host == other:
+            raise RuntimeError("ValidationException: an item the table cannot take")
+        return real(host, depth, tasks)
+
+    monkeypatch.setattr(store, "add", refuses_other)
+    event = sqs_event(stack, "frontier", seed(a), seed(elsewhere), seed(b), ids=["m-a", "m-other", "m-b"])
+    # Hosts are admitted in the order first dispatched (ADDRESS, then the other): only the other's message failed.
+    assert dispatch.handler(event, context("dispatch")) == {"batchItemFailures": [{"itemIdentifier": "m-other"}]}
+    assert sorted(t.url for t in backlog(stack)) == [canonicalize(a), canonicalize(b)]
+    assert [RunMessage.from_json(m["Body"]).host for m in drain(stack, "fetch")] == [ADDRESS]
+    assert backlog(stack, other) == []
+
+
 def test_fetch_writes_one_warc_for_a_batch_and_records_outcomes(
     stack: dict[str, str], site: Site, stack_names: aws.StackNames
 ) -> None:

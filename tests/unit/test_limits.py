@@ -268,3 +268,56 @@ def test_a_sim_start_from_2000_to_2100_is_taken(value: str, epoch: float, monkey
     with pytest.raises(AssertionError, match="the watch started"):
         cli.main(["watch", "--local", "OUT", "--simulate-days", "1", "--sim-start", value])
     assert [options.sim_start for options in started] == [epoch]
+
+
+NOT_UTF8 = "is not valid UTF-8 text (it holds a lone surrogate, such as JSON's \\ud800)"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # Issue 27: it passed, and failed its dispatch batch, good seeds and all, to the DLQ.
+        ({"url": "http://a.test/", "record_id": "\ud800"}, f'"record_id" {NOT_UTF8}'),
+        ({"url": "http://a.test/", "record_id": "a", "want": ["\udcff"]}, f'"want" {NOT_UTF8}'),
+        ({"url": "http://a.test/\ud800"}, f'"url" {NOT_UTF8}'),
+    ],
+)
+def test_a_seed_that_is_not_utf8_is_refused_before_the_crawl(
+    line: dict[str, Any],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started = _no_crawl(monkeypatch)
+    seeds = tmp_path / "seeds.jsonl"
+    good = json.dumps({"url": "http://a.test/good", "record_id": "good"})
+    seeds.write_text(f"{good}\n{json.dumps(line)}\n", encoding="utf-8")  # json.dumps writes "\ud800" as an escape
+    assert cli.main(["crawl", "--local", "--out", str(tmp_path / "out"), "--seeds-file", str(seeds)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"crawlstack: error: {seeds}:2: {message}"]
+    assert not started and not (tmp_path / "out").exists()
+
+
+def test_seeding_refuses_a_record_id_that_is_not_utf8_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_stack(monkeypatch)
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text(json.dumps({"url": "http://a.test/", "record_id": "\ud800"}) + "\n", encoding="utf-8")
+    assert cli.main(["seed", "--crawl-id", "c", "--seeds-file", str(seeds)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f'crawlstack: error: {seeds}:1: "record_id" {NOT_UTF8}']
+
+
+def test_seeding_refuses_a_crawl_id_or_user_agent_that_is_not_utf8(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A byte that is not UTF-8 in argv reaches Python as a lone surrogate (surrogateescape).
+    _no_stack(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["seed", "https://a.test/", "--crawl-id", "c\udcff"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"--crawl-id: a crawl id {NOT_UTF8}")
+    assert cli.main(["seed", "https://a.test/", "--crawl-id", "c", "--user-agent", "bot/1 \udcff"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"crawlstack: error: --user-agent, --allow, --deny or --rules-set {NOT_UTF8}"
+    ]

@@ -157,3 +157,34 @@ def test_a_canonical_link_says_so_once_per_bundle_and_older_messages_read_as_bef
     assert [m.canonical for m in frontier_messages(old)] == [False, False]
     with pytest.raises(InvalidMessage, match="'canonical' must be true or false"):
         frontier_messages('{"url":"http://h.example/","canonical":"yes"}')
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        # Issue 27: a lone surrogate in a record id failed every message of the batch it was read with.
+        ('{"url": "http://e.com/", "record_id": "\\ud800", "want": ["title"]}', "'record_id'"),
+        ('{"url": "http://e.com/", "crawl_id": "c\\udfff"}', "'crawl_id'"),
+        ('{"url": "http://e.com/\\ud83d"}', "'url'"),
+        ('{"url": "http://e.com/", "want": ["title", "\\udc80"]}', "'want'"),
+        ('{"urls": ["http://e.com/", "http://e.com/\\ud800"], "depth": 1}', "'urls'"),
+        ('{"url": "http://e.com/", "check": {"source_id": "s", "slot": "\\ud800"}}', "'check'"),
+        ('{"url": "http://e.com/", "\\ud800": 1}', "'\\ud800'"),
+    ],
+)
+def test_a_string_that_is_not_utf8_makes_a_message_invalid(body: str, key: str) -> None:
+    with pytest.raises(InvalidMessage) as info:
+        frontier_messages(body)
+    assert str(info.value) == f"{key} is not valid UTF-8 text (it holds a lone surrogate, such as JSON's \\ud800)"
+
+
+def test_a_run_message_whose_host_is_not_utf8_is_invalid() -> None:
+    from crawlstack.messages import RunMessage
+
+    with pytest.raises(InvalidMessage, match="'host' is not valid UTF-8"):
+        RunMessage.from_json('{"host": "a\\udcff.example", "run_id": "r"}')
+
+
+def test_a_surrogate_pair_is_valid_text() -> None:
+    [msg] = frontier_messages('{"url": "http://e.com/", "record_id": "\\ud83d\\ude00"}')
+    assert msg.record_id == "\U0001f600"

@@ -358,3 +358,17 @@ def test_a_batch_through_run_enqueue_and_flush_runs() -> None:
     outbox.clear()
     assert not outbox.runs
     assert flush_runs(outbox, backlog, runs, sent.append) == [] and len(sent) == 1
+
+
+def test_a_failed_admission_names_the_messages_whose_tasks_it_may_have_left_out() -> None:
+    admissions = RunAdmissions()
+    for message_id, t in [("m1", task("a.test", "1")), ("m2", task("b.test", "2")), ("m3", task("c.test", "3")),
+                          ("m1", task("c.test", "4")), ("m4", task("a.test", "5"))]:  # fmt: skip
+        admissions.add(t, message_id)
+    # Admission stops at the host that failed: its messages and those of the hosts after it.
+    assert admissions.unadmitted(AdmissionFailed("b.test", [])) == {"m2", "m3", "m1"}
+    assert admissions.unadmitted(AdmissionFailed("c.test", [])) == {"m3", "m1"}
+    # A failure past admission (the run messages' send): every message that gave a task.
+    assert admissions.unadmitted(RuntimeError("SQS refused the batch")) == {"m1", "m2", "m3", "m4"}
+    admissions.clear()
+    assert admissions.unadmitted(RuntimeError("x")) == set()
