@@ -9,7 +9,6 @@ from __future__ import annotations
 from types import ModuleType
 
 import pytest
-
 from benches import load
 
 
