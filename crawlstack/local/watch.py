@@ -35,10 +35,11 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
-from crawlstack import settings, wiring
+from crawlstack import limits, settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import iso_time
 from crawlstack.local.backend import LocalState, StateError, has_state, read_meta, write_meta
@@ -129,6 +130,13 @@ def _clock(state: LocalState, out: Path, options: WatchOptions) -> tuple[WatchCl
     """
     saved = read_meta(state.db, "watch_clock") or {}
     wall = time.time()
+    if options.simulate_days is not None and saved.get("simulated") and not _clock_in_range(saved):
+        print(
+            "crawlstack: the saved simulation's clock lies outside the years "
+            "{} to {}; starting a new simulation".format(*limits.SIM_START_YEARS),
+            file=sys.stderr,
+        )
+        saved = {}
     if options.simulate_days is None:
         clock, end = WatchClock(wall, wall), None
     elif saved.get("simulated"):
@@ -147,6 +155,22 @@ def _clock(state: LocalState, out: Path, options: WatchOptions) -> tuple[WatchCl
     write_meta(state.db, "watch_clock", {**anchors, "end": end, "simulated": options.simulate_days is not None})
     (out / "clock.json").write_text(json.dumps(anchors) + "\n", encoding="utf-8")
     return clock, end
+
+
+def _clock_in_range(saved: dict[str, Any]) -> bool:
+    """Whether a saved simulation's start and end lie where ``--sim-start`` and ``--simulate-days`` can put them.
+
+    One saved by an older version from a far ``--sim-start`` (year 9999)
+    would crash on every run again; it is set aside rather than trap OUT/.
+    """
+    first, last = limits.SIM_START_YEARS
+    low = datetime(first, 1, 1, tzinfo=UTC).timestamp()
+    high = datetime(last + 1, 1, 1, tzinfo=UTC).timestamp() + limits.SIMULATE_DAYS[1] * DAY
+    try:
+        times = (float(saved["sim_start"]), float(saved["end"]))
+    except (KeyError, TypeError, ValueError):
+        return False
+    return all(low <= t <= high for t in times)
 
 
 def _watch(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -136,3 +137,23 @@ def test_a_watch_killed_and_run_again_publishes_each_item_once(tmp_path: Path, w
     # The simulation went on with its own clock, not one started afresh.
     assert (out / "clock.json").read_text() == clock and "resuming the simulation" in again.stderr
     assert_exactly_once(out, listings, web)
+
+
+def test_a_saved_simulation_in_year_9999_no_longer_traps_its_folder(tmp_path: Path, web: LoopbackWeb) -> None:
+    # Issue 27: an older version let --sim-start 9999-12-31T23:00:00 through; its saved clock
+    # crashed every later simulated watch on that OUT/ with "year 10000 is out of range".
+    out, _ = setup(tmp_path, web)
+    short = ("--simulate-days", "0.001", "--speed", str(SPEED), *ALLOW_LOOPBACK, "--no-progress")
+    first = subprocess.run(cli("watch", "--local", str(out), *short), capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    with sqlite3.connect(out / "state.sqlite") as db:
+        (value,) = db.execute("SELECT value FROM crawl_meta WHERE key = 'watch_clock'").fetchone()
+        far = datetime(9999, 12, 31, 23, tzinfo=UTC).timestamp()
+        saved = {**json.loads(value), "sim_start": far, "end": far + 86_400, "simulated": True}
+        db.execute("UPDATE crawl_meta SET value = ? WHERE key = 'watch_clock'", (json.dumps(saved),))
+    again = subprocess.run(cli("watch", "--local", str(out), *short), capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert "Traceback" not in again.stderr
+    assert "the saved simulation's clock lies outside the years 2000 to 2100" in again.stderr
+    anchors = json.loads((out / "clock.json").read_text())
+    assert datetime.fromtimestamp(anchors["sim_start"], UTC).year < 2101
