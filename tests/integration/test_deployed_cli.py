@@ -760,7 +760,7 @@ def test_sources_on_the_stack_are_planned_by_its_schedule_and_shown_by_status(
     code, out, _ = run(capsys, deployed, "sources", "show", "news")
     assert json.loads(out)["priority_max"] == 24.0
 
-    # The stack's schedule function plans the day: a check every half hour, the first a quarter of an hour from now.
+    # The stack's schedule function plans the day: a check an hour (its ceiling), the first half an hour from now.
     for key, value in deployed.names.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", deployed.endpoint)
@@ -768,7 +768,7 @@ def test_sources_on_the_stack_are_planned_by_its_schedule_and_shown_by_status(
     wiring.reset()
     try:
         spec = settings.FUNCTIONS["schedule"]
-        assert schedule.handler({}, LambdaContext("schedule", spec.memory_mb, spec.timeout_seconds))["planned"] == 48
+        assert schedule.handler({}, LambdaContext("schedule", spec.memory_mb, spec.timeout_seconds))["planned"] == 24
     finally:
         wiring.reset()
         monkeypatch.delenv("AWS_ENDPOINT_URL")
@@ -777,9 +777,10 @@ def test_sources_on_the_stack_are_planned_by_its_schedule_and_shown_by_status(
     code, out, _ = run(capsys, deployed, "status")
     assert f"watch: schedule {SCHEDULE} enabled, rate(1 minute)" in out.splitlines()
     row = next(line.split() for line in out.splitlines() if line.startswith("news"))
-    assert row[1:3] == ["24", "0"]  # checks a day; tokens: 24 to start, 24 earned, 48 checks planned
+    # Checks a day; tokens: 24 to start and 24 earned, 24 checks planned (a day plans at most its ceiling), 24 banked.
+    assert row[1:3] == ["24", "24"]
     first_check = datetime.fromisoformat(row[3].replace("Z", "+00:00")).timestamp()
-    assert 0 < first_check - time.time() <= 15 * 60  # the first of 48 evenly spaced: half a step from now
+    assert 0 < first_check - time.time() <= 30 * 60  # the first of 24 evenly spaced: half a step from now
     assert row[4:] == ["0", "0"]  # no check ended yet
 
     assert run(capsys, deployed, "sources", "remove", "news") == (0, "removed news\n", "")
