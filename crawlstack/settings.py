@@ -79,6 +79,23 @@ MAX_HREFS_PER_PAGE = 50_000
 # past it the page is failed, "extraction budget of 5s exceeded", and the rest
 # of its WARC goes on (crawlstack.rules.budget).
 EXTRACTION_BUDGET_SECONDS = 5.0
+# Records one page of a mapping with ``items`` gives, and values one field
+# holds, at most: a hostile listing must not become a million records.  A
+# selector step (css, xpath, jsonpath, split) stops at one match more, so a
+# cut is known and noted, and never builds every match first.
+MAX_ITEMS_PER_PAGE = 1000
+# Characters one field's values hold at most (a JSON value counted as its JSON
+# text), enforced while they are built: an element's text includes its
+# descendants', so a page nesting the selected element 500 deep would repeat
+# its text 500 times.  A cut field gets a crawl-log note.
+MAX_FIELD_CHARS = 1_000_000
+# Characters all the records of one page hold at most, and each url_parser's values.
+MAX_PAGE_VALUE_CHARS = 10_000_000
+# Nodes (elements, attributes, text, comments) of a page's markup that are
+# parsed at most; the rest of the page is not read, with a note.  lxml takes
+# over 100 bytes a node: a 10 MiB page of tiny tags would take 500 MB and more.
+# A JSON page of more objects and arrays than this is read as null, with a note.
+MAX_PAGE_NODES = 1_000_000
 # In-scope links one page may send to the frontier: a page of a million
 # generated links (a trap, or a hostile page) costs at most this many
 # messages; the rest are counted (HrefsSkippedOverPageCap).

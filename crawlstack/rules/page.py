@@ -4,10 +4,10 @@
   ``json`` (``application/json`` and any ``+json``), or ``text``.
 * ``text``: the body decoded like a browser would, text encodings only,
   never raising (``crawlstack.rules.decoding``).
-* ``tree``: the lxml root for HTML and XML.  XML is parsed without entity
-  expansion, DTD loading or network access, and its namespaces are removed so
-  ``//item/title`` works on RSS and Atom alike.
-* ``json``: the parsed JSON body.
+* ``tree``: the lxml root for HTML and XML (``crawlstack.rules.markup``:
+  at most ``settings.MAX_PAGE_NODES`` nodes of it).
+* ``json``: the parsed JSON body: null, with a note, past
+  ``MAX_JSON_DEPTH`` levels or ``settings.MAX_PAGE_NODES`` objects and arrays.
 
 Every view is built once, on first use, and is ``None`` when the body is not
 of that kind or does not parse.
@@ -16,14 +16,16 @@ of that kind or does not parse.
 from __future__ import annotations
 
 import json
-import re
-from functools import cache, cached_property
+from collections.abc import Iterator
+from functools import cached_property
 from typing import Any
 from urllib.parse import urljoin
 
 from lxml import etree
 
+from crawlstack import settings
 from crawlstack.rules.decoding import decode_page
+from crawlstack.rules.markup import cut_note, parse_html, parse_xml
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
 _XML_TYPES = frozenset({"text/xml", "application/xml"})
@@ -32,44 +34,6 @@ _XML_TYPES = frozenset({"text/xml", "application/xml"})
 # JSONPath and the stores recurse per level, so depth must be bounded.
 MAX_JSON_DEPTH = 64
 _JSON_TYPES = frozenset({"application/json", "text/json", "application/javascript-json"})
-
-
-# huge_tree: without it libxml2 silently drops everything below 256 levels of
-# nesting or after an attribute over 10 MB, and the fields there come back
-# empty.  The HTML parser expands no entities, and bodies are capped when
-# fetched, so the limits it lifts protect nothing here.
-@cache
-def _html_parser() -> etree.HTMLParser:
-    # lxml.html when a page is first parsed: only extract parses pages; dispatch and fetch compile rules.
-    import lxml.html
-
-    return lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=False, huge_tree=True)
-
-
-# resolve_entities=False, load_dtd=False and no_network=True: no external
-# entities, no DTD fetch; the entity references left are removed after the
-# parse (``_parse_xml``), so internal ones never expand either.
-_xml_parser = etree.XMLParser(
-    encoding="utf-8",
-    resolve_entities=False,
-    load_dtd=False,
-    no_network=True,
-    huge_tree=False,
-    recover=True,
-    remove_comments=True,
-    remove_pis=True,
-)
-
-# A numeric character reference, for finding those to a surrogate (U+D800 to U+DFFF),
-# which XML forbids: in recover mode libxml2 keeps each as bytes that are not UTF-8,
-# and every read of that text or attribute raises UnicodeDecodeError.
-_CHAR_REF = re.compile(rb"&#(?:[xX]0*([0-9a-fA-F]{1,8})|0*([0-9]{1,10}));")
-
-
-def _no_surrogate_ref(match: re.Match[bytes]) -> bytes:
-    hex_digits, digits = match.groups()
-    code = int(hex_digits, 16) if hex_digits else int(digits)
-    return b"&#xFFFD;" if 0xD800 <= code <= 0xDFFF else match.group(0)
 
 
 def media_type(content_type: str | None) -> str:
@@ -99,12 +63,21 @@ def _null_constant(name: str) -> None:
     return None
 
 
+class TooManyContainers(ValueError):
+    """JSON of more objects and arrays than ``settings.MAX_PAGE_NODES``: not parsed."""
+
+
 def _loads(data: str | bytes) -> tuple[Any, bool]:
-    """(the JSON value, whether it was cut at ``MAX_JSON_DEPTH``)."""
+    """(the JSON value, whether it was cut at ``MAX_JSON_DEPTH``); raises ``TooManyContainers``."""
+    brackets = data.count(b"[") + data.count(b"{") if isinstance(data, bytes) else data.count("[") + data.count("{")
+    # Each object or array takes 60 bytes and more in Python, from two bytes
+    # of JSON: a 10 MiB page of "{}," is half a gigabyte parsed.  Brackets in
+    # strings count too, which errs on the safe side.
+    if brackets > settings.MAX_PAGE_NODES:
+        raise TooManyContainers(brackets)
     # NaN and Infinity are not JSON (RFC 8259) though Python reads them; they
     # become null rather than values no store or JSON reader can take.
     value = json.loads(data, parse_constant=_null_constant)
-    brackets = data.count(b"[") + data.count(b"{") if isinstance(data, bytes) else data.count("[") + data.count("{")
     if brackets <= MAX_JSON_DEPTH:  # too few brackets to nest that deep: no walk
         return value, False
     return _cut_deep(value, MAX_JSON_DEPTH)
@@ -112,22 +85,33 @@ def _loads(data: str | bytes) -> tuple[Any, bool]:
 
 def _cut_deep(value: Any, levels: int) -> tuple[Any, bool]:
     """``value`` with every container ``levels`` deep replaced by None, walked without recursion."""
-    cut = False
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        container, depth = stack.pop()
-        keys = container.keys() if isinstance(container, dict) else range(len(container))
-        for key in keys:
-            child = container[key]
-            if isinstance(child, dict | list):
-                if depth >= levels:
-                    container[key] = None
-                    cut = True
-                else:
-                    stack.append((child, depth + 1))
     if isinstance(value, dict | list) and levels < 1:
         return None, True
+    cut = False
+    # One iterator per level being walked, so the stack is as deep as the value, never as wide.
+    stack: list[tuple[Any, Iterator[Any], int]] = [(value, iter(_keys(value)), 1)]
+    while stack:
+        container, keys, depth = stack[-1]
+        key = next(keys, _DONE)
+        if key is _DONE:
+            stack.pop()
+            continue
+        child = container[key]
+        if isinstance(child, dict | list):
+            if depth >= levels:
+                container[key] = None
+                cut = True
+            else:
+                stack.append((child, iter(_keys(child)), depth + 1))
     return value, cut
+
+
+_DONE = object()
+
+
+def _keys(container: dict[str, Any] | list[Any]) -> Any:
+    # Setting a member of a dict being iterated is allowed: its size does not change.
+    return container if isinstance(container, dict) else range(len(container))
 
 
 class Page:
@@ -138,6 +122,7 @@ class Page:
         self.content_type = media_type(content_type)
         self.kind = kind_of(self.content_type, body)
         self._embedded_json: dict[str, Any] = {}
+        self._embedded_chars = 0
         # What a crawl-log line should say about this page's values ("JSON nested deeper than ...").
         self.notes: list[str] = []
 
@@ -167,36 +152,17 @@ class Page:
         data = self.text.strip().replace("\x00", "").encode("utf-8")
         if not data:
             return None
+        cut = False
+        root = None
         if self.kind == "xml":
-            root = self._parse_xml(data)
-            if root is not None:
-                return root
-        try:
-            return etree.fromstring(data, parser=_html_parser(), base_url=self.url)
-        except (etree.ParserError, etree.XMLSyntaxError, ValueError):
-            return None
-
-    def _parse_xml(self, data: bytes) -> Any:
-        if data.startswith(b"<?xml"):
-            # The declaration may name the original charset; the bytes are UTF-8 now.
-            end = data.find(b"?>")
-            data = data[end + 2 :].lstrip() if end != -1 else data
-        if b"&#" in data:
-            data = _CHAR_REF.sub(_no_surrogate_ref, data)
-        try:
-            root = etree.fromstring(data, parser=_xml_parser, base_url=self.url)
-        except (etree.XMLSyntaxError, ValueError):
-            return None
+            root, cut = parse_xml(data, self.url)
         if root is None:
-            return None
-        # Entity references stay nodes (resolve_entities=False), but XPath's
-        # string value would still expand an internal one: remove them, so a
-        # billion-laughs document costs nothing whichever field reads it.
-        etree.strip_elements(root, etree.Entity, with_tail=False)
-        for element in root.iter():
-            if isinstance(element.tag, str) and element.tag.startswith("{"):
-                element.tag = etree.QName(element).localname
-        etree.cleanup_namespaces(root)
+            try:
+                root, cut = parse_html(data, self.url)
+            except (etree.ParserError, etree.XMLSyntaxError, ValueError):
+                return None
+        if cut:
+            self.note(cut_note())
         return root
 
     @cached_property
@@ -217,25 +183,35 @@ class Page:
 
         None when it is not JSON.
         """
-        if text not in self._embedded_json:
-            try:
-                self._embedded_json[text] = self._parsed(text)
-            except (ValueError, RecursionError):
-                self._embedded_json[text] = None
-        return self._embedded_json[text]
+        if text in self._embedded_json:
+            return self._embedded_json[text]
+        try:
+            value = self._parsed(text)
+        except (ValueError, RecursionError):
+            value = None
+        # Kept while the texts kept are within what a page's values may hold:
+        # a thousand nested items would otherwise keep a thousand large texts.
+        if self._embedded_chars + len(text) <= settings.MAX_PAGE_VALUE_CHARS:
+            self._embedded_chars += len(text)
+            self._embedded_json[text] = value
+        return value
 
     def _parsed(self, data: str | bytes) -> Any:
         try:
             value, cut = _loads(data)
         except RecursionError:
             # Nested past what the parser's own recursion allows (about 900 levels): no value.
-            self._note("JSON nested too deep to parse: read as null")
+            self.note("JSON nested too deep to parse: read as null")
+            raise
+        except TooManyContainers:
+            self.note(f"JSON of more than {settings.MAX_PAGE_NODES:,} objects and arrays: read as null")
             raise
         if cut:
-            self._note(f"JSON nested deeper than {MAX_JSON_DEPTH} levels: the deeper values are null")
+            self.note(f"JSON nested deeper than {MAX_JSON_DEPTH} levels: the deeper values are null")
         return value
 
-    def _note(self, note: str) -> None:
+    def note(self, note: str) -> None:
+        """Something the page's crawl-log line should say about its values, once."""
         if note not in self.notes:
             self.notes.append(note)
 
@@ -244,7 +220,7 @@ class Page:
         """The URL relative links resolve against, honouring <base href>."""
         root = self.tree
         if root is not None and self.kind == "html":
-            hrefs = root.xpath("//base/@href")
+            hrefs = root.xpath("(//base/@href)[1]")
             if hrefs:
                 try:
                     return urljoin(self.url, str(hrefs[0]).strip())
