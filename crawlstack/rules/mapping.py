@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawlstack import patterns
+from crawlstack import patterns, settings
 from crawlstack.errors import failure
-from crawlstack.rules import budget
+from crawlstack.rules import budget, sizes
 from crawlstack.rules.page import Page, media_type
 from crawlstack.rules.processors import (
     ProcessorError,
@@ -36,8 +36,8 @@ MAPPING_KEYS = frozenset(
 )
 FIELD_KEYS = frozenset({"name", "description", "multiple", "processors"})
 PARSER_KEYS = frozenset({"description", "processors"})
-# Items a page may give at most: a hostile listing must not become a million records.
-MAX_ITEMS_PER_PAGE = 1000
+# Items a page may give at most (settings.MAX_ITEMS_PER_PAGE, read when a page is extracted).
+MAX_ITEMS_PER_PAGE = settings.MAX_ITEMS_PER_PAGE
 log = logging.getLogger(__name__)
 _HOST = re.compile(r"(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*")
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*)")
@@ -66,6 +66,12 @@ class Chain:
 
 @dataclass(frozen=True)
 class Field:
+    """A named value of a record: its chain's first value, or up to ``settings.MAX_ITEMS_PER_PAGE`` with ``multiple``.
+
+    Its values hold at most ``settings.MAX_FIELD_CHARS`` characters, cut
+    while they are built (``crawlstack.rules.sizes``), with a note on the page.
+    """
+
     name: str
     chain: Chain
     multiple: bool = False
@@ -75,18 +81,60 @@ class Field:
 
         With ``item`` (one of a mapping's ``items``), the chain starts from it instead of the page.
         """
-        try:
-            context = None if item is None else [item]
-            values = [v for v in (finalize(v) for v in self.chain.run(page, context)) if v is not None]
-        except budget.BudgetExceeded:
-            raise  # the page's, not the field's: the extractor fails the page
-        except Exception as exc:
-            # A hostile page must cost one field, not the batch's other records.
-            log.warning("field %r failed on %s: %s", self.name, page.url, failure(exc))
-            return None
+        return self.measured(page, item)[0]
+
+    def measured(self, page: Page, item: Any = None, room: int | None = None) -> tuple[Any, int]:
+        """(``value``, the characters it holds), within ``room`` characters if given (what the page has left)."""
+        field_chars = settings.MAX_FIELD_CHARS
+        chars = field_chars if room is None else max(0, min(room, field_chars))
+        with sizes.allowance(settings.MAX_ITEMS_PER_PAGE + 1, chars) as allowance:
+            try:
+                context = None if item is None else [item]
+                values, used = self._kept(self.chain.run(page, context), chars)
+            except budget.BudgetExceeded:
+                raise  # the page's, not the field's: the extractor fails the page
+            except Exception as exc:
+                # A hostile page must cost one field, not the batch's other records.
+                log.warning("field %r failed on %s: %s", self.name, page.url, failure(exc))
+                return None, 0
+        if allowance.cut:
+            if chars < field_chars:
+                page.note(f"field {self.name!r} cut: a page's values hold {settings.MAX_PAGE_VALUE_CHARS:,} characters")
+            else:
+                page.note(f"field {self.name!r} cut at {field_chars:,} characters")
+        if len(values) > settings.MAX_ITEMS_PER_PAGE:
+            values = values[: settings.MAX_ITEMS_PER_PAGE]
+            page.note(f"field {self.name!r} cut at {settings.MAX_ITEMS_PER_PAGE:,} values")
         if not values:
-            return None
-        return values if self.multiple else values[0]
+            return None, 0
+        return (values, used) if self.multiple else (values[0], used)
+
+    def _kept(self, found: Values, chars: int) -> tuple[Values, int]:
+        """The values a record keeps, as they are stored, within ``chars`` characters; and the characters they take.
+
+        One more than the field holds when there were more (cut by ``measured``, which notes it).
+        """
+        kept: Values = []
+        used = 0
+        wanted = settings.MAX_ITEMS_PER_PAGE + 1 if self.multiple else 1
+        for value in found:
+            budget.check()
+            left = chars - used
+            if left <= 0:
+                sizes.mark_cut()
+                break
+            final = finalize(value, left)
+            if final is None:
+                continue
+            size = len(final) if isinstance(final, str) else sizes.json_chars(final, left)
+            if size > left:  # a JSON value too large for what is left
+                sizes.mark_cut()
+                break
+            kept.append(final)
+            used += size
+            if len(kept) >= wanted:
+                break
+        return kept, used
 
 
 UrlTest = Callable[[str], bool]
@@ -133,41 +181,69 @@ class Mapping:
 
     def extract(self, page: Page) -> dict[str, Any]:
         """The page's one record's fields (a mapping without ``items``)."""
-        return {f.name: f.value(page) for f in self.fields}
+        return self.extract_records(page, [None])[0]
 
     def extract_items(self, page: Page) -> list[dict[str, Any]]:
-        """The page's records: one per item (at most ``MAX_ITEMS_PER_PAGE``), or the page's one without ``items``."""
+        """The page's records: one per item, or the page's one without ``items``.
+
+        At most ``settings.MAX_ITEMS_PER_PAGE`` items (one more is found, so a
+        cut is noted), holding at most ``settings.MAX_PAGE_VALUE_CHARS`` characters together.
+        """
         if self.items is None:
             return [self.extract(page)]
+        cap = settings.MAX_ITEMS_PER_PAGE
         try:
-            found = self.items.run(page)
+            with sizes.allowance(cap + 1, settings.MAX_PAGE_VALUE_CHARS):
+                found = self.items.run(page)
         except budget.BudgetExceeded:
             raise
         except Exception as exc:
             log.warning("the items of %r failed on %s: %s", self.name, page.url, failure(exc))
             return []
-        return [{f.name: f.value(page, item) for f in self.fields} for item in found[:MAX_ITEMS_PER_PAGE]]
+        if len(found) > cap:
+            page.note(f"more than {cap:,} items: the first {cap:,} kept")
+        return self.extract_records(page, found[:cap])
+
+    def extract_records(self, page: Page, items: Values) -> list[dict[str, Any]]:
+        """One record per item (None: the page's), the fields of all within a page's characters."""
+        left = settings.MAX_PAGE_VALUE_CHARS
+        records = []
+        for item in items:
+            record = {}
+            for f in self.fields:
+                record[f.name], used = f.measured(page, item, left)
+                left -= used
+            records.append(record)
+        return records
 
     def links(self, page: Page) -> list[str]:
         """The url_parsers' results, absolute and canonical, in order, without repeats."""
         found: dict[str, None] = {}
         for parser in self.url_parsers:
-            try:
-                values = parser.run(page)
-            except budget.BudgetExceeded:
-                raise
-            except Exception as exc:
-                log.warning("a url_parser of %r failed on %s: %s", self.name, page.url, failure(exc))
-                continue
-            for value in values:
-                href = _href_of(value)
-                if not href:
-                    continue
-                try:
-                    found.setdefault(resolve_link(page.base_url, href))
-                except InvalidURL:
-                    continue
+            # As many links as a page's own hrefs are read (settings.MAX_HREFS_PER_PAGE).
+            with sizes.allowance(settings.MAX_HREFS_PER_PAGE, settings.MAX_PAGE_VALUE_CHARS):
+                found.update(self._parser_links(page, parser))
         return list(found)
+
+    def _parser_links(self, page: Page, parser: Chain) -> dict[str, None]:
+        found: dict[str, None] = {}
+        try:
+            values = parser.run(page)
+        except budget.BudgetExceeded:
+            raise
+        except Exception as exc:
+            log.warning("a url_parser of %r failed on %s: %s", self.name, page.url, failure(exc))
+            return found
+        for value in values:
+            budget.check()
+            href = _href_of(value)
+            if not href:
+                continue
+            try:
+                found.setdefault(resolve_link(page.base_url, href))
+            except InvalidURL:
+                continue
+        return found
 
 
 def _href_of(value: Any) -> str | None:

@@ -14,7 +14,7 @@ The catalogue is ``PROCESSORS``; docs/rules.md has an example of each.
 from __future__ import annotations
 
 import contextlib
-import json
+import itertools
 import math
 import re
 import unicodedata
@@ -27,8 +27,11 @@ from urllib.parse import parse_qsl, quote, urlencode, urljoin
 from lxml import etree
 
 from crawlstack import patterns
-from crawlstack.rules import budget
+from crawlstack.rules import budget, sizes
 from crawlstack.rules.page import Page
+from crawlstack.rules.values import finalize, is_node, text_of
+
+__all__ = ["PROCESSORS", "ProcessorError", "Step", "Values", "compile_processor", "finalize", "is_node", "text_of"]
 
 Values = list[Any]
 Step = Callable[[Page, Values | None], Values]
@@ -79,78 +82,29 @@ def _compile_regex(pattern: str, where: str) -> patterns.UserPattern:
 
 
 # --- values ----------------------------------------------------------------------
-def is_node(value: Any) -> bool:
-    return isinstance(value, etree._Element)
-
-
-# An element's text is what a reader sees: the code and styles inside it are
-# left out, unless the element is itself a <script> or <style> (JSON-LD).
-_INVISIBLE = frozenset({"script", "style", "noscript", "template"})
-
-
-def _visible_text(element: Any) -> str:
-    """The text of ``element`` outside invisible elements, in time linear in its size however deep it nests.
-
-    (An XPath of ``text()[not(ancestor::script ...)]`` looks up every text
-    node's ancestors: text nodes x depth, seconds on a page nested 2,000 deep.)
-    """
-    if any(isinstance(a.tag, str) and a.tag in _INVISIBLE for a in element.iterancestors()):
-        return ""
-    if next(element.iter(*_INVISIBLE), None) is None:
-        return "".join(element.itertext())  # nothing to leave out: lxml's own walk
-    parts: list[str] = []
-    stack: list[Any] = [element]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):  # a tail, after its element's subtree
-            parts.append(item)
-            continue
-        if not isinstance(item.tag, str) or item.tag in _INVISIBLE:  # a comment's text is not the page's
-            continue
-        if item.text:
-            parts.append(item.text)
-        for child in reversed(item):
-            if child.tail:
-                stack.append(child.tail)
-            stack.append(child)
-    return "".join(parts)
-
-
-def text_of(value: Any) -> str | None:
-    """A value as text: an element's text content, a string as is, a number in JSON form."""
-    if isinstance(value, str):
-        return value
-    if is_node(value):
-        if not isinstance(value.tag, str):  # comment or processing instruction
-            return value.text or ""
-        if value.tag in _INVISIBLE:
-            return "".join(value.itertext())
-        return _visible_text(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def finalize(value: Any) -> Any:
-    """What a field holds: elements become their text; JSON values stay as they are."""
-    return text_of(value) if is_node(value) else value
-
-
 def _texts(values: Values | None) -> Iterable[str]:
+    """The values as text, each cut to what the step may still build; none once that is spent."""
+    room = sizes.current().chars
     for value in values or []:
         budget.check()
-        text = text_of(value)
+        if room <= 0:
+            sizes.mark_cut()
+            return
+        text = text_of(value, room)
         if text is not None:
+            room -= len(text)
             yield text
 
 
 def _map_text(fn: Callable[[str], str]) -> Step:
     def step(page: Page, values: Values | None) -> Values:
-        return [fn(text) for text in _texts(values)]
+        room = sizes.current().chars
+        out: Values = []
+        for text in _texts(values):
+            result = sizes.cut_text(fn(text), room)  # replace can lengthen a text
+            room -= len(result)
+            out.append(result)
+        return out
 
     return step
 
@@ -169,7 +123,15 @@ def _xpath_results(result: Any) -> Values:
     return [str(result)]
 
 
-def _run_on_nodes(page: Page, values: Values | None, fn: Callable[[Any], Any]) -> Values:
+Select = Callable[[Any, int], Any]
+
+
+_PROBE_DOCUMENT = etree.fromstring("<html><body><p>x</p></body></html>")
+
+
+def _run_on_nodes(page: Page, values: Values | None, select: Select) -> Values:
+    """``select`` run on each node (the page's root first), until the step has its matches."""
+    cap = sizes.current().matches
     contexts: Sequence[Any] = [page.tree] if values is None else values
     out: Values = []
     for context in contexts:
@@ -177,10 +139,34 @@ def _run_on_nodes(page: Page, values: Values | None, fn: Callable[[Any], Any]) -
         if not is_node(context):
             continue
         try:
-            out.extend(_xpath_results(fn(context)))
+            out.extend(_xpath_results(select(context, cap))[: cap - len(out)])
         except etree.XPathEvalError:
             continue
+        if len(out) >= cap:
+            break
     return out
+
+
+def _selector(path: str, compiled: etree.XPath) -> Select:
+    """``compiled`` run for at most ``n`` results.
+
+    A path that selects nodes is evaluated as ``(path)[position() <= n]``:
+    libxml2 hands over the first n, not every match made a Python object
+    (a million text nodes of ``//text()`` on a page of tiny tags).
+    """
+    try:
+        etree.XPath(f"({path})[position() <= 1]")(_PROBE_DOCUMENT)
+    except (etree.XPathSyntaxError, etree.XPathEvalError):  # a string, number or boolean: one result
+        return lambda context, n: compiled(context)
+    firsts: dict[int, etree.XPath] = {}  # n is a step's cap: one or two values
+
+    def select(context: Any, n: int) -> Any:
+        first = firsts.get(n)
+        if first is None:
+            first = firsts[n] = etree.XPath(f"({path})[position() <= {n}]", smart_strings=False)
+        return first(context)
+
+    return select
 
 
 # --- the catalogue ---------------------------------------------------------------
@@ -191,14 +177,12 @@ def compile_xpath(params: dict[str, Any]) -> Step:
     except etree.XPathSyntaxError as exc:
         raise ProcessorError("parameters.expression", f"invalid XPath: {exc}") from exc
     _check_runs(compiled, "parameters.expression")
+    select = _selector(expression, compiled)
 
     def step(page: Page, values: Values | None) -> Values:
-        return _run_on_nodes(page, values, compiled)
+        return _run_on_nodes(page, values, select)
 
     return step
-
-
-_PROBE_DOCUMENT = etree.fromstring("<html><body><p>x</p></body></html>")
 
 
 def _check_runs(compiled: etree.XPath, where: str) -> None:
@@ -249,8 +233,8 @@ def compile_css(params: dict[str, Any]) -> Step:
     else:
         suffix = ""
     try:
-        html_xpath = etree.XPath(html_path + suffix, smart_strings=False)
-        xml_xpath = etree.XPath(xml_path + suffix, smart_strings=False)
+        html_xpath = _selector(html_path + suffix, etree.XPath(html_path + suffix, smart_strings=False))
+        xml_xpath = _selector(xml_path + suffix, etree.XPath(xml_path + suffix, smart_strings=False))
     except etree.XPathSyntaxError as exc:
         raise ProcessorError("parameters.selector", f"invalid CSS selector: {exc}") from exc
 
@@ -266,6 +250,8 @@ def compile_jsonpath(params: dict[str, Any]) -> Step:
     from jsonpath_ng.exceptions import JSONPathError
     from jsonpath_ng.ext import parse
 
+    from crawlstack.rules import jsonpaths
+
     try:
         compiled = parse(expression)
     except (JSONPathError, Exception) as exc:  # the lexer raises bare Exceptions too
@@ -274,14 +260,22 @@ def compile_jsonpath(params: dict[str, Any]) -> Step:
     def step(page: Page, values: Values | None) -> Values:
         # Relative to each JSON value before it, or to a string holding JSON
         # (a <script type="application/ld+json"> block, say).
+        allowance = sizes.current()
+        room = allowance.chars  # for the texts read as JSON
         contexts: Iterable[Any] = [page.json] if values is None else values
         out: Values = []
         for context in contexts:
+            budget.check()
             if isinstance(context, str) or is_node(context):
-                context = page.embedded_json(text_of(context) or "")
+                text = text_of(context, max(room, 0)) or ""
+                room -= len(text)
+                context = page.embedded_json(text)
             if not isinstance(context, dict | list):
                 continue
-            out.extend(match.value for match in compiled.find(context))
+            for value in jsonpaths.values(compiled, context):
+                out.append(value)
+                if len(out) >= allowance.matches:
+                    return out
         return out
 
     return step
@@ -344,7 +338,15 @@ def compile_split(params: dict[str, Any]) -> Step:
     separator = _required_str(params, "separator")
 
     def step(page: Page, values: Values | None) -> Values:
-        return [piece for text in _texts(values) for piece in text.split(separator) if piece]
+        cap = sizes.current().matches
+        out: Values = []
+        for text in _texts(values):
+            for piece in text.split(separator):
+                if piece:
+                    out.append(piece)
+                    if len(out) >= cap:
+                        return out
+        return out
 
     return step
 
@@ -353,8 +355,15 @@ def compile_join(params: dict[str, Any]) -> Step:
     separator = _required_str(params, "separator", empty=True)
 
     def step(page: Page, values: Values | None) -> Values:
-        texts = list(_texts(values))
-        return [separator.join(texts)] if texts else []
+        allowance = sizes.current()
+        if values is not None and len(values) >= allowance.matches:
+            sizes.mark_cut()  # the step before stopped at its cap: there may have been more
+        texts = iter(_texts(values))
+        first = next(texts, None)
+        if first is None:
+            return []
+        # Stops reading texts once the joined text has its characters.
+        return [sizes.bounded_join(itertools.chain([first], (separator + text for text in texts)), allowance.chars)]
 
     return step
 
@@ -456,7 +465,13 @@ def to_number(value: Any) -> int | float | None:
 
 def compile_to_number(params: dict[str, Any]) -> Step:
     def step(page: Page, values: Values | None) -> Values:
-        return [n for n in (to_number(v) for v in values or []) if n is not None]
+        out: Values = []
+        for value in values or []:
+            budget.check()
+            number = to_number(value)
+            if number is not None:
+                out.append(number)
+        return out
 
     return step
 
@@ -505,6 +520,7 @@ def compile_parse_date(params: dict[str, Any]) -> Step:
     def step(page: Page, values: Values | None) -> Values:
         out: Values = []
         for value in values or []:
+            budget.check()
             if isinstance(value, int | float) and not isinstance(value, bool):
                 # Unix time, in seconds.
                 with contextlib.suppress(ValueError, OverflowError, OSError):
