@@ -17,6 +17,7 @@ its namespaces are removed so ``//item/title`` works on RSS and Atom alike.
 
 from __future__ import annotations
 
+import gc
 import re
 from functools import cache
 from typing import Any
@@ -61,6 +62,10 @@ def parse_html(data: bytes, url: str) -> tuple[Any, bool]:
         return etree.fromstring(data, parser=_html_parser(), base_url=url), False
     import lxml.html
 
+    # lxml keeps the root of a pull-parsed tree in its parser, which the
+    # tree's document holds: a cycle only the collector frees.  Free an
+    # earlier large page's before building another.
+    gc.collect()
     # Events for the root only: it is what the count starts from.
     parser = etree.HTMLPullParser(events=("start",), tag="html", base_url=url, **_HTML_OPTIONS)
     parser.set_element_class_lookup(lxml.html.HtmlElementClassLookup())
@@ -71,8 +76,8 @@ def parse_html(data: bytes, url: str) -> tuple[Any, bool]:
         piece = data[fed : fed + max(min(_MIN_PIECE, cap), 2 * (cap - nodes))]
         parser.feed(piece)
         fed += len(piece)
-        if root is None:
-            root = next((element for _, element in parser.read_events()), None)
+        for _, element in parser.read_events():
+            root = element
         # Before the root, only comments and the like: each has its '<'.
         nodes = _nodes(root) if root is not None else data.count(b"<", 0, fed)
     return parser.close(), fed < len(data)
