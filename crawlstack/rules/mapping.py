@@ -102,7 +102,7 @@ class Field:
                 page.note(f"field {self.name!r} cut: a page's values hold {settings.MAX_PAGE_VALUE_CHARS:,} characters")
             else:
                 page.note(f"field {self.name!r} cut at {field_chars:,} characters")
-        if len(values) > settings.MAX_ITEMS_PER_PAGE:
+        if len(values) > settings.MAX_ITEMS_PER_PAGE or allowance.cut_values:
             values = values[: settings.MAX_ITEMS_PER_PAGE]
             page.note(f"field {self.name!r} cut at {settings.MAX_ITEMS_PER_PAGE:,} values")
         if not values:

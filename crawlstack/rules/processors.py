@@ -357,7 +357,9 @@ def compile_join(params: dict[str, Any]) -> Step:
     def step(page: Page, values: Values | None) -> Values:
         allowance = sizes.current()
         if values is not None and len(values) >= allowance.matches:
-            sizes.mark_cut()  # the step before stopped at its cap: there may have been more
+            # The step before stopped at its cap, one more than is kept: there were more.
+            values = values[: allowance.matches - 1]
+            sizes.mark_cut_values()
         texts = iter(_texts(values))
         first = next(texts, None)
         if first is None:

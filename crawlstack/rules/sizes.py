@@ -19,7 +19,6 @@ The allowance lives in a context variable, like the time budget
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
@@ -37,11 +36,16 @@ _CHECK_EVERY = 4096
 
 @dataclass
 class Allowance:
-    """What one chain may build: ``matches`` values a step, ``chars`` characters of them; ``cut`` once it cut any."""
+    """What one chain may build: ``matches`` values a step, ``chars`` characters of them.
+
+    ``cut`` once it cut characters; ``cut_values`` once a step that reads all
+    the values before it (``join``) read a step's cap of them.
+    """
 
     matches: int
     chars: int
     cut: bool = False
+    cut_values: bool = False
 
 
 _current: ContextVar[Allowance | None] = ContextVar("value_allowance", default=None)
@@ -58,15 +62,23 @@ def current() -> Allowance:
     return found if found is not None else field_allowance()
 
 
-@contextlib.contextmanager
-def allowance(matches: int, chars: int) -> Iterator[Allowance]:
+def allowance(matches: int, chars: int) -> _Opening:
     """Within the block, the processors build at most ``matches`` values a step and ``chars`` characters."""
-    opened = Allowance(matches, chars)
-    token = _current.set(opened)
-    try:
-        yield opened
-    finally:
-        _current.reset(token)
+    return _Opening(Allowance(matches, chars))
+
+
+class _Opening:
+    """``with allowance(...) as opened``: a class, not a generator, since every field opens one."""
+
+    def __init__(self, opened: Allowance) -> None:
+        self.opened = opened
+
+    def __enter__(self) -> Allowance:
+        self._token = _current.set(self.opened)
+        return self.opened
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 def mark_cut() -> None:
@@ -74,6 +86,13 @@ def mark_cut() -> None:
     found = _current.get()
     if found is not None:
         found.cut = True
+
+
+def mark_cut_values() -> None:
+    """A step read as many values as the step before could give: there may have been more."""
+    found = _current.get()
+    if found is not None:
+        found.cut_values = True
 
 
 def cut_text(text: str, limit: int) -> str:

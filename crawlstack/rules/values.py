@@ -71,7 +71,7 @@ def text_of(value: Any, limit: int | None = None) -> str | None:
     if limit is None:
         limit = sizes.current().chars
     if isinstance(value, str):
-        return sizes.cut_text(value, limit)
+        return value if len(value) <= limit else sizes.cut_text(value, limit)
     if is_node(value):
         if not isinstance(value.tag, str):  # comment or processing instruction
             return sizes.cut_text(value.text or "", limit)

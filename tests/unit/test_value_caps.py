@@ -141,6 +141,12 @@ def test_a_multiple_field_keeps_the_first_values_of_its_cap_with_a_note() -> Non
     assert page.notes == ["field 'tags' cut at 1,000 values"]
 
 
+def test_join_reads_the_first_values_of_its_cap_with_a_note() -> None:
+    page = Page(URL, b"<ul class='tags'>" + b"<li>x</li>" * 1500 + b"</ul>")
+    assert mapping(TAGS_JOINED).extract(page) == {"tags": ", ".join(["x"] * 1000)}
+    assert page.notes == ["field 'tags' cut at 1,000 values"]
+
+
 def test_a_listing_of_more_items_than_the_cap_says_so() -> None:
     page = Page(URL, b"<ul>" + b"<li>x</li>" * 1001 + b"</ul>")
     records = mapping({"name": "t", "processors": [p("xpath", expression=".")]}, items=[p("css", selector="li")])
