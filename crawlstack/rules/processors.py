@@ -101,7 +101,9 @@ def _map_text(fn: Callable[[str], str]) -> Step:
         room = sizes.current().chars
         out: Values = []
         for text in _texts(values):
-            result = sizes.cut_text(fn(text), room)  # replace can lengthen a text
+            result = fn(text)
+            if len(result) > room:  # replace can lengthen a text
+                result = sizes.cut_text(result, room)
             room -= len(result)
             out.append(result)
         return out
