@@ -20,15 +20,8 @@ from crawlstack import patterns, settings
 from crawlstack.errors import failure
 from crawlstack.rules import budget, sizes
 from crawlstack.rules.page import Page, media_type
-from crawlstack.rules.processors import (
-    ProcessorError,
-    Step,
-    Values,
-    compile_processor,
-    finalize,
-    is_node,
-    text_of,
-)
+from crawlstack.rules.processors import ProcessorError, Step, Values, compile_processor, is_node, text_of
+from crawlstack.rules.values import kept
 from crawlstack.urls import InvalidURL, resolve_link
 
 MAPPING_KEYS = frozenset(
@@ -90,7 +83,8 @@ class Field:
         with sizes.allowance(settings.MAX_ITEMS_PER_PAGE + 1, chars) as allowance:
             try:
                 context = None if item is None else [item]
-                values, used = self._kept(self.chain.run(page, context), chars)
+                wanted = settings.MAX_ITEMS_PER_PAGE + 1 if self.multiple else 1
+                values, used = kept(self.chain.run(page, context), chars, wanted)
             except budget.BudgetExceeded:
                 raise  # the page's, not the field's: the extractor fails the page
             except Exception as exc:
@@ -108,33 +102,6 @@ class Field:
         if not values:
             return None, 0
         return (values, used) if self.multiple else (values[0], used)
-
-    def _kept(self, found: Values, chars: int) -> tuple[Values, int]:
-        """The values a record keeps, as they are stored, within ``chars`` characters; and the characters they take.
-
-        One more than the field holds when there were more (cut by ``measured``, which notes it).
-        """
-        kept: Values = []
-        used = 0
-        wanted = settings.MAX_ITEMS_PER_PAGE + 1 if self.multiple else 1
-        for value in found:
-            budget.check()
-            left = chars - used
-            if left <= 0:
-                sizes.mark_cut()
-                break
-            final = finalize(value, left)
-            if final is None:
-                continue
-            size = len(final) if isinstance(final, str) else sizes.json_chars(final, left)
-            if size > left:  # a JSON value too large for what is left
-                sizes.mark_cut()
-                break
-            kept.append(final)
-            used += size
-            if len(kept) >= wanted:
-                break
-        return kept, used
 
 
 UrlTest = Callable[[str], bool]

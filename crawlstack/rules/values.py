@@ -15,7 +15,7 @@ from typing import Any
 
 from lxml import etree
 
-from crawlstack.rules import sizes
+from crawlstack.rules import budget, sizes
 
 
 def is_node(value: Any) -> bool:
@@ -90,3 +90,31 @@ def text_of(value: Any, limit: int | None = None) -> str | None:
 def finalize(value: Any, limit: int | None = None) -> Any:
     """What a field holds: elements become their text; JSON values stay as they are."""
     return text_of(value, limit) if is_node(value) else value
+
+
+def kept(found: list[Any], chars: int, wanted: int) -> tuple[list[Any], int]:
+    """The first ``wanted`` of a chain's values as a record keeps them, within ``chars`` characters; and their size.
+
+    Elements become their text, cut to what is left; a JSON value that does
+    not fit is left out; either cut is marked on the allowance.
+    """
+    values: list[Any] = []
+    used = 0
+    for value in found:
+        budget.check()
+        left = chars - used
+        if left <= 0:
+            sizes.mark_cut()
+            break
+        final = finalize(value, left)
+        if final is None:
+            continue
+        size = len(final) if isinstance(final, str) else sizes.json_chars(final, left)
+        if size > left:  # a JSON value too large for what is left
+            sizes.mark_cut()
+            break
+        values.append(final)
+        used += size
+        if len(values) >= wanted:
+            break
+    return values, used
