@@ -96,6 +96,13 @@ MAX_PAGE_VALUE_CHARS = 10_000_000
 # over 100 bytes a node: a 10 MiB page of tiny tags would take 500 MB and more.
 # A JSON page of more objects and arrays than this is read as null, with a note.
 MAX_PAGE_NODES = 1_000_000
+# Attributes of one HTML start tag that are parsed; the rest of that tag's are
+# left out, with a note.  libxml2's HTML parser compares each attribute with
+# every one before it in its tag, in C where no time budget reaches: one tag
+# of a million attributes took hours.  A page this small or smaller is not
+# scanned (the worst tag it can hold parses in well under a second).
+MAX_TAG_ATTRIBUTES = 1000
+ATTRIBUTE_SCAN_MIN_BYTES = 128 * 1024
 # In-scope links one page may send to the frontier: a page of a million
 # generated links (a trap, or a hostile page) costs at most this many
 # messages; the rest are counted (HrefsSkippedOverPageCap).

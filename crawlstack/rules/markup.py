@@ -83,6 +83,55 @@ def parse_html(data: bytes, url: str) -> tuple[Any, bool]:
     return parser.close(), fed < len(data)
 
 
+# An attribute as libxml2's HTML parser reads one: a name, perhaps ``=`` and a
+# quoted or bare value (a quoted one may hold ``>`` or ``<``).  Atomic and
+# possessive, so a tag with fewer attributes than asked for fails at once.
+_ATTRIBUTE = rb"""(?>[\s/]++[^\s/>=]*+(?>\s*+=\s*+(?>"[^"]*+"|'[^']*+'|[^\s>]*+))?)"""
+
+
+@cache
+def _crowded_tag(cap: int) -> re.Pattern[bytes]:
+    """A start tag's name and its first ``cap`` attributes, where one more follows."""
+    return re.compile(rb"<[A-Za-z][^\s/>]*+" + _ATTRIBUTE + rb"{%d}(?=" % cap + _ATTRIBUTE + rb")")
+
+
+@cache
+def _attributes(most: int) -> re.Pattern[bytes]:
+    return re.compile(_ATTRIBUTE + rb"{1,%d}" % most)
+
+
+def attributes_note() -> str:
+    return f"a tag's attributes past the first {settings.MAX_TAG_ATTRIBUTES:,} were not read"
+
+
+def trim_attributes(data: bytes) -> tuple[bytes, bool]:
+    """``data`` with each start tag's attributes past ``settings.MAX_TAG_ATTRIBUTES`` left out; whether any were.
+
+    Only pages over ``settings.ATTRIBUTE_SCAN_MIN_BYTES`` are scanned: one
+    search, in C, that no tag within the cap matches.
+    """
+    cap = settings.MAX_TAG_ATTRIBUTES
+    if len(data) <= settings.ATTRIBUTE_SCAN_MIN_BYTES:
+        return data, False
+    crowded, rest = _crowded_tag(cap), _attributes(cap)
+    kept: list[bytes] = []
+    at = 0
+    tag = crowded.search(data)
+    while tag is not None:
+        budget.check()
+        kept.append(data[at : tag.end()])
+        at = tag.end()
+        more = rest.match(data, at)
+        while more is not None and more.end() > at:  # the tag's other attributes, left out
+            at = more.end()
+            more = rest.match(data, at)
+        tag = crowded.search(data, at)
+    if not kept:
+        return data, False
+    kept.append(data[at:])
+    return b"".join(kept), True
+
+
 def _nodes(root: Any) -> int:
     return int(_COUNT_NODES(root) + _COUNT_ATTRIBUTES(root))
 

@@ -25,7 +25,7 @@ from lxml import etree
 
 from crawlstack import settings
 from crawlstack.rules.decoding import decode_page
-from crawlstack.rules.markup import cut_note, parse_html, parse_xml
+from crawlstack.rules.markup import attributes_note, cut_note, parse_html, parse_xml, trim_attributes
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
 _XML_TYPES = frozenset({"text/xml", "application/xml"})
@@ -157,6 +157,9 @@ class Page:
         if self.kind == "xml":
             root, cut = parse_xml(data, self.url)
         if root is None:
+            data, trimmed = trim_attributes(data)
+            if trimmed:
+                self.note(attributes_note())
             try:
                 root, cut = parse_html(data, self.url)
             except (etree.ParserError, etree.XMLSyntaxError, ValueError):

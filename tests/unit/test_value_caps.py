@@ -302,6 +302,34 @@ def test_a_page_within_the_node_cap_parses_as_a_whole(monkeypatch: pytest.Monkey
     assert page.notes == []
 
 
+def test_a_tag_of_more_attributes_than_the_cap_keeps_its_first_and_the_page_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # libxml2 compares each attribute with every one before it in its tag, in C: a tag of a
+    # million distinct names took hours.  The quoted ">" and "<" must not end the tag early.
+    names = " ".join(f"a{i}=\"<x>\"" for i in range(5_000))
+    body = f"<html><body><div id=d {names}>inside</div><p>after</p></body></html>".encode()
+    lower(monkeypatch, "MAX_TAG_ATTRIBUTES", 100)
+    lower(monkeypatch, "ATTRIBUTE_SCAN_MIN_BYTES", 1024)
+    page = Page(URL, body)
+    (div,) = page.tree.xpath("//div")
+    assert list(div.attrib)[:3] == ["id", "a0", "a1"] and len(div.attrib) == 100
+    assert div.text == "inside" and page.tree.xpath("string(//p)") == "after"
+    assert page.notes == ["a tag's attributes past the first 100 were not read"]
+
+
+def test_tags_within_the_attribute_cap_are_not_touched(monkeypatch: pytest.MonkeyPatch) -> None:
+    lower(monkeypatch, "ATTRIBUTE_SCAN_MIN_BYTES", 1024)
+    lower(monkeypatch, "MAX_TAG_ATTRIBUTES", 100)
+    long_value = "v" * 5_000  # a long tag with few attributes
+    body = (
+        "<html><body>" + f"<div data-x=\"{long_value}\" title='a > b' hidden>t</div>" * 20 + "</body></html>"
+    ).encode()
+    page = Page(URL, body)
+    assert page.notes == []
+    assert [len(d.attrib) for d in page.tree.xpath("//div")] == [3] * 20
+
+
 def test_json_of_more_containers_than_the_node_cap_is_null_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
     lower(monkeypatch, "MAX_PAGE_NODES", 100)
     page = Page(URL, b'{"posts": [' + b"{}," * 200 + b"{}]}", "application/json")

@@ -23,6 +23,13 @@ def _fill(unit: bytes, size: int, head: bytes = b"<html><body>") -> bytes:
     return (head + unit * ((size - len(head)) // len(unit)))[:size]
 
 
+def _one_tag_of_unique_attributes(size: int) -> bytes:
+    """One tag of distinct attribute names (``a0000`` ... ``zffff``), built without a list of millions."""
+    chunk = b"".join(b" a%04x" % i for i in range(1 << 16))
+    letters = b"abcdefghijklmnopqrstuvwxyz"[: size // len(chunk) + 1]
+    return (b"<html><body><div" + b"".join(chunk.replace(b" a", b" " + bytes([c])) for c in letters))[:size]
+
+
 # name -> (body of about ``size`` bytes, content type)
 SHAPES: dict[str, tuple[Callable[[int], bytes], str]] = {
     # a million nodes in 3 MB: the parse alone took 500 MB
@@ -36,6 +43,8 @@ SHAPES: dict[str, tuple[Callable[[int], bytes], str]] = {
         lambda size: _fill(b"<li>" + b"t" * 200 + b"<ul class='tags'>", size, b"<html><body><ul class='tags'>"),
         "text/html",
     ),
+    # libxml2 compares each attribute's name with every one before it in its tag: hours in C
+    "attribute-names": (_one_tag_of_unique_attributes, "text/html"),
     # millions of jsonpath matches
     "json-listing": (lambda size: b'{"posts": [' + b"1," * (size // 2 - 10) + b"1]}", "application/json"),
     # an object in 3 bytes, 60 bytes and more parsed
