@@ -57,7 +57,7 @@ def guess_content_type(path: str) -> str | None:
 
 
 def run_rules(rules: RuleSet, url: str, body: bytes, content_type: str | None) -> dict[str, Any]:
-    """Apply the matching mapping to one page: mapping name, fields (and items, for a listing), and its links."""
+    """Apply the matching mapping to one page: mapping name, fields (and items, for a listing), its links, notes."""
     page = Page(url, body, content_type)
     mapping = rules.match(url, content_type)
     config = CrawlConfig(seed_hosts=frozenset({host_of(url)}))
@@ -72,6 +72,8 @@ def run_rules(rules: RuleSet, url: str, body: bytes, content_type: str | None) -
     else:
         found["fields"] = mapping.extract(page) if mapping is not None else None
     found["links"] = links
+    if page.notes:  # what the page's crawl-log line would say of its values: a cut, a cap
+        found["notes"] = list(page.notes)
     return found
 
 

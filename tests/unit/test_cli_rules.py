@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from crawlstack import settings
 from crawlstack.cli import main
 
 GOOD = {
@@ -140,3 +141,21 @@ def test_rules_test_user_errors_are_one_line(
 def test_validate_a_path_with_no_mappings_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules", "validate", "/dev/null"]) == 2
     assert "no mappings" in capsys.readouterr().err
+
+
+def test_rules_test_shows_the_notes_a_crawl_log_line_would_have(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A field cut at its cap is said on the page's crawl-log line; trying the rule shows it too.
+    monkeypatch.setattr(settings, "MAX_FIELD_CHARS", 100)
+    mapping = {
+        "name": "article",
+        "url_patterns": [{"type": "regex", "pattern": "/post/"}],
+        "fields": [{"name": "body", "processors": [{"type": "css", "parameters": {"selector": "p"}}]}],
+    }
+    rules = write(tmp_path / "rules", "article.json", mapping)
+    saved = write(tmp_path, "post.html", "<p>" + "word " * 100 + "</p>")
+    assert main(["rules", "test", str(rules), "--url", "http://blog.example/post/1", "--file", str(saved)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["fields"]["body"]) == 100
+    assert out["notes"] == ["field 'body' cut at 100 characters"]
