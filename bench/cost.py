@@ -198,6 +198,7 @@ def crawl(web: Web, extract_instances: int = EXTRACT_INSTANCES) -> dict[str, Any
     if status != 0 or pages == 0:
         raise SystemExit(f"cost: the crawl of {web.key} failed (exit {status}, {pages} pages)")
     log_bytes = summary.get("log_bytes") or {}
+    invoked = invoked_functions(summary)
     uncounted = uncounted_logs(summary)
     if uncounted:
         raise SystemExit(f"cost: {web.key}: the logs of {', '.join(uncounted)} were not counted: {log_bytes}")
@@ -247,7 +248,7 @@ def crawl(web: Web, extract_instances: int = EXTRACT_INSTANCES) -> dict[str, Any
         "log_bytes_per_page": {
             f: {kind: round(n / pages, 1) for kind, n in v.items() if n is not None}
             for f, v in sorted(log_bytes.items())
-            if f in invoked_functions(summary)
+            if f in invoked
         },
         "pages_per_fetch_invocation": round(pages / max(1, summary["invocations"].get("fetch", 0)), 2),
         "sleep_or_wake": decisions,
