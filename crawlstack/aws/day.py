@@ -1,7 +1,8 @@
 """The watch table's ``day`` / ``current`` item, which the day's plan and the sending of its checks share.
 
-It holds the planned day's end, a plan being applied, and the minutes the
-scheduler looks from: ``send_from`` (the first with a check unsent) and
+It holds the planned day's end, a plan being applied, how far the plan's
+clock lags the watch's (``plan_lag``: checks found late move the plan), and the
+minutes the scheduler looks from: ``send_from`` (the first with a check unsent) and
 ``settle_from`` (the first with one unsettled).  The cursors only move
 forward from the value read, by conditional writes that a planner's rewind
 wins, so no check is left behind them.  Planned checks are items
@@ -47,6 +48,23 @@ class DayItem:
     def day_end(self) -> float | None:
         day = self.day()
         return float(day["day_end"]) if "day_end" in day else None
+
+    def lag(self) -> float:
+        return float(self.day().get("plan_lag", 0))
+
+    def add_lag(self, old: float, late: float) -> bool:
+        """Move the plan's clock ``late`` later, unless another scheduler moved it since ``old`` was read."""
+        token = clients.new_token()  # a retry after a lost reply finds its own write: moved, once
+        return clients.conditional_write(
+            "update_item",
+            token,
+            TableName=self.name,
+            Key=clients.key(**DAY_KEY),
+            UpdateExpression="SET plan_lag = :new, #t = :tok",
+            ConditionExpression="plan_lag = :old" if old else "attribute_not_exists(plan_lag) OR plan_lag = :old",
+            ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
+            ExpressionAttributeValues=clients.values(new=old + late, old=old, tok=token),
+        )
 
     def _rewind(self, cursor: str, to: int) -> None:
         """Move a cursor back to ``to`` (a planner's new checks), unless it is there already."""

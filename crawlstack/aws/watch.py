@@ -174,6 +174,12 @@ class DynamoWatch:
     def day_end(self) -> float | None:
         return self.plans.day_end()
 
+    def lag(self) -> float:
+        return self.plans.lag()
+
+    def add_lag(self, old: float, late: float) -> bool:
+        return self.plans.add_lag(old, late)
+
     def plan(
         self, checks: list[tuple[str, float]], tokens: dict[str, float], first: dict[str, SourceState], day_end: float
     ) -> None:

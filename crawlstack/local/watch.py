@@ -9,7 +9,7 @@ conditional GET), and extract decides which items are new
 1. plans the next day when the last one is over (``watch.schedule.plan_day``,
    the day's checks and the tokens they spend stored together);
 2. sends the checks that have fallen due, once each (a watch that was down
-   first moves its unsent plan later by the time it was down, so the checks
+   or stalled first moves its plan later by how late its checks are, so they
    keep their spacing rather than crowd in at once);
 3. appends the events in the outbox to ``OUT/events.jsonl``.
 
@@ -110,7 +110,6 @@ def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
         if not sources.list():
             raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
         clock, end = _clock(state, out, options)
-        store.shift_unsent(clock.now())  # what fell due while the watch was down keeps its spacing
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in stored_rules(state.db).items():
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")
@@ -230,6 +229,7 @@ def _watch(
             options.checks_per_day,
             STALE_CHECK_SECONDS if settling else math.inf,
             end,
+            late_after=settings.WATCH_LATE_SECONDS,
         )
         sent += done.sent
         store.publish()

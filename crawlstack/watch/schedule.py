@@ -5,7 +5,10 @@ ceiling (``Source.priority_min``/``priority_max``), and a bucket of
 **tokens**.  Each day (``plan_day``):
 
 1. every source gains its priority in tokens (``accrue``), so a quiet
-   source still earns a check now and then;
+   source still earns a check now and then; with a budget of checks a day,
+   its grant instead (``budget.grants``: the priorities, and what they leave
+   of the budget by √rate);  a new source starts with no tokens, and its
+   first day holds at least one check;
 2. each whole token is a check due today, up to the source's ceiling
    (``priority_max``, rounded up: ``most_checks``); when the sources ask
    for more than the day's budget, the ones holding more tokens go first,
@@ -45,6 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crawlstack.urls import host_of
+from crawlstack.watch.budget import Check, grants, rate_estimate
 from crawlstack.watch.sources import Source
 
 DAY = 86_400.0
@@ -53,14 +57,6 @@ FIRST_CHECKS_SPAN = 3600.0
 HISTORY = 30
 HALF_LIFE_DAYS = 7.0
 ITEMS_PER_CHECK = 1.0
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check's result: when it ran and how many items it found that were new."""
-
-    at: float
-    new_items: int
 
 
 @dataclass(frozen=True)
@@ -73,8 +69,8 @@ class SourceState:
 
     @classmethod
     def first(cls, source: Source) -> SourceState:
-        """A new source starts at its ceiling: checked often until its yield says otherwise."""
-        return cls(source.priority_max, source.priority_max)
+        """A new source starts at its ceiling, with no tokens: its first day's grant is its ceiling, once."""
+        return cls(source.priority_max, 0.0)
 
 
 @dataclass(frozen=True, order=True)
@@ -84,9 +80,9 @@ class PlannedCheck:
     host: str = field(compare=False)
 
 
-def accrue(state: SourceState) -> SourceState:
-    """A day's tokens: the priority is added whether or not the source was checked."""
-    return replace(state, tokens=state.tokens + state.priority)
+def accrue(state: SourceState, grant: float | None = None) -> SourceState:
+    """A day's tokens: its grant (without a budget, the priority), added whether or not the source was checked."""
+    return replace(state, tokens=state.tokens + (state.priority if grant is None else grant))
 
 
 def most_checks(source: Source) -> int:
@@ -144,8 +140,21 @@ def spread(due: dict[str, int], hosts: dict[str, str], start: float, span: float
 def plan_day(
     sources: Sequence[Source], states: dict[str, SourceState], start: float, budget: int | None
 ) -> tuple[list[PlannedCheck], dict[str, SourceState]]:
-    """The day's checks from ``start`` and the sources' states after accrual and spending."""
-    accrued = {s.id: accrue(states.get(s.id) or SourceState.first(s)) for s in sources}
+    """The day's checks from ``start`` and the sources' states after accrual and spending.
+
+    Without a budget each source earns its priority; with one, its grant
+    (``budget.grants``: the priorities, and the spare by √rate).
+    """
+    current = {s.id: states.get(s.id) or SourceState.first(s) for s in sources}
+    granted: dict[str, float | None] = dict.fromkeys(current)
+    if budget is not None:
+        rates = {sid: rate_estimate(state.history, start) for sid, state in current.items()}
+        priorities = {sid: state.priority for sid, state in current.items()}
+        granted = {**granted, **grants(sources, priorities, rates, budget)}
+    accrued = {sid: accrue(state, granted[sid]) for sid, state in current.items()}
+    for source in sources:  # a source's first day holds its first check, whatever its ceiling
+        if source.id not in states:
+            accrued[source.id] = replace(accrued[source.id], tokens=max(1.0, accrued[source.id].tokens))
     due = due_checks(accrued, budget, {s.id: most_checks(s) for s in sources})
     caps = {s.id: bank_cap(s) for s in sources}
     spent = {
@@ -161,12 +170,11 @@ def first_checks(
     """Sources added since the day was planned: a first check each, soon, rather than at the next day's plan.
 
     A host's new sources are spread evenly over ``[start, start + span)``;
-    each starts from its first state with the check's token spent, and
-    joins the daily plan from the next day.  These checks are outside the
-    day's budget.
+    each starts from its first state and joins the daily plan from the next
+    day.  These checks are outside the day's budget, and spend no token.
     """
     hosts = {s.id: host_of(s.url) for s in sources}
-    states = {s.id: replace(first, tokens=first.tokens - 1.0) for s in sources if (first := SourceState.first(s))}
+    states = {s.id: SourceState.first(s) for s in sources}
     return spread({s.id: 1 for s in sources}, hosts, start, span), states
 
 

@@ -15,13 +15,20 @@ EventBridge Scheduler), each on its own ``PlanStore``:
 3. checks sent ``stale_seconds`` ago that no extract ended (robots.txt said
    no, the fetch failed) end with what their pages found (``settle``).
 
+A due check found more than ``late_after`` late (the scheduler was down, a
+resumed watch, a stall) moves the whole plan later by its lateness
+(``PlanStore.add_lag``): the plan's times are on a clock that lags the
+watch's by the stored lag, so the checks keep their spacing, a host's
+included, instead of going out back to back.  Only the lag is written,
+whatever the number of checks planned.
+
 A claimed check whose send failed stays claimed; the store claims it again
 once the claim is old, so a check is never lost; dispatch keys a check's
 page by its slot, so one sent twice is fetched once.
 
 Settings: ``budget`` (checks a day for all sources; None: no budget),
-``stale_seconds`` and ``max_sends``, passed in by the caller; ``SEND_CHUNK``
-(here).
+``stale_seconds``, ``late_after`` and ``max_sends``, passed in by the
+caller; ``SEND_CHUNK`` (here).
 """
 
 from __future__ import annotations
@@ -54,7 +61,15 @@ class SourceList(Protocol):
 
 class PlanStore(Protocol):
     def day_end(self) -> float | None:
-        """When the planned day ends; None before the first plan."""
+        """When the planned day ends (on the plan's clock); None before the first plan."""
+        ...
+
+    def lag(self) -> float:
+        """Seconds the plan's clock lags the watch's: the lateness the plan was moved by (0 at first)."""
+        ...
+
+    def add_lag(self, old: float, late: float) -> bool:
+        """Move the plan ``late`` seconds later, unless its lag is no longer ``old`` (another scheduler moved it)."""
         ...
 
     def states(self) -> dict[str, tuple[SourceState, Validators | None]]: ...
@@ -107,8 +122,10 @@ class Tick:
     planned: int = 0
     sent: int = 0
     settled: int = 0
-    # Seconds the oldest due check has waited unsent (0: none waits).
+    # Seconds the oldest due check had waited unsent, before this tick moved the plan or sent (0: none waited).
     oldest_due_age: float = 0.0
+    # Seconds this tick moved the plan later.
+    moved: float = 0.0
 
 
 def tick(
@@ -121,24 +138,38 @@ def tick(
     stale_seconds: float,
     end: float | None = None,
     max_sends: int = MAX_SENDS_PER_TICK,
+    late_after: float | None = None,
 ) -> Tick:
-    """One turn of the scheduler at watch time ``now`` (wall time ``wall``); ``end``: a simulation's end."""
+    """One turn of the scheduler at watch time ``now`` (wall time ``wall``); ``end``: a simulation's end.
+
+    ``late_after``: a due check this late moves the plan (None: never moved).
+    """
+    lag = store.lag()
+    at = now - lag  # the plan's clock
+    waited = moved = 0.0
+    if late_after is not None and (oldest := store.oldest_unsent(at)) is not None:
+        waited = max(0.0, at - oldest)
+        if waited > late_after and store.add_lag(lag, waited):
+            moved, lag, at = waited, lag + waited, at - waited
+    last = None if end is None else end - lag  # a simulation's end, on the plan's clock
     resumed = store.resume_plan()
     planned = resumed or 0
     day_end = store.day_end()
-    if resumed is None and (end is None or now < end) and (day_end is None or now >= day_end):
-        # A scheduler down for over a day starts afresh from now, not a day behind.
-        start = now if day_end is None or now - day_end > DAY else day_end
+    running = end is None or now < end
+    if resumed is None and running and (day_end is None or at >= day_end):
+        # A scheduler down for over a day with nothing left to send starts afresh from now, not a day behind.
+        start = at if day_end is None or at - day_end > DAY else day_end
         every = sources.list()
         if every:  # no empty day: a first source added later is planned at the next tick, not tomorrow
             planned = _plan(every, store, start, budget)
-    elif resumed is None and day_end is not None and (end is None or now < end) and store.unplanned():
-        planned = _plan_first(sources, store, now, day_end)
+    elif resumed is None and day_end is not None and running and store.unplanned():
+        planned = _plan_first(sources, store, at, day_end)
+    due_by = at if last is None else min(at, last)
     sent = claimed = 0
     # A message batch at a time, each marked sent once it went: a failed send leaves only its own checks
     # claimed (sent again once the claim is old), and a backlog goes out over several ticks.
     while claimed < max_sends:
-        due = store.claim_due(now if end is None else min(now, end), wall, SEND_CHUNK)
+        due = store.claim_due(due_by, wall, SEND_CHUNK)
         if not due:
             break
         # Only the due sources are read: a tick's reads follow its checks, not the number of sources.
@@ -154,12 +185,12 @@ def tick(
     def end_check(source_id: str, slot: str) -> None:
         source = sources.get(source_id)
         if source is not None:
-            done = datetime.fromisoformat(slot).timestamp()
+            done = datetime.fromisoformat(slot).timestamp() + lag
             store.finish_check(source_id, slot, check_ended(source, done), SourceState.first(source))
 
     settled = store.settle(wall - stale_seconds, iso_time, end_check)
-    oldest = store.oldest_unsent(now if end is None else min(now, end))
-    return Tick(planned, sent, settled, max(0.0, now - oldest) if oldest is not None else 0.0)
+    still = store.oldest_unsent(due_by)
+    return Tick(planned, sent, settled, max(waited, at - still if still is not None else 0.0), moved)
 
 
 def _plan(every: Sequence[Source], store: PlanStore, start: float, budget: int | None) -> int:
@@ -179,9 +210,7 @@ def _plan_first(sources: SourceList, store: PlanStore, now: float, day_end: floa
     return len(checks)
 
 
-def check_messages(
-    due: Sequence[Planned], sources: dict[str, Source], validators: dict[str, Validators]
-) -> list[str]:
+def check_messages(due: Sequence[Planned], sources: dict[str, Source], validators: dict[str, Validators]) -> list[str]:
     """The frontier messages of checks due: each source's first page, with its last validators."""
     bodies = []
     for source_id, at in due:

@@ -48,13 +48,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         now,
         BUDGET,
         settings.WATCH_STALE_CHECK_SECONDS,
+        late_after=settings.WATCH_LATE_SECONDS,
     )
     metrics.add_metric(name="ChecksPlanned", unit=MetricUnit.Count, value=done.planned)
     metrics.add_metric(name="ChecksSent", unit=MetricUnit.Count, value=done.sent)
     metrics.add_metric(name="ChecksSettled", unit=MetricUnit.Count, value=done.settled)
     metrics.add_metric(name="OldestDueCheckAgeSeconds", unit=MetricUnit.Seconds, value=done.oldest_due_age)
-    if done.planned or done.sent:
-        logger.info("tick", planned=done.planned, sent=done.sent, settled=done.settled)
+    if done.planned or done.sent or done.moved:
+        logger.info("tick", planned=done.planned, sent=done.sent, settled=done.settled, moved=done.moved)
     return {"planned": done.planned, "sent": done.sent, "settled": done.settled}
 
 

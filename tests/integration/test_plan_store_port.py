@@ -145,3 +145,23 @@ def test_ticks_plan_the_day_send_what_falls_due_and_check_a_new_source_within_th
     checks = [FrontierMessage.from_json(body).check for body in sent]
     assert [c.source_id for c in checks if c is not None].count("b") == 1
     assert len(sent) == len({(c.source_id, c.slot) for c in checks if c is not None}) == 5
+
+
+def test_checks_found_late_move_the_whole_plan_later_and_keep_their_spacing(impl: Impl) -> None:
+    # Issue 28: a watch back from a stall sent what fell due meanwhile back to back.
+    checks = [("a", T0 + 100), ("b", T0 + 400), ("a", T0 + 700), ("b", T0 + 1000)]
+    planned(impl, checks, {"a": -2.0, "b": -2.0})
+    sent: list[str] = []
+
+    def at(now: float) -> Any:
+        return tick(impl.sources, impl.plans, sent.extend, now, now, None, 3600.0, late_after=300.0)
+
+    late = at(T0 + 1100)  # down since before the first check: four checks fell due
+    assert (late.sent, late.moved, late.oldest_due_age) == (1, 1000.0, 1000.0)
+    assert impl.plans.lag() == 1000.0 and impl.plans.day_end() == T0 + DAY  # the day's end, on the plan's clock
+    assert at(T0 + 1399).sent == 0  # b's check at 400 is now due at 1400: the plan's spacing kept
+    assert (at(T0 + 1400).sent, at(T0 + 1700).sent) == (1, 1)
+    assert at(T0 + 2250).moved == 0.0  # 250 late: within late_after, sent as it is
+    assert impl.plans.lag() == 1000.0 and len(sent) == 4
+    assert not impl.plans.add_lag(0.0, 60.0)  # another scheduler moved it since that lag was read
+    assert impl.plans.add_lag(1000.0, 60.0) and impl.plans.lag() == 1060.0

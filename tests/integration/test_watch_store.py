@@ -117,16 +117,6 @@ def test_checks_that_never_ended_are_closed_with_what_their_pages_found(tmp_path
     assert watch.settle(2000.0, lambda at: f"slot-{at:g}", end) == 0  # closed rows are not looked at again
 
 
-def test_a_watch_that_was_down_moves_its_unsent_plan_later_together(tmp_path: Path) -> None:
-    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
-    first = SourceState(1.0, 0.0)
-    watch.plan([("s", 10.0), ("s", 20.0), ("t", 40.0)], {"s": 0.0, "t": 0.0}, {"s": first, "t": first}, 100.0)
-    watch.mark_sent([("s", 10.0)], wall=1.0)
-    assert watch.shift_unsent(25.0) == 5.0  # the check at 20 is 5 late: every unsent one moves 5 later
-    assert watch.due(1e9) == [("s", 25.0), ("t", 45.0)] and watch.day_end() == 105.0
-    assert watch.shift_unsent(26.0) == 1.0 and watch.shift_unsent(10.0) == 0.0
-
-
 def test_an_events_file_the_state_did_not_write_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text('{"identity": "another watch\'s"}\n', encoding="utf-8")

@@ -31,8 +31,11 @@ def src(source_id: str, host: str = "a.example", **kw: Any) -> Source:
 def test_a_new_source_starts_at_its_ceiling_and_earns_its_priority_daily() -> None:
     source = src("s", priority_max=1.5)
     planned, states = plan_day([source], {}, T0, budget=None)
-    # 1.5 tokens to start, 1.5 more for the day: 3 whole tokens, but 2 checks, the most a day; 1 left for tomorrow.
-    assert [p.source_id for p in planned] == ["s"] * 2 and states["s"].tokens == pytest.approx(1.0)
+    # Issue 28: no tokens to start, so the first day's grant is not banked on top of the ceiling:
+    # 1.5 earned, 1 check, half a token left for tomorrow.
+    assert [p.source_id for p in planned] == ["s"] and states["s"].tokens == pytest.approx(0.5)
+    planned, states = plan_day([source], states, T0 + DAY, budget=None)
+    assert [p.source_id for p in planned] == ["s"] * 2 and states["s"].tokens == pytest.approx(0.0)
     quiet = SourceState(priority=0.07, tokens=0.0)
     _, after = plan_day([src("q")], {"q": quiet}, T0, budget=None)
     assert after["q"].tokens == pytest.approx(0.07)  # no check yet: the tokens pile up until one is due
@@ -138,4 +141,5 @@ def test_sources_added_after_the_plan_get_one_first_check_each_spread_over_the_s
     one = sorted(c.at for c in checks if c.host == "one.example")
     assert one == [1000.0 + (i + 0.5) * 900.0 for i in range(4)]  # a host's new sources evenly over the hour
     assert [c.at for c in checks if c.host == "other.example"] == [1000.0 + 1800.0]
-    assert states["n0"] == SourceState(1.75, 0.75) and states["o"] == SourceState(0.5, -0.5)  # a token spent
+    # A first check is outside the budget: it spends no token.
+    assert states["n0"] == SourceState(1.75, 0.0) and states["o"] == SourceState(0.5, 0.0)

@@ -45,6 +45,8 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS watch_plan_due ON watch_plan (sent, at)",
     "CREATE INDEX IF NOT EXISTS watch_plan_sent ON watch_plan (sent, sent_at)",
     "CREATE TABLE IF NOT EXISTS watch_day (id INTEGER PRIMARY KEY CHECK (id = 1), day_end REAL NOT NULL)",
+    # Seconds the plan's clock runs behind the watch's: the lateness of checks the plan was moved by.
+    "CREATE TABLE IF NOT EXISTS watch_lag (id INTEGER PRIMARY KEY CHECK (id = 1), lag REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE NOT NULL, line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events_file (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
     " length INTEGER NOT NULL)",
@@ -108,23 +110,19 @@ class SqliteWatch:
             conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", rows)
         return planned
 
-    def shift_unsent(self, now: float) -> float:
-        """Move the plan's unsent checks, and the day's end, later by how far the first is overdue; by how much.
+    def lag(self) -> float:
+        with self.db.reading() as conn:
+            row = conn.execute("SELECT lag FROM watch_lag WHERE id = 1").fetchone()
+        return float(row[0]) if row else 0.0
 
-        A watch that was down finds checks overdue: sent at once they would
-        crowd a host's hour; shifted together they keep the plan's even spacing.
-        """
+    def add_lag(self, old: float, late: float) -> bool:
+        """Move the plan ``late`` later (its lag: how late its clock runs), if its lag is still ``old``."""
         with self.db.transaction() as conn:
-            first = conn.execute("SELECT min(at) FROM watch_plan WHERE sent = 0").fetchone()[0]
-            if first is None or first >= now:
-                return 0.0
-            late = now - float(first)
-            rows = conn.execute("SELECT source_id, at FROM watch_plan WHERE sent = 0").fetchall()
-            conn.execute("DELETE FROM watch_plan WHERE sent = 0")
-            moved = [(source_id, at + late) for source_id, at in rows]
-            conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", moved)
-            conn.execute("UPDATE watch_day SET day_end = day_end + ? WHERE id = 1", (late,))
-            return late
+            row = conn.execute("SELECT lag FROM watch_lag WHERE id = 1").fetchone()
+            if (float(row[0]) if row else 0.0) != old:
+                return False
+            conn.execute("INSERT OR REPLACE INTO watch_lag (id, lag) VALUES (1, ?)", (old + late,))
+        return True
 
     def day_end(self) -> float | None:
         with self.db.reading() as conn:
