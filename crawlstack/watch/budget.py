@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from crawlstack.watch.sources import Source
 
 DAY = 86_400.0
-# Short enough that a source posting 10x faster is granted its new share within about two days' plans;
-# long enough that a quiet source's rate rests on several of its items.
-RATE_HALF_LIFE_DAYS = 1.0
+# Short enough that a source posting 10x faster is granted most of its new share at the next day's plan;
+# a longer one (1 day) followed a jump more slowly and gained nothing in a simulated week's latency.
+RATE_HALF_LIFE_DAYS = 0.5
 # Bisection steps for the water level: 2^-60 of the range, far below a hundredth of a check.
 _STEPS = 60
 
