@@ -38,8 +38,9 @@ def test_the_oracle_checks_each_source_by_the_square_root_of_its_rate_in_each_st
 def test_a_jump_is_reached_when_some_24_hours_within_3_days_hold_the_geometric_mean() -> None:
     jump, end = 4 * DAY, 10 * DAY
     before = [jump - 2 * DAY + i * DAY / 2 for i in range(4)]  # 2 a day
-    quick = before + [jump + DAY + i * DAY / 4 for i in range(4)] + [end - 2 * DAY + i * DAY / 8 for i in range(16)]
-    slow = before + [jump + 2.5 * DAY + i * DAY / 4 for i in range(4)] + [end - 2 * DAY + i * DAY / 8 for i in range(16)]
+    last_days = [end - 2 * DAY + i * DAY / 8 for i in range(16)]  # 8 a day
+    quick = before + [jump + DAY + i * DAY / 4 for i in range(4)] + last_days
+    slow = before + [jump + 2.5 * DAY + i * DAY / 4 for i in range(4)] + last_days
     # Geometric mean of 2 and 8 a day: 4; quick holds 4 in a day by jump + 2 days, slow only after 3.
     assert judge.reached({"q": quick, "s": slow}, ["q", "s"], jump, end) == (1, 2)
 
