@@ -420,7 +420,10 @@ class Extractor:
                 records, links = [], []
         fetched_at = float(meta.get("fetched_at") or time.time())
         headers = list(archived.headers.items())
-        kept = self.checks.page_seen(ref, archived.url, archived.status, headers, records, links, fetched_at, read)
+        parsers = mapping is not None and bool(mapping.url_parsers)
+        kept = self.checks.page_seen(
+            ref, archived.url, archived.status, headers, records, links, fetched_at, read, has_url_parsers=parsers
+        )
         out.records.extend(kept)
 
     def _page(

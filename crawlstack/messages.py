@@ -74,6 +74,10 @@ def _json_object(body: str) -> dict[str, Any]:
     return data
 
 
+def _whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def _optional_str(data: dict[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is None:
@@ -90,7 +94,11 @@ class CheckRef:
     A checked URL is fetched again at every check: its dedupe key is the
     check's (``Link.fp``), not the URL's alone.  The first page of a check
     carries the source's last ``ETag`` and ``Last-Modified``, sent as a
-    conditional GET.
+    conditional GET.  Every page carries ``highest_id``, the highest identity
+    the source's last check saw (a cursor check stops below it), and the
+    pages after the first carry ``first_items``, the first page's item count
+    (a shorter page ends page-number paging): the first page of this check
+    replaces the stored ``highest_id``, and no page reads the first again.
     """
 
     source_id: str
@@ -98,6 +106,8 @@ class CheckRef:
     page: int = 1
     etag: str | None = None
     last_modified: str | None = None
+    highest_id: str | None = None
+    first_items: int | None = None
 
     @property
     def key(self) -> str:
@@ -121,9 +131,20 @@ class CheckRef:
         source_id, slot, page = data.get("source_id"), data.get("slot"), data.get("page", 1)
         if not isinstance(source_id, str) or not source_id or not isinstance(slot, str) or not slot:
             raise InvalidMessage("'check' needs 'source_id' and 'slot' strings")
-        if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+        if not _whole(page, 1):
             raise InvalidMessage("'check.page' must be a positive integer")
-        return cls(source_id, slot, page, _optional_str(data, "etag"), _optional_str(data, "last_modified"))
+        first_items = data.get("first_items")
+        if first_items is not None and not _whole(first_items, 0):
+            raise InvalidMessage("'check.first_items' must be a non-negative integer")
+        return cls(
+            source_id,
+            slot,
+            page,
+            _optional_str(data, "etag"),
+            _optional_str(data, "last_modified"),
+            _optional_str(data, "highest_id"),
+            first_items,
+        )
 
 
 @dataclass(frozen=True)

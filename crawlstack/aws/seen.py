@@ -48,30 +48,30 @@ class SeenItems:
 
     def record_page(
         self, source_id: str, page_key: str, identities: list[str], events: dict[str, dict[str, Any]], now: float
-    ) -> set[str]:
-        """The page's items first seen on this page; each one's event published by one extract at a time."""
+    ) -> dict[str, str]:
+        """Each of the page's items and the page that first saw it (``page_key``: new); each event by one extract."""
         wanted = list(dict.fromkeys(identities))
         known = self._read(source_id, wanted)
-        new: set[str] = set()
+        first_pages: dict[str, str] = {}
         publishing: list[str] = []
         for identity in wanted:
             item = known.get(identity)
             if item is None:
                 taken, item = self._first_sight(source_id, identity, page_key, now)
                 if taken:
-                    new.add(identity)
+                    first_pages[identity] = page_key
                     publishing.append(identity)
                     continue
-            if item.get("first_page") != page_key:
+            first_pages[identity] = str(item.get("first_page") or "")
+            if first_pages[identity] != page_key:
                 continue
-            new.add(identity)
             if not item.get("published") and self._take_lease(source_id, identity):
                 publishing.append(identity)
         going = [events[i] for i in publishing if i in events]
         if going:
             by_event = {id(events[i]): i for i in publishing if i in events}
             self.publish(going, lambda put: self._mark_published(source_id, [by_event[id(e)] for e in put]))
-        return new
+        return first_pages
 
     def _first_sight(self, source_id: str, identity: str, page_key: str, now: float) -> tuple[bool, dict[str, Any]]:
         """Write the item as first seen on ``page_key``, holding the publishing lease, unless it is there already.

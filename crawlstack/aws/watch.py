@@ -4,7 +4,7 @@ Items (``pk`` / ``sk``):
 
 * ``source`` / id (``crawlstack.aws.sources``): with the schedule state
   beside the settings: ``priority``, ``tokens``, ``history``, the last
-  ``etag`` and ``last_modified``, the day ``planned`` last, the day's
+  check's ``etag``, ``last_modified`` and ``highest_id``, the day ``planned`` last, the day's
   ``next_checks``, counters ``checks_done`` and ``items_found``, and a
   ``version`` that every change of state compares and moves on;
 * ``check#<source>`` / slot: a check's new items per page (``page_<n>``)
@@ -47,8 +47,8 @@ def state_of(item: dict[str, Any], first: SourceState | None = None) -> SourceSt
 
 
 def validators_of(item: dict[str, Any]) -> Validators | None:
-    etag, modified = item.get("etag"), item.get("last_modified")
-    return Validators(etag, modified) if etag or modified else None
+    validators = Validators(item.get("etag"), item.get("last_modified"), item.get("highest_id"))
+    return validators if validators != Validators() else None
 
 
 class DynamoWatch:
@@ -74,25 +74,27 @@ class DynamoWatch:
         keys = [source_key(sid) for sid in source_ids]
         items = (
             clients.unmarshal(raw)
-            for raw in clients.batch_get(self.name, keys, ProjectionExpression="sk, etag, last_modified")
+            for raw in clients.batch_get(self.name, keys, ProjectionExpression="sk, etag, last_modified, highest_id")
         )
         return {item["sk"]: known for item in items if (known := validators_of(item)) is not None}
 
     def set_validators(self, source_id: str, validators: Validators, first: SourceState) -> None:
-        """Keep the last response's validators; nothing for a source removed meanwhile."""
+        """Keep the last check's validators; nothing for a source removed meanwhile."""
         clients.conditional_write(
             "update_item",
             TableName=self.name,
             Key=source_key(source_id),
-            UpdateExpression="SET etag = :e, last_modified = :m",
+            UpdateExpression="SET etag = :e, last_modified = :m, highest_id = :h",
             ConditionExpression="attribute_exists(sk)",
-            ExpressionAttributeValues=clients.values(e=validators.etag, m=validators.last_modified),
+            ExpressionAttributeValues=clients.values(
+                e=validators.etag, m=validators.last_modified, h=validators.highest_id
+            ),
         )
 
     # --- a check's pages and its end ------------------------------------------------
     def record_page(
         self, source_id: str, page_key: str, identities: list[str], events: dict[str, dict[str, Any]], now: float
-    ) -> set[str]:
+    ) -> dict[str, str]:
         if self.seen is None:
             raise RuntimeError("this DynamoWatch keeps no items seen: give it a SeenItems")
         return self.seen.record_page(source_id, page_key, identities, events, now)

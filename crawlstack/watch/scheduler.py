@@ -217,8 +217,7 @@ def check_messages(due: Sequence[Planned], sources: dict[str, Source], validator
         source = sources.get(source_id)
         if source is None:
             continue  # removed since the plan
-        known = validators.get(source_id)
-        etag, modified = (known.etag, known.last_modified) if known else (None, None)
-        check = CheckRef(source.id, iso_time(at), 1, etag, modified)
+        known = validators.get(source_id) or Validators()
+        check = CheckRef(source.id, iso_time(at), 1, known.etag, known.last_modified, known.highest_id)
         bodies.append(FrontierMessage(source.url, 0, WATCH_CRAWL_ID, check=check).to_json())
     return bodies

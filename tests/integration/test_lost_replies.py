@@ -253,7 +253,7 @@ def test_a_lost_put_events_reply_gives_one_duplicate_with_the_same_event_id(
     served.plan = LOSE_EVERY_REPLY
     aws.reset_clients()
     try:
-        assert seen.record_page(source, "slot p1", ["a", "b", "c"], events, 1.0) == {"a", "b", "c"}
+        assert seen.record_page(source, "slot p1", ["a", "b", "c"], events, 1.0) == dict.fromkeys("abc", "slot p1")
     finally:
         served.plan = FaultPlan(failure_rate=0.0)
     lost_puts = served.faults[("events", "PutEvents", "after")]
@@ -261,8 +261,9 @@ def test_a_lost_put_events_reply_gives_one_duplicate_with_the_same_event_id(
     # Each event came twice: once per attempt of the call whose reply was lost, no more.
     assert event_ids(url) == {events[i]["event_id"]: 1 + lost_puts for i in "abc"}
     # The page delivered again: the same items are new, and nothing is published twice more.
-    assert seen.record_page(source, "slot p1", ["a", "b", "c"], events, 2.0) == {"a", "b", "c"}
-    assert seen.record_page(source, "slot2 p1", ["c", "d"], {**events, "d": {"event_id": "d"}}, 3.0) == {"d"}
+    assert seen.record_page(source, "slot p1", ["a", "b", "c"], events, 2.0) == dict.fromkeys("abc", "slot p1")
+    page = seen.record_page(source, "slot2 p1", ["c", "d"], {**events, "d": {"event_id": "d"}}, 3.0)
+    assert page == {"c": "slot p1", "d": "slot2 p1"}
     assert event_ids(url) == {"d": 1}
 
 

@@ -18,10 +18,10 @@ from crawlstack.crawllog import iso_time
 from crawlstack.local.sqlite import StateDb
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch
-from crawlstack.messages import FrontierMessage
+from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import Validators
 from crawlstack.watch.schedule import DAY, SourceState, check_ended
-from crawlstack.watch.scheduler import tick
+from crawlstack.watch.scheduler import check_messages, tick
 from crawlstack.watch.sources import Source
 
 T0 = 1_790_000_000.0  # a day's start
@@ -114,6 +114,19 @@ def test_validators_are_kept_per_source(impl: Impl) -> None:
     planned(impl, [], {"a": 0.0, "b": 0.0})
     impl.plans.set_validators("a", Validators('"v1"', "Tue, 01 Dec 2026 10:00:00 GMT"), SourceState.first(source("a")))
     assert impl.plans.validators(["a", "b"]) == {"a": Validators('"v1"', "Tue, 01 Dec 2026 10:00:00 GMT")}
+
+
+def test_the_highest_id_a_check_saw_is_kept_with_the_validators_and_sent_with_the_next_check(impl: Impl) -> None:
+    planned(impl, [], {"a": 0.0, "b": 0.0})
+    first = SourceState.first(source("a"))
+    impl.plans.set_validators("a", Validators(None, None, "1200"), first)
+    impl.plans.set_validators("b", Validators('"v1"', None, "x9"), first)
+    impl.plans.set_validators("b", Validators('"v2"', None), first)  # each write replaces all three
+    kept = impl.plans.validators(["a", "b"])
+    assert kept == {"a": Validators(highest_id="1200"), "b": Validators('"v2"')}
+    assert impl.plans.states()["a"][1] == Validators(highest_id="1200")
+    [body] = check_messages([("a", T0)], {"a": source("a")}, kept)
+    assert FrontierMessage.from_json(body).check == CheckRef("a", iso_time(T0), 1, highest_id="1200")
 
 
 def test_a_source_added_after_the_plan_is_planned_once_for_its_first_check(impl: Impl) -> None:

@@ -179,14 +179,14 @@ def test_a_page_whose_publishing_failed_midway_publishes_only_the_rest_when_deli
     assert calls == [10, 5]
     monkeypatch.setattr(client, "put_events", put)
     # Delivered again while the failed extract's lease is fresh: the items are new, and nothing is put yet...
-    assert seen.record_page("s", "k p1", identities, events, 2.0) == set(identities)
+    assert seen.record_page("s", "k p1", identities, events, 2.0) == dict.fromkeys(identities, "k p1")
     first = [json.loads(m["Body"])["detail"]["identity"] for m in drain(url)]
     assert sorted(first) == identities[:10]
     # ...and once it is stale (the extract queue's redelivery comes later than that), the five left, once.
     later = time.time() + seen_module.PUBLISH_LEASE_SECONDS + 1
     monkeypatch.setattr(seen_module, "time", SimpleNamespace(time=lambda: later))
-    assert seen.record_page("s", "k p1", identities, events, 3.0) == set(identities)
-    assert seen.record_page("s", "k p1", identities, events, 4.0) == set(identities)
+    assert seen.record_page("s", "k p1", identities, events, 3.0) == dict.fromkeys(identities, "k p1")
+    assert seen.record_page("s", "k p1", identities, events, 4.0) == dict.fromkeys(identities, "k p1")
     assert sorted(json.loads(m["Body"])["detail"]["identity"] for m in drain(url)) == identities[10:]
 
 

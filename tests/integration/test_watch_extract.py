@@ -87,7 +87,7 @@ def test_a_checks_pages_keep_their_new_items_and_page_on_until_all_are_seen(tmp_
     assert (following.url, following.crawl_id, following.check) == (
         f"{URL}?p=2",
         WATCH_CRAWL_ID,
-        CheckRef("news", "slot-1", 2),
+        CheckRef("news", "slot-1", 2, first_items=2),
     )
     # The same page delivered again: the same records, no event twice.
     assert watch.page(URL, first, listing("/a", "/b"), headers=etag) == [
@@ -95,7 +95,7 @@ def test_a_checks_pages_keep_their_new_items_and_page_on_until_all_are_seen(tmp_
         "http://news.example/b",
     ]
     # Page 2 holds only items seen: kept none, the check ends with its 2 new items.
-    assert watch.page(f"{URL}?p=2", CheckRef("news", "slot-1", 2), listing("/a")) == []
+    assert watch.page(f"{URL}?p=2", CheckRef("news", "slot-1", 2, first_items=2), listing("/a")) == []
     state, validators = watch.store.states()["news"]
     assert [c.new_items for c in state.history] == [2] and validators is not None and validators.etag == '"v1"'
     assert watch.store.publish() == 2

@@ -25,13 +25,14 @@ def file_ids(path: Path) -> list[str]:
 
 def test_an_item_is_new_once_and_its_event_is_written_once(tmp_path: Path) -> None:
     watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
-    assert watch.record_page("s", "k1 p1", ["a", "b", "a"], events_for("s", "a", "b"), 10.0) == {"a", "b"}
+    first = {"a": "k1 p1", "b": "k1 p1"}
+    assert watch.record_page("s", "k1 p1", ["a", "b", "a"], events_for("s", "a", "b"), 10.0) == first
     # The same page again (a redelivery): the same answer, and no event twice.
-    assert watch.record_page("s", "k1 p1", ["a", "b"], events_for("s", "a", "b"), 11.0) == {"a", "b"}
-    # A later check's page overlapping it.
-    assert watch.record_page("s", "k2 p1", ["b", "c"], events_for("s", "b", "c"), 12.0) == {"c"}
+    assert watch.record_page("s", "k1 p1", ["a", "b"], events_for("s", "a", "b"), 11.0) == first
+    # A later check's page overlapping it: b was first seen on the first.
+    assert watch.record_page("s", "k2 p1", ["b", "c"], events_for("s", "b", "c"), 12.0) == {"b": "k1 p1", "c": "k2 p1"}
     # Identities are per source.
-    assert watch.record_page("t", "k1 p1", ["a"], events_for("t", "a"), 12.0) == {"a"}
+    assert watch.record_page("t", "k1 p1", ["a"], events_for("t", "a"), 12.0) == {"a": "k1 p1"}
     assert watch.publish() == 4 and watch.publish() == 0
     assert file_ids(tmp_path / "events.jsonl") == ["a", "b", "c", "a"]
     assert watch.items_seen("s") == 3

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from crawlstack import settings
-from crawlstack.messages import FetchTask, FrontierMessage, InvalidMessage, frontier_messages, pack_links
+from crawlstack.messages import CheckRef, FetchTask, FrontierMessage, InvalidMessage, frontier_messages, pack_links
 
 
 def test_minimal_frontier_message_gets_defaults() -> None:
@@ -188,3 +188,21 @@ def test_a_run_message_whose_host_is_not_utf8_is_invalid() -> None:
 def test_a_surrogate_pair_is_valid_text() -> None:
     [msg] = frontier_messages('{"url": "http://e.com/", "record_id": "\\ud83d\\ude00"}')
     assert msg.record_id == "\U0001f600"
+
+
+def test_a_checks_paging_bounds_travel_with_its_pages_and_old_checks_still_parse() -> None:
+    step = CheckRef("s", "slot", 2, highest_id="1200", first_items=20)
+    msg = FrontierMessage("http://api.example/posts?max_id=1100", crawl_id="watch", check=step)
+    assert FrontierMessage.from_json(msg.to_json()) == msg
+    assert CheckRef.from_dict(step.to_dict()) == step
+    # A check sent before the bounds existed: none, and none written out.
+    old = CheckRef.from_dict({"source_id": "s", "slot": "slot", "page": 2})
+    assert old == CheckRef("s", "slot", 2) and "highest_id" not in old.to_dict() and "first_items" not in old.to_dict()
+    for bad, key in [
+        ({"first_items": "20"}, "'check.first_items'"),
+        ({"first_items": -1}, "'check.first_items'"),
+        ({"first_items": True}, "'check.first_items'"),
+        ({"highest_id": 1200}, "'highest_id'"),
+    ]:
+        with pytest.raises(InvalidMessage, match=key):
+            CheckRef.from_dict({"source_id": "s", "slot": "slot", **bad})

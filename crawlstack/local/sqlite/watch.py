@@ -1,7 +1,8 @@
 """A watch's state in the state database: each source's schedule state, its items seen, its events.
 
-* ``source_state``: priority, tokens, check history and the last response's
-  validators, per source (``watch.schedule.SourceState``);
+* ``source_state``: priority, tokens, check history and the last check's
+  validators (its first page's ``ETag``, ``Last-Modified`` and highest
+  identity), per source (``watch.schedule.SourceState``);
 * ``seen_items``: each (source, identity) ever seen, with when it was first and
   last seen.  ``record_page`` inserts the page's identities and the events of
   the new ones in one transaction: an identity is new exactly when its insert
@@ -207,14 +208,15 @@ class SqliteWatch:
     # --- items and events -------------------------------------------------------
     def record_page(
         self, source_id: str, page_key: str, identities: list[str], events: dict[str, dict[str, Any]], now: float
-    ) -> set[str]:
+    ) -> dict[str, str]:
         """Note the page's items as seen: the new ones (first seen on this page) and their events go in together.
 
         ``page_key`` names the page of its check (slot and number): a redelivered
         page gets the same answer, and adds no event twice.  ``events``: identity
-        -> its event, for every identity that may be new.
+        -> its event, for every identity that may be new.  Returns each identity's
+        first page: ``page_key`` for the new ones.
         """
-        new: set[str] = set()
+        first_pages: dict[str, str] = {}
         with self.db.transaction() as conn:
             for identity in dict.fromkeys(identities):
                 conn.execute(
@@ -225,15 +227,15 @@ class SqliteWatch:
                 first_page = conn.execute(
                     "SELECT first_page FROM seen_items WHERE source_id = ? AND identity = ?", (source_id, identity)
                 ).fetchone()[0]
+                first_pages[identity] = first_page
                 if first_page != page_key:
                     continue
-                new.add(identity)
                 if identity in events:
                     event = events[identity]
                     line = json.dumps(event, ensure_ascii=False)
                     add = "INSERT OR IGNORE INTO events (event_id, line) VALUES (?, ?)"
                     conn.execute(add, (event["event_id"], line))
-        return new
+        return first_pages
 
     def page_done(self, source_id: str, slot: str, page: int, new_items: int) -> None:
         with self.db.transaction() as conn:
@@ -261,7 +263,7 @@ class SqliteWatch:
         return True
 
     def set_validators(self, source_id: str, validators: Validators, first: SourceState) -> None:
-        """Keep the last response's validators for the next check's conditional GET."""
+        """Keep the last check's validators for the next check's conditional GET and where it stops."""
         with self.db.transaction() as conn:
             _change_state(conn, source_id, first, lambda state, _: (state, validators))
 
@@ -347,11 +349,12 @@ def _state_item(state: SourceState, validators: Validators | None) -> dict[str, 
         "history": [[c.at, c.new_items] for c in state.history],
         "etag": validators.etag if validators else None,
         "last_modified": validators.last_modified if validators else None,
+        "highest_id": validators.highest_id if validators else None,
     }
 
 
 def _state_of(item: dict[str, Any]) -> tuple[SourceState, Validators | None]:
     history = tuple(Check(float(at), int(n)) for at, n in item.get("history") or ())
     state = SourceState(float(item["priority"]), float(item["tokens"]), history)
-    has = item.get("etag") or item.get("last_modified")
-    return state, Validators(item.get("etag"), item.get("last_modified")) if has else None
+    validators = Validators(item.get("etag"), item.get("last_modified"), item.get("highest_id"))
+    return state, validators if validators != Validators() else None
