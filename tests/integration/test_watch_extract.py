@@ -16,6 +16,7 @@ from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.warc import Exchange, write_warc
+from crawlstack.watch.check import Validators
 from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
 from crawlstack.watch.sources import Source
 
@@ -39,8 +40,11 @@ SOURCE = Source("news", URL, "listing", pagination="page", pagination_parameter=
 
 
 class Sources:
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
     def get(self, source_id: str) -> Source | None:
-        return SOURCE if source_id == SOURCE.id else None
+        return self.source if source_id == self.source.id else None
 
 
 def listing(*paths: str) -> bytes:
@@ -48,11 +52,11 @@ def listing(*paths: str) -> bytes:
 
 
 class Watch:
-    def __init__(self, tmp_path: Path, rules: RuleSet | None = None) -> None:
+    def __init__(self, tmp_path: Path, rules: RuleSet | None = None, source: Source = SOURCE) -> None:
         self.store = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
         self.sent: list[FrontierMessage] = []
         self.blobs = FakeBlobs()
-        checks = CheckPages(Sources(), self.store, self.send, clock=lambda: 1_767_225_700.0)
+        checks = CheckPages(Sources(source), self.store, self.send, clock=lambda: 1_767_225_700.0)
         config = CrawlConfig(crawl_id=WATCH_CRAWL_ID, max_depth=0)
         rules = rules or RuleSet((LISTING,))
         self.extractor = Extractor(FakeCrawls(config), FakeResults(), self.blobs, rules, checks=checks)
@@ -72,7 +76,10 @@ class Watch:
         )
         key = f"pages/dt=2026-01-01/w{self.n}.warc.gz"
         self.blobs.put(key, write_warc([exchange]), "application/warc")
-        return [r["fields"]["url"] for r in self.extractor.extract_object(self.blobs.bucket, key).records]
+        return [
+            r["fields"].get("url", r["fields"].get("id"))
+            for r in self.extractor.extract_object(self.blobs.bucket, key).records
+        ]
 
 
 def test_a_checks_pages_keep_their_new_items_and_page_on_until_all_are_seen(tmp_path: Path) -> None:
@@ -139,3 +146,52 @@ def test_validators_are_kept_only_for_a_page_read_whole(tmp_path: Path) -> None:
     watch = Watch(tmp_path, RuleSet((OTHER,)))  # the source's mapping is gone: the page cannot be read
     watch.page(URL, CheckRef("news", "slot-1"), listing("/a"), headers=[("ETag", '"v1"')])
     assert watch.store.states()["news"][1] is None  # no 304 for a page never read
+
+
+def test_items_an_earlier_page_of_the_check_saw_do_not_end_it(tmp_path: Path) -> None:
+    # The listing moved on between page 1 and page 2: /b shows again, and /c, older, is new.
+    watch = Watch(tmp_path)
+    watch.page(URL, CheckRef("news", "slot-1"), listing("/a", "/b"))
+    watch.sent.clear()
+    assert watch.page(f"{URL}?p=2", CheckRef("news", "slot-1", 2, first_items=2), listing("/b", "/c")) == [
+        "http://news.example/c"
+    ]
+    assert [m.url for m in watch.sent] == [f"{URL}?p=3"]
+    # A later check's first page holding /c, seen before: it ends there.
+    watch.sent.clear()
+    watch.page(URL, CheckRef("news", "slot-2"), listing("/d", "/c"))
+    assert watch.sent == []
+
+
+POSTS = compile_mapping(
+    "posts.json",
+    {
+        "name": "posts",
+        "url_patterns": [{"type": "domain", "pattern": "news.example"}],
+        "items": {"processors": [{"type": "css", "parameters": {"selector": "li"}}]},
+        "fields": [{"name": "id", "processors": [{"type": "css", "parameters": {"selector": "li"}}]}],
+    },
+)
+CURSOR = Source("posts", URL, "posts", identity="id", pagination="cursor", pagination_parameter="max_id")
+
+
+def ids(*numbers: int) -> bytes:
+    return ("<ul>" + "".join(f"<li>{n}</li>" for n in numbers) + "</ul>").encode()
+
+
+def test_a_cursor_checks_highest_id_is_kept_and_the_next_check_stops_below_it(tmp_path: Path) -> None:
+    watch = Watch(tmp_path, RuleSet((POSTS,)), CURSOR)
+    watch.page(URL, CheckRef("posts", "slot-1"), ids(120, 110))
+    [step] = watch.sent
+    assert step.url == f"{URL}?max_id=110" and step.check == CheckRef("posts", "slot-1", 2, first_items=2)
+    assert watch.store.validators(["posts"]) == {"posts": Validators(highest_id="120")}
+    # The next check carries 120 to every page, though its own first page keeps 125.
+    watch.sent.clear()
+    watch.page(URL, CheckRef("posts", "slot-2", 1, highest_id="120"), ids(125, 123))
+    [step] = watch.sent
+    assert step.check == CheckRef("posts", "slot-2", 2, highest_id="120", first_items=2)
+    assert watch.store.validators(["posts"]) == {"posts": Validators(highest_id="125")}
+    # Its second page holds only new posts, but reaches below 120: the rest was there at the last check.
+    watch.sent.clear()
+    assert len(watch.page(f"{URL}?max_id=123", step.check, ids(122, 119))) == 2
+    assert watch.sent == []
