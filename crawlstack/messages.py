@@ -95,10 +95,10 @@ class CheckRef:
     check's (``Link.fp``), not the URL's alone.  The first page of a check
     carries the source's last ``ETag`` and ``Last-Modified``, sent as a
     conditional GET.  Every page carries ``highest_id``, the highest identity
-    the source's last check saw (a cursor check stops below it), and the
-    pages after the first carry ``first_items``, the first page's item count
-    (a shorter page ends page-number paging): the first page of this check
-    replaces the stored ``highest_id``, and no page reads the first again.
+    the source's last check saw on its first page (a cursor check stops
+    below it), and the pages after the first carry ``first_items``, the
+    first page's item count (a shorter page ends page-number paging).  Both
+    travel with the check: its first page replaces the stored ``highest_id``.
     """
 
     source_id: str
