@@ -51,6 +51,7 @@ import math
 import os
 import random
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -246,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.monotonic() - wall
             events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
             resumed = json.loads((out / "clock.json").read_text())
+            with sqlite3.connect(out / "state.sqlite") as db:
+                row = db.execute("SELECT lag FROM watch_lag").fetchone()
+            resumed["moved"] = float(row[0]) if row else 0.0
     return judge(args, sources, delays, web.log, events, start, wall, resumed, load_before)
 
 
@@ -337,6 +341,8 @@ def judge(
         figure("items shown but never published", missed, "", "0", missed == 0),
         figure("events published twice", twice, "", "0", twice == 0),
         figure("resumed with no flag: same speed, on to the end", "yes" if went_on else "no", "", "yes", went_on),
+        figure("plan moved later by late checks (simulated hours)", round(resumed["moved"] / 3600, 2), "h", None,
+               None),
         figure("checks ending in 304", round(not_modified / max(total_checks, 1), 3), "", None, None),
         figure("checks (first pages) / events / requests", f"{total_checks} / {len(events)} / {requests}", "", None,
                None),
