@@ -2,7 +2,10 @@
 
 The state is opened read-only (``backend.open_read_only``), so this works
 while the crawl runs, and gives what ``crawlstack status`` gives for a
-deployed stack: queue depths, then URLs per state and records per crawl.
+deployed stack: queue depths, then URLs per state and records per crawl,
+then a watch's sources.  Any folder with a state reads, the one ``sources
+add`` made too: what its state does not hold yet reads as empty
+(``StateDb.ensure``).
 A crawl's state is ``running`` while a crawl holds ``OUT/``'s lock,
 ``finished`` when its summary says it ran to its end, else ``interrupted``
 (``crawl --local --resume`` goes on with it).
@@ -19,6 +22,8 @@ from typing import Any
 from crawlstack import settings
 from crawlstack.local.backend import local_stores, open_read_only
 from crawlstack.local.outdir import crawl_running
+from crawlstack.local.sqlite.sources import SCHEMA as SOURCES_SCHEMA
+from crawlstack.local.sqlite.watch import SCHEMA as WATCH_SCHEMA
 from crawlstack.queueing import Depth
 from crawlstack.watch.pages import WATCH_CRAWL_ID
 
@@ -37,6 +42,8 @@ def local_status(out: Path, crawl_id: str | None) -> LocalStatus:
     db = open_read_only(out)
     try:
         stores = local_stores(db, out)
+        # A folder ``sources add`` made holds the sources' table alone: the others read as empty.
+        db.ensure(SOURCES_SCHEMA, *WATCH_SCHEMA)
         queue_of = {"frontier": stores.frontier_queue, "fetch": stores.fetch_queue, "extract": stores.extract_queue}
         queues = {key: (queue_of[key].depth(), stores.dead_letter[key].depth()) for key in settings.QUEUES}
         where, args = ("WHERE crawl_id = ?", (crawl_id,)) if crawl_id else ("", ())
@@ -63,10 +70,7 @@ def local_status(out: Path, crawl_id: str | None) -> LocalStatus:
 
 
 def _sources(conn: Any) -> list[tuple[str, float | None, float | None, float | None, int, int]]:
-    """A watch's sources and where each stands; none where OUT holds no watch (its tables are made by one)."""
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"sources", "source_state", "watch_plan", "checks_done", "seen_items"} <= tables:
-        return []
+    """A watch's sources and where each stands (one never checked yet has no priority, tokens or plan)."""
     rows = conn.execute(
         "SELECT s.id, json_extract(st.state, '$.priority'), json_extract(st.state, '$.tokens'),"
         " (SELECT min(at) FROM watch_plan p WHERE p.source_id = s.id AND p.sent = 0),"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,31 @@ def test_new_rules_keep_the_stored_ones_and_may_not_break_a_source(
     assert code == 2 and "source 'news' would no longer load" in err and err.count("\n") == 1
     rows = [row.split()[0] for row in run(capsys, "list", "--local", out)[1].splitlines()[2:]]
     assert len(rows) == 2 and "news" in rows
+
+
+def test_status_and_dlq_show_read_an_out_that_sources_add_made(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, rules: Path
+) -> None:
+    # Issue 28: a reader cannot create the tables a watch or a crawl would make; status --local
+    # right after sources add ended in "attempt to write a readonly database".
+    one, many = str(tmp_path / "one"), str(tmp_path / "many")
+    added = run(capsys, "add", "http://news.example/", "--mapping", "listing", "--id", "news", "--rules", str(rules),
+                "--local", one)  # fmt: skip
+    assert added[0] == 0, added[2]
+    lines = tmp_path / "sources.jsonl"
+    lines.write_text(json.dumps({"url": "http://news.example/b", "mapping": "listing", "id": "b"}) + "\n")
+    assert run(capsys, "add", "--file", str(lines), "--rules", str(rules), "--local", many)[0] == 0
+    for out, source in ((one, "news"), (many, "b")):
+        code = main(["status", "--local", out])
+        printed, err = capsys.readouterr()
+        assert (code, err) == (0, ""), err
+        assert printed.startswith("queue ") and "no crawl has seen a URL yet" in printed
+        # The source is listed, not yet checked.
+        assert printed.splitlines()[-1].split() == [source, "0", "0"], printed
+        code = main(["dlq", "show", "--local", out])
+        printed, err = capsys.readouterr()
+        assert (code, err) == (0, "") and "frontier dead-letter queue: 0 messages" in printed, err
+        # Nothing was written to the state: it holds the sources' table alone, as sources add left it.
+        with sqlite3.connect(Path(out) / "state.sqlite") as db:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert tables == {"crawl_meta", "sources"}

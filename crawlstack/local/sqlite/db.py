@@ -16,6 +16,7 @@ database of the process alone, for tests.
 from __future__ import annotations
 
 import errno
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +25,8 @@ from pathlib import Path
 
 # How long a statement waits for another process's lock before failing.
 BUSY_TIMEOUT_MS = 5_000
+# A store's table, as ``ensure`` is given it.
+_CREATE_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (?P<name>\w+)(?P<rest>.*)", re.DOTALL)
 # Read connections at once (``StateDb.reading``); more readers wait for one.
 MAX_READERS = 8
 
@@ -88,10 +91,30 @@ class StateDb:
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
     def ensure(self, *statements: str) -> None:
-        """Create what a store needs (``CREATE ... IF NOT EXISTS``), in one transaction."""
+        """Create what a store needs (``CREATE ... IF NOT EXISTS``), in one transaction.
+
+        A reader writes nothing to the file: a table the file does not hold
+        yet (``sources add`` makes only the sources') is made empty in the
+        connection's own temporary schema, so reading it finds nothing.  One
+        the file holds is left alone (a temporary one would hide it), and so
+        are indexes.
+        """
+        if self.read_only:
+            self._ensure_empty(statements)
+            return
         with self.transaction() as conn:
             for statement in statements:
                 conn.execute(statement)
+
+    def _ensure_empty(self, statements: tuple[str, ...]) -> None:
+        with self._lock:
+            for statement in statements:
+                table = _CREATE_TABLE.match(statement)
+                if table is None:
+                    continue
+                held = "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?"
+                if self._conn.execute(held, (table["name"],)).fetchone() is None:
+                    self._conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table['name']}{table['rest']}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
