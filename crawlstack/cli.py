@@ -230,7 +230,7 @@ def _add_watch_command(sub: Any) -> None:
         help="re-check a watch's sources on their schedule, publishing new items to OUT/events.jsonl",
         description="Re-check the sources in OUT (crawlstack sources add) on their schedule until stopped, "
         "through the crawl's handlers and politeness; each new item is one line of OUT/events.jsonl. "
-        "Run it again to resume.",
+        "Run it again to resume, on the watch's own clock: a simulation goes on as it was.",
     )
     watch.add_argument("--local", metavar="OUT_DIR", required=True, help="the watch's output directory")
     watch.add_argument(
@@ -243,14 +243,14 @@ def _add_watch_command(sub: Any) -> None:
         "--simulate-days",
         type=number_flag(limits.SIMULATE_DAYS, stored=False),
         metavar="N",
-        help="run N simulated days, then stop; simulated time is --sim-start + --speed x wall time elapsed",
+        help="run N simulated days, then stop; simulated time is --sim-start + --speed x wall time elapsed "
+        "(run again, a simulation goes on to its own end)",
     )
     watch.add_argument(
         "--speed",
         type=number_flag(limits.SIMULATION_SPEED, stored=False),
-        default=1.0,
         metavar="X",
-        help="simulated seconds per wall second (with --simulate-days; default 1)",
+        help="simulated seconds per wall second (default 1; run again, the simulation's own unless given)",
     )
     watch.add_argument(
         "--sim-start",
@@ -1069,8 +1069,6 @@ def _watch(args: argparse.Namespace) -> int:
     from crawlstack.local.sqlite.db import StorageFull
     from crawlstack.local.watch import WatchOptions, watch_local
 
-    if args.simulate_days is None and (args.sim_start is not None or args.speed != 1.0):
-        raise UsageError("--speed and --sim-start set a simulation: give --simulate-days N")
     options = WatchOptions(
         out=args.local,
         checks_per_day=args.checks_per_day,

@@ -16,13 +16,18 @@ conditional GET), and extract decides which items are new
 A simulation (``--simulate-days N --speed X``) runs the schedule on a clock
 of ``sim_start + X * (wall time since the watch started)``, written to
 ``OUT/clock.json`` before the first request so that servers under test read
-the same clock; run again, it keeps that clock, as if it had run on.  Its
-events' times are simulated times, and so are the host delay and robots.txt's
-Crawl-delay (``CrawlConfig.time_scale``): a host's wall gaps are its delay
-over ``X``.  Retry-After and the backoff of a host
-that answers 429 or 503 keep wall time, which is only stricter.  A killed
-watch goes on with ``watch --local OUT`` again: its plan, sent checks and
-outbox are in the state.
+the same clock.  Its events' times are simulated times, and so are the host
+delay and robots.txt's Crawl-delay (``CrawlConfig.time_scale``): a host's
+wall gaps are its delay over ``X``.  Retry-After and the backoff of a host
+that answers 429 or 503 keep wall time, which is only stricter.
+
+A killed or stopped watch goes on with ``watch --local OUT`` again, no
+clock flag needed: its plan, sent checks and outbox are in the state, and
+so is its clock (``crawlstack.local.watch_clock``): a simulation goes on as
+the same simulation, as if it had run on, at its speed, to its end.  A new
+``--speed`` changes only the rate from the time reached; ``--simulate-days``
+or ``--sim-start`` other than the simulation's, or any of them on a
+real-time watch, are refused before anything is changed.
 """
 
 from __future__ import annotations
@@ -35,11 +40,10 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
-from crawlstack import limits, settings, wiring
+from crawlstack import settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import iso_time
 from crawlstack.local.backend import LocalState, StateError, has_state, read_meta, write_meta
@@ -50,29 +54,14 @@ from crawlstack.local.sources import stored_rules
 from crawlstack.local.sqlite.db import stops_when_full
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch
+from crawlstack.local.watch_clock import ResumedClock, WatchClock, anchors, resume_clock
 from crawlstack.watch import scheduler
 from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
-from crawlstack.watch.schedule import DAY
 
 PROGRESS_SECONDS = 10.0
 # A check still open this long after it was sent (wall time) met no extract: it ends with what its pages found.
 STALE_CHECK_SECONDS = 300.0
 SETTLE_EVERY_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class WatchClock:
-    """The watch's time: ``sim_start + speed * (wall time since wall_start)``; wall time at speed 1 from now."""
-
-    sim_start: float
-    wall_start: float
-    speed: float = 1.0
-
-    def now(self) -> float:
-        return self.of(time.time())
-
-    def of(self, wall: float) -> float:
-        return self.sim_start + self.speed * (wall - self.wall_start)
 
 
 @dataclass(frozen=True)
@@ -83,8 +72,9 @@ class WatchOptions:
     user_agent: str = settings.DEFAULT_USER_AGENT
     allow_private: tuple[str, ...] = ()
     allow_ports: tuple[int, ...] = ()
+    # The clock's flags: None where not given (a watch run again keeps its own clock; ``watch_clock``).
     simulate_days: float | None = None
-    speed: float = 1.0
+    speed: float | None = None
     sim_start: float | None = None
     fetch_concurrency: int = 8
     progress: bool = True
@@ -102,6 +92,15 @@ def watch_local(options: WatchOptions) -> dict[str, Any]:
 def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
     state = LocalState(out, "resume")
     try:
+        # Before anything is changed: flags that contradict the watch's own clock are refused.
+        resumed = resume_clock(
+            str(out),
+            read_meta(state.db, "watch_clock"),
+            options.simulate_days,
+            options.speed,
+            options.sim_start,
+            time.time(),
+        )
         state.check_files()
         store = SqliteWatch(state.db, out / "events.jsonl")
         store.claim_events()  # before anything is changed: an events file not the state's is refused
@@ -109,7 +108,7 @@ def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
         sources = SqliteSources(state.db)
         if not sources.list():
             raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
-        clock, end = _clock(state, out, options)
+        clock, end = _clock(state, out, resumed)
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in stored_rules(state.db).items():
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")
@@ -119,57 +118,13 @@ def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
         state.close()
 
 
-def _clock(state: LocalState, out: Path, options: WatchOptions) -> tuple[WatchClock, float | None]:
-    """The watch's clock and the simulation's end (None: until stopped); OUT/clock.json.
-
-    A simulation run again goes on with its own clock, as if it had kept
-    running (its anchors are stored), to its own end; a new ``--speed``
-    changes only the rate from the time reached.  ``--sim-start`` and
-    ``--simulate-days`` set a new simulation only.
-    """
-    saved = read_meta(state.db, "watch_clock") or {}
-    wall = time.time()
-    if options.simulate_days is not None and saved.get("simulated") and not _clock_in_range(saved):
-        print(
-            "crawlstack: the saved simulation's clock lies outside the years "
-            "{} to {}; starting a new simulation".format(*limits.SIM_START_YEARS),
-            file=sys.stderr,
-        )
-        saved = {}
-    if options.simulate_days is None:
-        clock, end = WatchClock(wall, wall), None
-    elif saved.get("simulated"):
-        clock = WatchClock(saved["sim_start"], saved["wall_start"], saved["speed"])
-        if options.speed != clock.speed:
-            clock = WatchClock(clock.now(), wall, options.speed)
-        end = saved["end"]
-        print(
-            f"crawlstack: resuming the simulation at {iso_time(clock.now())[:19]}Z, to {iso_time(end)[:19]}Z",
-            file=sys.stderr,
-        )
-    else:
-        start = options.sim_start if options.sim_start is not None else wall
-        clock, end = WatchClock(start, wall, options.speed), start + options.simulate_days * DAY
-    anchors = {"sim_start": clock.sim_start, "wall_start": clock.wall_start, "speed": clock.speed}
-    write_meta(state.db, "watch_clock", {**anchors, "end": end, "simulated": options.simulate_days is not None})
-    (out / "clock.json").write_text(json.dumps(anchors) + "\n", encoding="utf-8")
-    return clock, end
-
-
-def _clock_in_range(saved: dict[str, Any]) -> bool:
-    """Whether a saved simulation's start and end lie where ``--sim-start`` and ``--simulate-days`` can put them.
-
-    One saved by an older version from a far ``--sim-start`` (year 9999)
-    would crash on every run again; it is set aside rather than trap OUT/.
-    """
-    first, last = limits.SIM_START_YEARS
-    low = datetime(first, 1, 1, tzinfo=UTC).timestamp()
-    high = datetime(last + 1, 1, 1, tzinfo=UTC).timestamp() + limits.SIMULATE_DAYS[1] * DAY
-    try:
-        times = (float(saved["sim_start"]), float(saved["end"]))
-    except (KeyError, TypeError, ValueError):
-        return False
-    return all(low <= t <= high for t in times)
+def _clock(state: LocalState, out: Path, resumed: ResumedClock) -> tuple[WatchClock, float | None]:
+    """The watch's clock and the simulation's end (None: until stopped), kept in the state and OUT/clock.json."""
+    if resumed.note:
+        print(f"crawlstack: {resumed.note}", file=sys.stderr)
+    write_meta(state.db, "watch_clock", resumed.saved)
+    (out / "clock.json").write_text(json.dumps(anchors(resumed.clock)) + "\n", encoding="utf-8")
+    return resumed.clock, resumed.end
 
 
 def _watch(
@@ -194,7 +149,7 @@ def _watch(
             allow_ports=options.allow_ports,
             allow_private=options.allow_private,
             seed_hosts=seed_hosts([s.url for s in every]),
-            time_scale=options.speed if options.simulate_days is not None else 1.0,
+            time_scale=clock.speed,  # 1 in real time
         )
     )
     env = {
@@ -270,5 +225,5 @@ def _watch(
         "items_seen": sum(n for _, n in checks.values()),
         "events_published_at_end": published,
         "interrupted": interrupted,
-        "sim_reached": iso_time(clock.now()),
+        "sim_reached": iso_time(clock.now() if end is None else min(clock.now(), end)),
     }
