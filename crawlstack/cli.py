@@ -230,7 +230,8 @@ def _add_watch_command(sub: Any) -> None:
         help="re-check a watch's sources on their schedule, publishing new items to OUT/events.jsonl",
         description="Re-check the sources in OUT (crawlstack sources add) on their schedule until stopped, "
         "through the crawl's handlers and politeness; each new item is one line of OUT/events.jsonl. "
-        "Run it again to resume, on the watch's own clock: a simulation goes on as it was.",
+        "Run it again to resume: a flag not given is the watch's own from its last run, and a simulation goes on "
+        "as it was.",
     )
     watch.add_argument("--local", metavar="OUT_DIR", required=True, help="the watch's output directory")
     watch.add_argument(
@@ -258,10 +259,11 @@ def _add_watch_command(sub: Any) -> None:
         metavar="ISO8601",
         help="the simulation's start, in the years {} to {} (default: now)".format(*limits.SIM_START_YEARS),
     )
-    watch.add_argument("--delay", type=_delay, default=settings.DEFAULT_DELAY_SECONDS, metavar="SECONDS")
-    watch.add_argument("--user-agent", type=user_agent_flag, default=settings.DEFAULT_USER_AGENT, metavar="STRING")
-    watch.add_argument("--allow-private", type=_cidr, action="append", default=[], metavar="CIDR", help="as for crawl")
-    watch.add_argument("--allow-port", type=_port, action="append", default=[], metavar="PORT", help=_ALLOW_PORT_HELP)
+    # No defaults here: a flag not given is the watch's own from its last run (WatchSettings).
+    watch.add_argument("--delay", type=_delay, metavar="SECONDS", help="as for crawl")
+    watch.add_argument("--user-agent", type=user_agent_flag, metavar="STRING", help="as for crawl")
+    watch.add_argument("--allow-private", type=_cidr, action="append", metavar="CIDR", help="as for crawl")
+    watch.add_argument("--allow-port", type=_port, action="append", metavar="PORT", help=_ALLOW_PORT_HELP)
     watch.add_argument(
         "--concurrency", type=integer_flag(limits.CONCURRENCY), default=8, metavar="N", help="concurrent fetch batches"
     )
@@ -1074,8 +1076,8 @@ def _watch(args: argparse.Namespace) -> int:
         checks_per_day=args.checks_per_day,
         delay=args.delay,
         user_agent=args.user_agent,
-        allow_private=tuple(args.allow_private),
-        allow_ports=tuple(args.allow_port),
+        allow_private=None if args.allow_private is None else tuple(args.allow_private),
+        allow_ports=None if args.allow_port is None else tuple(args.allow_port),
         simulate_days=args.simulate_days,
         speed=args.speed,
         sim_start=args.sim_start,

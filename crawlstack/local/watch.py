@@ -22,9 +22,10 @@ wall gaps are its delay over ``X``.  Retry-After and the backoff of a host
 that answers 429 or 503 keep wall time, which is only stricter.
 
 A killed or stopped watch goes on with ``watch --local OUT`` again, no
-clock flag needed: its plan, sent checks and outbox are in the state, and
-so is its clock (``crawlstack.local.watch_clock``): a simulation goes on as
-the same simulation, as if it had run on, at its speed, to its end.  A new
+other flag needed: its plan, sent checks and outbox are in the state, and
+so are its settings (``WatchSettings``: a flag given replaces one) and its
+clock (``crawlstack.local.watch_clock``): a simulation goes on as the same
+simulation, as if it had run on, at its speed, to its end.  A new
 ``--speed`` changes only the rate from the time reached; ``--simulate-days``
 or ``--sim-start`` other than the simulation's, or any of them on a
 real-time watch, are refused before anything is changed.
@@ -39,7 +40,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -65,14 +66,27 @@ SETTLE_EVERY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
-class WatchOptions:
-    out: str
-    checks_per_day: int | None = None
+class WatchSettings:
+    """What a watch keeps in its state for its next run (``watch_settings``): a flag given replaces it."""
+
+    checks_per_day: int | None = None  # None: no budget
     delay: float = settings.DEFAULT_DELAY_SECONDS
     user_agent: str = settings.DEFAULT_USER_AGENT
     allow_private: tuple[str, ...] = ()
     allow_ports: tuple[int, ...] = ()
-    # The clock's flags: None where not given (a watch run again keeps its own clock; ``watch_clock``).
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """A run's flags; None where not given: the watch's own setting, or the default (``WatchSettings``)."""
+
+    out: str
+    checks_per_day: int | None = None
+    delay: float | None = None
+    user_agent: str | None = None
+    allow_private: tuple[str, ...] | None = None
+    allow_ports: tuple[int, ...] | None = None
+    # The clock's flags (``watch_clock``).
     simulate_days: float | None = None
     speed: float | None = None
     sim_start: float | None = None
@@ -109,10 +123,12 @@ def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
         if not sources.list():
             raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
         clock, end = _clock(state, out, resumed)
+        kept = kept_settings(options, read_meta(state.db, "watch_settings"))
+        write_meta(state.db, "watch_settings", asdict(kept))
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in stored_rules(state.db).items():
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")
-            return _watch(state, sources, store, clock, end, options, rules_dir)
+            return _watch(state, sources, store, clock, end, options, kept, rules_dir)
     finally:
         wiring.use(None)
         state.close()
@@ -127,6 +143,34 @@ def _clock(state: LocalState, out: Path, resumed: ResumedClock) -> tuple[WatchCl
     return resumed.clock, resumed.end
 
 
+def kept_settings(options: WatchOptions, saved: Any) -> WatchSettings:
+    """The run's settings: each flag given, else the one the watch kept (``saved``), else the default.
+
+    A kept value of the wrong type (a damaged state) gives way to the default.
+    """
+    kept = saved if isinstance(saved, dict) else {}
+    values: dict[str, Any] = {}
+    for name, default in asdict(WatchSettings()).items():
+        given = getattr(options, name)
+        value = given if given is not None else kept.get(name, default)
+        values[name] = value if _fits(name, value) else default
+    values["allow_private"] = tuple(values["allow_private"])
+    values["allow_ports"] = tuple(values["allow_ports"])
+    return WatchSettings(**values)
+
+
+def _fits(name: str, value: Any) -> bool:
+    """Whether ``value`` is of setting ``name``'s kind."""
+    if name in ("allow_private", "allow_ports"):
+        kind = str if name == "allow_private" else int
+        return isinstance(value, list | tuple) and all(type(v) is kind for v in value)
+    if name == "checks_per_day":
+        return value is None or type(value) is int
+    if name == "delay":
+        return type(value) in (int, float) and math.isfinite(value) and value >= 0
+    return isinstance(value, str)
+
+
 def _watch(
     state: LocalState,
     sources: SqliteSources,
@@ -134,6 +178,7 @@ def _watch(
     clock: WatchClock,
     end: float | None,
     options: WatchOptions,
+    kept: WatchSettings,
     rules_dir: str,
 ) -> dict[str, Any]:
     out = Path(options.out)
@@ -142,12 +187,12 @@ def _watch(
     stores.crawls.put(
         CrawlConfig(
             crawl_id=WATCH_CRAWL_ID,
-            delay=options.delay,
-            user_agent=options.user_agent,
+            delay=kept.delay,
+            user_agent=kept.user_agent,
             max_depth=0,
             max_pages_per_host=0,  # a host's re-checks are no spider trap
-            allow_ports=options.allow_ports,
-            allow_private=options.allow_private,
+            allow_ports=kept.allow_ports,
+            allow_private=kept.allow_private,
             seed_hosts=seed_hosts([s.url for s in every]),
             time_scale=clock.speed,  # 1 in real time
         )
@@ -181,7 +226,7 @@ def _watch(
             lambda bodies: stores.frontier_queue.send([(body, 0) for body in bodies]),
             clock.now(),
             time.time(),
-            options.checks_per_day,
+            kept.checks_per_day,
             STALE_CHECK_SECONDS if settling else math.inf,
             end,
             late_after=settings.WATCH_LATE_SECONDS,

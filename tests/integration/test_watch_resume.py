@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webs import ALLOW_LOOPBACK, write_rules
+from webs import ALLOW_LOOPBACK, UA, write_rules
 
 from crawlstack.cli import main
 from crawlstack.demo.server import LoopbackWeb
@@ -27,8 +27,8 @@ from crawlstack.demo.server import LoopbackWeb
 A = "127.0.0.2"
 SPEED = 100.0
 DAYS = "0.004"  # 346 simulated seconds: 3.5 s of wall time at SPEED
-# Flags that are not the clock's: a resume gives them again.
-OTHERS = (*ALLOW_LOOPBACK, "--delay", "10", "--no-progress")
+# The watch's other settings: a resume keeps them too.
+OTHERS = (*ALLOW_LOOPBACK, "--delay", "10", "--user-agent", UA, "--no-progress")
 LISTING = {
     "name": "listing",
     "url_patterns": [{"type": "regex", "pattern": "/list"}],
@@ -60,7 +60,7 @@ def added(out: Path, web: LoopbackWeb) -> Path:
 
 
 def watch_cli(out: Path, *flags: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "crawlstack"), "watch", "--local", str(out), *flags, *OTHERS]
+    return [str(Path(sys.executable).parent / "crawlstack"), "watch", "--local", str(out), *flags]
 
 
 def killed_when(out: Path, ready: Callable[[], bool], *flags: str) -> None:
@@ -93,14 +93,19 @@ def test_a_killed_simulation_run_again_goes_on_as_the_same_simulation(
     tmp_path: Path, listings: LoopbackWeb, flags: tuple[str, ...]
 ) -> None:
     out = added(tmp_path / "watch", listings)
-    killed_when(out, checked_twice(listings), "--simulate-days", DAYS, "--speed", str(SPEED))
+    killed_when(out, checked_twice(listings), "--simulate-days", DAYS, "--speed", str(SPEED), *OTHERS)
     clock, saved = (out / "clock.json").read_text(), saved_clock(out)
     assert saved["simulated"] and saved["speed"] == SPEED
+    before = len(listings.log)
+    # Run again with no other flag: not even --allow-private, which the loopback listings need.
     again = subprocess.run(watch_cli(out, *flags), capture_output=True, text=True, timeout=30, check=False)
     assert again.returncode == 0, again.stderr
     # The same clock (anchors, speed) and end: not a real-time one, not speed 1.
     assert (out / "clock.json").read_text() == clock and saved_clock(out) == saved
     assert "resuming the simulation at " in again.stderr and f"at speed {SPEED:g}" in again.stderr
+    # Its other settings too: loopback still allowed, the same user agent.
+    resumed = listings.log[before:]
+    assert resumed and all(r.user_agent == UA for r in resumed), [(r.path, r.user_agent) for r in resumed]
     reached = again.stdout.removeprefix("watched until ").split("Z:")[0]
     assert datetime.fromisoformat(reached).replace(tzinfo=UTC).timestamp() >= int(saved["end"]), again.stdout
 
@@ -118,10 +123,10 @@ def test_flags_that_contradict_the_stored_clock_are_refused_and_change_nothing(
 ) -> None:
     simulated = added(tmp_path / "simulated", listings)
     short = ("--simulate-days", "0.0005", "--speed", "1000", "--sim-start", "2030-01-01T00:00:00")
-    done = subprocess.run(watch_cli(simulated, *short), capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(watch_cli(simulated, *short, *OTHERS), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     real = added(tmp_path / "real", listings)
-    killed_when(real, (real / "clock.json").exists)  # written before its first request
+    killed_when(real, (real / "clock.json").exists, *OTHERS)  # written before its first request
     assert saved_clock(real)["simulated"] is False
     capsys.readouterr()
     for out, flags, problem in [
