@@ -423,8 +423,8 @@ WATCH_CLAIM_SECONDS = 600.0
 WATCH_STALE_CHECK_SECONDS = 3600.0
 # Planned checks and checks' yields expire from the watch table this long after their time.
 WATCH_ITEM_DAYS = 14
-# A due check found this late (the scheduler was down or stalled) moves the whole plan later by its
-# lateness, so a host's checks keep their spacing instead of going out back to back: five ticks deployed.
+# A due check found this late (the scheduler was down or stalled) re-spreads the rest of the day's plan
+# (crawlstack.watch.plan_clock), so a host's checks keep their spacing: five ticks deployed.
 WATCH_LATE_SECONDS = 300.0
 # The oldest due check still unsent this long raises the scheduler's alarm.
 WATCH_DUE_ALARM_SECONDS = 900

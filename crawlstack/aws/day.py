@@ -1,9 +1,10 @@
 """The watch table's ``day`` / ``current`` item, which the day's plan and the sending of its checks share.
 
-It holds the planned day's end, a plan being applied, how far the plan's
-clock lags the watch's (``plan_lag``: checks found late move the plan), and the
-minutes the scheduler looks from: ``send_from`` (the first with a check unsent) and
-``settle_from`` (the first with one unsettled).  The cursors only move
+It holds the planned day's end, a plan being applied, how the plan's
+times map to the watch's (``plan_anchor``, ``plan_at``, ``plan_rate``:
+a stall re-spreads the rest of the day), and the minutes the scheduler looks from:
+``send_from`` (the first with a check unsent) and ``settle_from`` (the
+first with one unsettled).  The cursors only move
 forward from the value read, by conditional writes that a planner's rewind
 wins, so no check is left behind them.  Planned checks are items
 ``plan#<minute>`` / ``<time>#<source>`` (``plan_item``).
@@ -17,6 +18,7 @@ from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.aws.sources import DAY_KEY
 from crawlstack.crawllog import iso_time
+from crawlstack.watch.plan_clock import PlanClock
 
 # Minutes of plan one scan looks through at most (a scheduler long down catches up over several ticks).
 MAX_SCAN_MINUTES = 24 * 60
@@ -49,21 +51,32 @@ class DayItem:
         day = self.day()
         return float(day["day_end"]) if "day_end" in day else None
 
-    def lag(self) -> float:
-        return float(self.day().get("plan_lag", 0))
+    def plan_clock(self) -> PlanClock:
+        day = self.day()
+        if "plan_rate" not in day:
+            return PlanClock()
+        return PlanClock(float(day["plan_anchor"]), float(day["plan_at"]), float(day["plan_rate"]))
 
-    def add_lag(self, old: float, late: float) -> bool:
-        """Move the plan's clock ``late`` later, unless another scheduler moved it since ``old`` was read."""
+    def move_plan_clock(self, old: PlanClock, new: PlanClock) -> bool:
+        """Set the plan's clock to ``new``, unless another scheduler moved it from ``old`` meanwhile.
+
+        Its numbers are stored as DynamoDB rounds them (``clients.num``), so
+        ``old``, read back, compares equal; ``new`` is read back rounded too.
+        """
         token = clients.new_token()  # a retry after a lost reply finds its own write: moved, once
+        same = "plan_anchor = :a0 AND plan_at = :t0 AND plan_rate = :r0"
+        condition = f"attribute_not_exists(plan_rate) OR ({same})" if old == PlanClock() else same
         return clients.conditional_write(
             "update_item",
             token,
             TableName=self.name,
             Key=clients.key(**DAY_KEY),
-            UpdateExpression="SET plan_lag = :new, #t = :tok",
-            ConditionExpression="plan_lag = :old" if old else "attribute_not_exists(plan_lag) OR plan_lag = :old",
+            UpdateExpression="SET plan_anchor = :a, plan_at = :t, plan_rate = :r, #t = :tok",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#t": clients.WRITE_TOKEN},
-            ExpressionAttributeValues=clients.values(new=old + late, old=old, tok=token),
+            ExpressionAttributeValues=clients.values(
+                a=new.anchor, t=new.at, r=new.rate, a0=old.anchor, t0=old.at, r0=old.rate, tok=token
+            ),
         )
 
     def _rewind(self, cursor: str, to: int) -> None:

@@ -33,6 +33,7 @@ from crawlstack.aws.plan import DayPlan
 from crawlstack.aws.seen import SeenItems
 from crawlstack.aws.sources import DynamoSources, source_key
 from crawlstack.watch.check import Validators
+from crawlstack.watch.plan_clock import PlanClock
 from crawlstack.watch.schedule import Check, SourceState
 
 _STATE_RETRIES = 8
@@ -176,11 +177,11 @@ class DynamoWatch:
     def day_end(self) -> float | None:
         return self.plans.day_end()
 
-    def lag(self) -> float:
-        return self.plans.lag()
+    def plan_clock(self) -> PlanClock:
+        return self.plans.plan_clock()
 
-    def add_lag(self, old: float, late: float) -> bool:
-        return self.plans.add_lag(old, late)
+    def move_plan_clock(self, old: PlanClock, new: PlanClock) -> bool:
+        return self.plans.move_plan_clock(old, new)
 
     def plan(
         self, checks: list[tuple[str, float]], tokens: dict[str, float], first: dict[str, SourceState], day_end: float

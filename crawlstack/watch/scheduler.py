@@ -16,11 +16,11 @@ EventBridge Scheduler), each on its own ``PlanStore``:
    no, the fetch failed) end with what their pages found (``settle``).
 
 A due check found more than ``late_after`` late (the scheduler was down, a
-resumed watch, a stall) moves the whole plan later by its lateness
-(``PlanStore.add_lag``): the plan's times are on a clock that lags the
-watch's by the stored lag, so the checks keep their spacing, a host's
-included, instead of going out back to back.  Only the lag is written,
-whatever the number of checks planned.
+resumed watch, a stall) re-spreads the rest of the day from now to the
+day's end (``plan_clock.PlanClock.respread``): the plan's times are read
+through a clock the store keeps, so a host's checks keep their order and
+even spacing instead of going out back to back, and only that clock is
+written, whatever the number of checks planned.
 
 A claimed check whose send failed stays claimed; the store claims it again
 once the claim is old, so a check is never lost; dispatch keys a check's
@@ -43,6 +43,7 @@ from crawlstack.crawllog import iso_time
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import Validators
 from crawlstack.watch.pages import WATCH_CRAWL_ID
+from crawlstack.watch.plan_clock import PlanClock
 from crawlstack.watch.schedule import DAY, FIRST_CHECKS_SPAN, SourceState, check_ended, first_checks, plan_day
 from crawlstack.watch.sources import Source
 
@@ -64,12 +65,12 @@ class PlanStore(Protocol):
         """When the planned day ends (on the plan's clock); None before the first plan."""
         ...
 
-    def lag(self) -> float:
-        """Seconds the plan's clock lags the watch's: the lateness the plan was moved by (0 at first)."""
+    def plan_clock(self) -> PlanClock:
+        """How the plan's times map to the watch's (``PlanClock()`` until a stall re-spread them)."""
         ...
 
-    def add_lag(self, old: float, late: float) -> bool:
-        """Move the plan ``late`` seconds later, unless its lag is no longer ``old`` (another scheduler moved it)."""
+    def move_plan_clock(self, old: PlanClock, new: PlanClock) -> bool:
+        """Set the plan's clock to ``new``, unless it is no longer ``old`` (another scheduler moved it)."""
         ...
 
     def states(self) -> dict[str, tuple[SourceState, Validators | None]]: ...
@@ -122,9 +123,9 @@ class Tick:
     planned: int = 0
     sent: int = 0
     settled: int = 0
-    # Seconds the oldest due check had waited unsent, before this tick moved the plan or sent (0: none waited).
+    # Seconds the oldest due check had waited unsent, before this tick re-spread the plan or sent (0: none waited).
     oldest_due_age: float = 0.0
-    # Seconds this tick moved the plan later.
+    # Seconds late the checks this tick re-spread were (0: none).
     moved: float = 0.0
 
 
@@ -142,16 +143,18 @@ def tick(
 ) -> Tick:
     """One turn of the scheduler at watch time ``now`` (wall time ``wall``); ``end``: a simulation's end.
 
-    ``late_after``: a due check this late moves the plan (None: never moved).
+    ``late_after``: a due check this late re-spreads the rest of the day (None: never).
     """
-    lag = store.lag()
-    at = now - lag  # the plan's clock
+    clock = store.plan_clock()
+    at = clock.planned(now)
     waited = moved = 0.0
-    if late_after is not None and (oldest := store.oldest_unsent(at)) is not None:
-        waited = max(0.0, at - oldest)
-        if waited > late_after and store.add_lag(lag, waited):
-            moved, lag, at = waited, lag + waited, at - waited
-    last = None if end is None else end - lag  # a simulation's end, on the plan's clock
+    day_end = store.day_end()
+    if late_after is not None and day_end is not None and (oldest := store.oldest_unsent(at)) is not None:
+        waited = max(0.0, now - clock.real(oldest))
+        respread = clock.respread(oldest, now, day_end)
+        if waited > late_after and store.move_plan_clock(clock, respread):
+            moved, clock = waited, respread
+            at = clock.planned(now)
     resumed = store.resume_plan()
     planned = resumed or 0
     day_end = store.day_end()
@@ -162,8 +165,11 @@ def tick(
         every = sources.list()
         if every:  # no empty day: a first source added later is planned at the next tick, not tomorrow
             planned = _plan(every, store, start, budget)
+            if clock.rate != 1.0 and store.move_plan_clock(clock, clock.new_day(start)):
+                clock = clock.new_day(start)
     elif resumed is None and day_end is not None and running and store.unplanned():
         planned = _plan_first(sources, store, at, day_end)
+    last = None if end is None else clock.planned(end)  # a simulation's end, on the plan's clock
     due_by = at if last is None else min(at, last)
     sent = claimed = 0
     # A message batch at a time, each marked sent once it went: a failed send leaves only its own checks
@@ -185,7 +191,7 @@ def tick(
     def end_check(source_id: str, slot: str) -> None:
         source = sources.get(source_id)
         if source is not None:
-            done = datetime.fromisoformat(slot).timestamp() + lag
+            done = clock.real(datetime.fromisoformat(slot).timestamp())
             store.finish_check(source_id, slot, check_ended(source, done), SourceState.first(source))
 
     settled = store.settle(wall - stale_seconds, iso_time, end_check)

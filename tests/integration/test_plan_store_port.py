@@ -20,6 +20,7 @@ from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import Validators
+from crawlstack.watch.plan_clock import PlanClock
 from crawlstack.watch.schedule import DAY, SourceState, check_ended
 from crawlstack.watch.scheduler import check_messages, tick
 from crawlstack.watch.sources import Source
@@ -160,10 +161,10 @@ def test_ticks_plan_the_day_send_what_falls_due_and_check_a_new_source_within_th
     assert len(sent) == len({(c.source_id, c.slot) for c in checks if c is not None}) == 5
 
 
-def test_checks_found_late_move_the_whole_plan_later_and_keep_their_spacing(impl: Impl) -> None:
+def test_checks_found_late_re_spread_the_rest_of_the_day_and_keep_their_spacing(impl: Impl) -> None:
     # Issue 28: a watch back from a stall sent what fell due meanwhile back to back.
     checks = [("a", T0 + 100), ("b", T0 + 400), ("a", T0 + 700), ("b", T0 + 1000)]
-    planned(impl, checks, {"a": -2.0, "b": -2.0})
+    planned(impl, checks, {"a": -2.0, "b": -2.0})  # the day ends at T0 + DAY
     sent: list[str] = []
 
     def at(now: float) -> Any:
@@ -171,10 +172,16 @@ def test_checks_found_late_move_the_whole_plan_later_and_keep_their_spacing(impl
 
     late = at(T0 + 1100)  # down since before the first check: four checks fell due
     assert (late.sent, late.moved, late.oldest_due_age) == (1, 1000.0, 1000.0)
-    assert impl.plans.lag() == 1000.0 and impl.plans.day_end() == T0 + DAY  # the day's end, on the plan's clock
-    assert at(T0 + 1399).sent == 0  # b's check at 400 is now due at 1400: the plan's spacing kept
-    assert (at(T0 + 1400).sent, at(T0 + 1700).sent) == (1, 1)
-    assert at(T0 + 2250).moved == 0.0  # 250 late: within late_after, sent as it is
-    assert impl.plans.lag() == 1000.0 and len(sent) == 4
-    assert not impl.plans.add_lag(0.0, 60.0)  # another scheduler moved it since that lag was read
-    assert impl.plans.add_lag(1000.0, 60.0) and impl.plans.lag() == 1060.0
+    clock = impl.plans.plan_clock()
+    # The rest of the day, from the oldest check's time, now fits into what is left of it: a little tighter.
+    rate = (DAY - 1100) / (DAY - 100)
+    assert clock.rate == pytest.approx(rate) and clock.real(T0 + 100) == pytest.approx(T0 + 1100)
+    assert clock.real(T0 + DAY) == pytest.approx(T0 + DAY) and impl.plans.day_end() == T0 + DAY
+    b_due = T0 + 1100 + 300 * rate  # b's check at 400: 300 planned seconds after the first, a little tighter
+    assert at(b_due - 1).sent == 0
+    assert (at(b_due + 1).sent, at(T0 + 1100 + 600 * rate + 1).sent) == (1, 1)
+    assert at(T0 + 1100 + 900 * rate + 250).moved == 0.0  # 250 late: within late_after, sent as it is
+    assert impl.plans.plan_clock() == clock and len(sent) == 4
+    assert not impl.plans.move_plan_clock(PlanClock(), clock)  # another scheduler moved it since
+    moved = PlanClock(T0, T0 + 5.0, 0.5)
+    assert impl.plans.move_plan_clock(clock, moved) and impl.plans.plan_clock() == moved

@@ -27,6 +27,7 @@ from crawlstack import settings
 from crawlstack.local.outdir import StateError
 from crawlstack.local.sqlite.db import StateDb
 from crawlstack.watch.check import Validators
+from crawlstack.watch.plan_clock import PlanClock
 from crawlstack.watch.schedule import Check, SourceState
 
 SCHEMA = (
@@ -46,8 +47,9 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS watch_plan_due ON watch_plan (sent, at)",
     "CREATE INDEX IF NOT EXISTS watch_plan_sent ON watch_plan (sent, sent_at)",
     "CREATE TABLE IF NOT EXISTS watch_day (id INTEGER PRIMARY KEY CHECK (id = 1), day_end REAL NOT NULL)",
-    # Seconds the plan's clock runs behind the watch's: the lateness of checks the plan was moved by.
-    "CREATE TABLE IF NOT EXISTS watch_lag (id INTEGER PRIMARY KEY CHECK (id = 1), lag REAL NOT NULL)",
+    # How the plan's times map to the watch's, once a stall re-spread them (watch.plan_clock).
+    "CREATE TABLE IF NOT EXISTS plan_clock (id INTEGER PRIMARY KEY CHECK (id = 1), anchor REAL NOT NULL,"
+    " at REAL NOT NULL, rate REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE NOT NULL, line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events_file (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
     " length INTEGER NOT NULL)",
@@ -111,18 +113,21 @@ class SqliteWatch:
             conn.executemany("INSERT OR IGNORE INTO watch_plan (source_id, at, sent) VALUES (?, ?, 0)", rows)
         return planned
 
-    def lag(self) -> float:
+    def plan_clock(self) -> PlanClock:
         with self.db.reading() as conn:
-            row = conn.execute("SELECT lag FROM watch_lag WHERE id = 1").fetchone()
-        return float(row[0]) if row else 0.0
+            row = conn.execute("SELECT anchor, at, rate FROM plan_clock WHERE id = 1").fetchone()
+        return PlanClock(*map(float, row)) if row else PlanClock()
 
-    def add_lag(self, old: float, late: float) -> bool:
-        """Move the plan ``late`` later (its lag: how late its clock runs), if its lag is still ``old``."""
+    def move_plan_clock(self, old: PlanClock, new: PlanClock) -> bool:
+        """Set the plan's clock to ``new`` if it is still ``old``."""
         with self.db.transaction() as conn:
-            row = conn.execute("SELECT lag FROM watch_lag WHERE id = 1").fetchone()
-            if (float(row[0]) if row else 0.0) != old:
+            row = conn.execute("SELECT anchor, at, rate FROM plan_clock WHERE id = 1").fetchone()
+            if (PlanClock(*map(float, row)) if row else PlanClock()) != old:
                 return False
-            conn.execute("INSERT OR REPLACE INTO watch_lag (id, lag) VALUES (1, ?)", (old + late,))
+            conn.execute(
+                "INSERT OR REPLACE INTO plan_clock (id, anchor, at, rate) VALUES (1, ?, ?, ?)",
+                (new.anchor, new.at, new.rate),
+            )
         return True
 
     def day_end(self) -> float | None:
