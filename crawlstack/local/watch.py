@@ -63,6 +63,11 @@ PROGRESS_SECONDS = 10.0
 # A check still open this long after it was sent (wall time) met no extract: it ends with what its pages found.
 STALE_CHECK_SECONDS = 300.0
 SETTLE_EVERY_SECONDS = 5.0
+# Watch seconds between the scheduler's ticks in a simulation, and the wall seconds they may not go below or
+# past: at --speed 1200 the pump's usual quarter second would be five simulated minutes a tick, and every
+# check that late.
+SIM_TICK_SECONDS = 30.0
+TICK_WALL_SECONDS = (0.01, 0.25)
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,12 @@ def _fits(name: str, value: Any) -> bool:
     return isinstance(value, str)
 
 
+def tick_seconds(speed: float) -> float:
+    """Wall seconds between the scheduler's ticks: ``SIM_TICK_SECONDS`` of the watch's time, within bounds."""
+    low, high = TICK_WALL_SECONDS
+    return min(high, max(low, SIM_TICK_SECONDS / speed))
+
+
 def _watch(
     state: LocalState,
     sources: SqliteSources,
@@ -254,6 +265,7 @@ def _watch(
         try:
             pump.run(
                 on_tick=tick,
+                tick_seconds=tick_seconds(clock.speed),
                 on_interrupt=wiring.stop_runs,
                 fault=lambda: state.db.fault,
                 stay=lambda: end is None or clock.now() < end,

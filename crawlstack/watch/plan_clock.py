@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The tightest re-spread: a host's checks at no less than half their planned spacing.
-MIN_RATE = 0.5
+# The tightest re-spread: a host's checks at no less than three quarters of their planned spacing, so
+# its busiest hour holds at most a third more than planned.
+MIN_RATE = 0.75
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,19 @@ def test_the_identity_until_a_stall() -> None:
 
 
 def test_a_stall_re_spreads_the_rest_of_the_day_up_to_its_end() -> None:
-    # Down from 6 h to 12 h: what was planned from 6 h on now fits into the 12 h left, evenly.
-    clock = PlanClock().respread(T0 + DAY / 4, T0 + DAY / 2, T0 + DAY)
-    assert clock.rate == pytest.approx(2 / 3)
-    assert clock.real(T0 + DAY / 4) == T0 + DAY / 2 and clock.real(T0 + DAY) == pytest.approx(T0 + DAY)
+    # Down from 6 h to 9 h: what was planned from 6 h on now fits into the 15 h left, evenly.
+    clock = PlanClock().respread(T0 + DAY / 4, T0 + 9 * 3600, T0 + DAY)
+    assert clock.rate == pytest.approx(15 / 18)
+    assert clock.real(T0 + DAY / 4) == T0 + 9 * 3600 and clock.real(T0 + DAY) == pytest.approx(T0 + DAY)
     gaps = [clock.real(T0 + DAY / 4 + k * 600) for k in range(4)]
-    assert {round(b - a, 6) for a, b in itertools.pairwise(gaps)} == {400.0}  # even, a third tighter
+    assert {round(b - a, 6) for a, b in itertools.pairwise(gaps)} == {500.0}  # even, a sixth tighter
     assert clock.planned(clock.real(T0 + 7000)) == pytest.approx(T0 + 7000)
 
 
-def test_a_day_with_too_little_left_is_squeezed_to_half_and_ends_later() -> None:
+def test_a_day_with_too_little_left_is_squeezed_to_min_rate_and_ends_later() -> None:
     clock = PlanClock().respread(T0, T0 + DAY - 60, T0 + DAY)
-    assert clock.rate == MIN_RATE and clock.real(T0 + DAY) == T0 + DAY - 60 + DAY / 2
-    # A watch down for days resumes where it left off, no tighter than half.
+    assert clock.rate == MIN_RATE == 0.75 and clock.real(T0 + DAY) == T0 + DAY - 60 + DAY * 0.75
+    # A watch down for days resumes where it left off, no tighter than MIN_RATE.
     assert PlanClock().respread(T0 + DAY / 2, T0 + 5 * DAY, T0 + DAY).rate == MIN_RATE
 
 

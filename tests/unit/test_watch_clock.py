@@ -95,3 +95,11 @@ def test_a_simulation_past_its_end_says_so() -> None:
     assert resumed.end == START + DAY and resumed.note == (
         "the simulation reached its end, 2027-01-16T08:00:00Z: nothing is left to run (a new one needs a new folder)"
     )
+
+
+def test_a_simulation_ticks_often_enough_that_a_tick_is_seconds_of_its_time_not_minutes() -> None:
+    from crawlstack.local.watch import tick_seconds
+
+    # Issue 28: at --speed 1200 the pump's quarter second was five simulated minutes, and every check that late.
+    assert tick_seconds(1.0) == 0.25 and tick_seconds(1200.0) == pytest.approx(0.025)
+    assert tick_seconds(1e6) == 0.01  # the pump's own turn: no busier than that
