@@ -39,6 +39,7 @@ The figures, from what the servers logged (in simulated time) and the events
 6. quiet sources: the share of checks that ended in a 304.
 
     python bench/watch.py [--speed 1200] [--days 7] [--sources 1000] [--hosts 50] [--seed 28]
+        [--rates 0.2 20] [--priority-min P]
 """
 
 from __future__ import annotations
@@ -201,13 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--speed", type=float, default=1200.0)
     parser.add_argument("--seed", type=int, default=28)
+    parser.add_argument("--rates", type=float, nargs=2, default=RATES, metavar=("LOW", "HIGH"), help="items a day")
+    parser.add_argument("--priority-min", type=float, default=None, help="each source's (default: the default)")
     args = parser.parse_args(argv)
     load_before = load_average()
     rng = random.Random(args.seed)
     hosts = [loopback_address(200 + i) for i in range(args.hosts)]
     delays = {h: rng.choice((1.0, 2.0, 3.0)) for h in hosts}
     start = time.time()
-    low, high = (math.log10(r) for r in RATES)
+    low, high = (math.log10(r) for r in args.rates)
     sources = [
         Source(i, hosts[i % args.hosts], 10 ** rng.uniform(low, high), rng.random() < 0.1, start, args.days, rng)
         for i in range(args.sources)
@@ -226,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             lines = [
                 {"url": loop.url(s.host, s.path), "mapping": "listing", "id": f"s{s.index}", "pagination": "page",
                  "priority_max": PRIORITY_MAX}
+                | ({"priority_min": args.priority_min} if args.priority_min is not None else {})
                 for s in sources
             ]  # fmt: skip
             (work / "sources.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -285,15 +289,17 @@ def judge(
             not_modified += status == 304
     gaps = {h: min(b - a for a, b in itertools.pairwise(sorted(ts))) for h, ts in times.items() if len(ts) > 1}
     ratio = min(gap / delays[h] for h, gap in gaps.items())
-    worst_hour = 0.0
+    worst_hour, worst_at = 0.0, ""
     for host in times:
         host_checks = sorted(t for p, ts in checks_by_source.items() if by_path[p].host == host for t in ts)
         for day in range(int(args.days)):
             in_day = [t for t in host_checks if start + day * DAY <= t < start + (day + 1) * DAY]
             if len(in_day) < 48:
                 continue
-            hours = Counter(int((t - start - day * DAY) // 3600) for t in in_day)
-            worst_hour = max(worst_hour, max(hours.values()) / (math.ceil(len(in_day) / 24) + 1))
+            (hour, most), *_ = Counter(int((t - start - day * DAY) // 3600) for t in in_day).most_common(1)
+            if most / (math.ceil(len(in_day) / 24) + 1) > worst_hour:
+                worst_hour = most / (math.ceil(len(in_day) / 24) + 1)
+                worst_at = f"{host}, day {day} hour {hour}: {most} of {len(in_day)} checks"
     # 2. priority follows yield.
     checked = [
         (len(checks_by_source[s.path]), s.rate * ((1 + JUMP) / 2 if s.rises else 1))
@@ -328,6 +334,7 @@ def judge(
     figures = [
         figure("smallest host gap / Crawl-delay (simulated)", round(ratio, 3), "x", ">= 1", ratio >= 1 - 1e-6),
         figure("busiest hour / (ceil(even share) + 1)", round(worst_hour, 3), "x", "<= 1", worst_hour <= 1),
+        figure("busiest hour: where", worst_at, "", None, None),
         figure("Spearman: checks vs posting rate (>= 3 checks)", round(rho, 3), "", ">= 0.8", rho >= 0.8),
         figure("rate jumped: reached the geometric-mean frequency in 3 days", f"{hit}/{jumped}", "", ">= 80%",
                hit >= 0.8 * jumped),
@@ -351,8 +358,10 @@ def judge(
         figure("wall time", round(wall, 1), "s", None, None),
     ]  # fmt: skip
     method = (
-        f"{len(sources)} sources on {args.hosts} loopback hosts, rates log-uniform {RATES[0]:g}-{RATES[1]:g} "
-        f"items/day (10% x{JUMP} from halfway), seed {args.seed}, priority_max {PRIORITY_MAX:g}, a simulated "
+        f"{len(sources)} sources on {args.hosts} loopback hosts, rates log-uniform {args.rates[0]:g}-{args.rates[1]:g} "
+        f"items/day (10% x{JUMP} from halfway), seed {args.seed}, priority_max {PRIORITY_MAX:g}"
+        + (f", priority_min {args.priority_min:g}" if args.priority_min is not None else "")
+        + ", a simulated "
         f"{args.days:g}-day week at --speed {args.speed:g}, --checks-per-day {BUDGET}, Crawl-delay 1-3 simulated s; "
         "killed with SIGKILL halfway and run again with `watch --local OUT` alone; judged from the servers' logs "
         "(simulated times) and events.jsonl (bench/watch_judge.py)"
