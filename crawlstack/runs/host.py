@@ -153,7 +153,9 @@ class HostLoop:
         A page's links come back through extract and dispatch into this
         backlog a second or two after its flush; a run that ended at once
         would be started again by them, a batching window and a lease later.
-        So a host that fetched pages since its backlog last ran dry waits
+        So a host that fetched pages above the crawl's depth limit (a watch's
+        checks, at depth 0 of a crawl of depth 0, have no links to wait for)
+        since its backlog last ran dry waits
         ``RUN_LINGER_SECONDS`` (or until its next start, if later), looking
         again every ``RUN_LINGER_POLL_SECONDS``, when that wait is cheaper
         slept than rescheduled (``should_sleep``) and fits the invocation.
@@ -257,8 +259,8 @@ class HostLoop:
         except Exception as exc:  # a response nothing expected costs its own task, not the run
             done = Fetched(task, "failed", result.status, f"response could not be processed: {failure(exc)}")
         done.started_at, done.finished_at = result.started_at or None, result.finished_at or None
-        if done.outcome == "fetched":
-            self.fetched_pages = True
+        if done.outcome == "fetched" and task.depth < config.max_depth:
+            self.fetched_pages = True  # links at the crawl's depth limit are dropped: none come back for it
         # What the flush will write, known now: a copy of the task, or its next try, reads it.
         retry_at = done.retry.not_before if done.retry is not None else 0.0
         self.states[(task.crawl_id, task.fp)] = UrlState(

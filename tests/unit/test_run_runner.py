@@ -460,8 +460,9 @@ def test_a_run_flushes_once_its_pages_reach_the_flush_bytes(env: Env) -> None:
 
 
 def test_a_host_whose_backlog_runs_dry_waits_for_its_pages_links_in_the_same_run(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    env = Env(monkeypatch, max_depth=5)  # b, at depth 2, may have links too
     # Many hosts share the invocation's sleep: lingering is cheaper than being started again.
     monkeypatch.setattr(env.runner, "active", lambda: 50)
     msg = env.admit(["a"])
@@ -485,6 +486,15 @@ def test_a_host_whose_backlog_runs_dry_waits_for_its_pages_links_in_the_same_run
     # Its polls read eventually consistent; the look after it ended its run is consistent (the lost wake-up).
     looks = [c for c in env.backlog.calls if c[0] == "peek"]
     assert ("peek", HOST, "eventually") in looks and looks[-1] == ("peek", HOST)
+
+
+def test_a_host_whose_pages_are_at_the_depth_limit_ends_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 28: a watch's runs lingered 3 s for links its checks never have, holding fetch slots that
+    # other hosts' checks waited for; in a simulation, an hour of its time, and then they went out together.
+    env = Env(monkeypatch, max_depth=0)
+    monkeypatch.setattr(env.runner, "active", lambda: 50)  # lingering would be cheaper than a new start
+    result = env.run(env.admit(["a"], depth=0))
+    assert result.ends == {HOST: "done"} and env.clock.sleeps == [] and env.state("a") == "fetched"
 
 
 def test_a_lone_host_does_not_linger_and_a_stopped_runner_stops_at_the_next_wait(env: Env) -> None:
