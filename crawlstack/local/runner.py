@@ -375,9 +375,17 @@ def _create_resources(external: bool) -> dict[str, str]:
 
 
 def _pump(
-    stores: wiring.Stores, fetch_concurrency: int, extract_concurrency: int = 1, names: dict[str, str] | None = None
+    stores: wiring.Stores,
+    fetch_concurrency: int,
+    extract_concurrency: int = 1,
+    names: dict[str, str] | None = None,
+    time_scale: float = 1.0,
 ) -> EventPump:
-    """The three event sources on ``stores``' queues; ``names``: the SQS queues', for their ARNs (AWS only)."""
+    """The three event sources on ``stores``' queues; ``names``: the SQS queues', for their ARNs (AWS only).
+
+    ``time_scale``: a simulation's speed; a batching window is the mapping's
+    seconds of the simulation's time, as a host's delay is.
+    """
     from functions.dispatch import handler as dispatch
     from functions.extract import handler as extract
     from functions.fetch import handler as fetch
@@ -398,7 +406,7 @@ def _pump(
             handler,
             concurrency,
             batch_size=settings.QUEUES[key].batch_size,
-            batching_window=settings.QUEUES[key].batching_window_seconds,
+            batching_window=settings.QUEUES[key].batching_window_seconds / time_scale,
             visibility_timeout=LOCAL_VISIBILITY_TIMEOUT[key],
             retry_after=LOCAL_RETRY_SECONDS[key],
             queue=queues[key],

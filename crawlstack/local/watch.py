@@ -215,7 +215,7 @@ def _watch(
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
     with _environment(env):
-        pump = _pump(stores, options.fetch_concurrency)
+        pump = _pump(stores, options.fetch_concurrency, time_scale=clock.speed)
     stores = replace(stores, settled=pump.settled)
     wiring.use(lambda: stores)
     sent = 0

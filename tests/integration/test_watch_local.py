@@ -157,3 +157,19 @@ def test_a_saved_simulation_in_year_9999_no_longer_traps_its_folder(tmp_path: Pa
     assert "the saved simulation's clock lies outside the years 2000 to 2100" in again.stderr
     anchors = json.loads((out / "clock.json").read_text())
     assert datetime.fromtimestamp(anchors["sim_start"], UTC).year < 2101
+
+
+def test_a_simulations_batching_windows_are_of_its_own_time(tmp_path: Path) -> None:
+    # Issue 28: fetch's 1 s window, gathering while another run worked, was 20 simulated minutes at 1,200x,
+    # and a host's checks due within it went out back to back.
+    from crawlstack import settings
+    from crawlstack.local.backend import LocalState
+    from crawlstack.local.runner import _pump
+
+    state = LocalState(tmp_path / "out", "new")
+    try:
+        pump = _pump(state.stores(), 2, time_scale=1200.0)
+        windows = {source.key: source.batching_window for source in pump.sources}
+    finally:
+        state.close()
+    assert windows["fetch"] == settings.QUEUES["fetch"].batching_window_seconds / 1200.0 > 0
