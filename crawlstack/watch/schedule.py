@@ -55,7 +55,10 @@ DAY = 86_400.0
 # New sources' first checks are spread over at most this long (the rest of the day, if less).
 FIRST_CHECKS_SPAN = 3600.0
 HISTORY = 30
-HALF_LIFE_DAYS = 7.0
+# When the priorities ask for the whole budget they are the grants, so they must follow a jump in yield
+# too: in a model of the watch bench's week whose budget binds in its second half (rates 0.5-50 a day),
+# 2 days cut the median detection latency by 2% against 7, and 1 day little more, with noisier priorities.
+HALF_LIFE_DAYS = 2.0
 ITEMS_PER_CHECK = 1.0
 
 

@@ -143,3 +143,23 @@ def test_sources_added_after_the_plan_get_one_first_check_each_spread_over_the_s
     assert [c.at for c in checks if c.host == "other.example"] == [1000.0 + 1800.0]
     # A first check is outside the budget: it spends no token.
     assert states["n0"] == SourceState(1.75, 0.0) and states["o"] == SourceState(0.5, 0.0)
+
+
+def test_without_a_budget_a_source_posting_ten_times_faster_is_followed_within_three_days() -> None:
+    # Issue 28: priority follows yield; a 10x jump must reach the geometric mean of old and new checks a day.
+    source = src("s", priority_min=0.5, priority_max=48.0)
+    states = {"s": SourceState(priority=1.5, tokens=0.0)}
+    posted = seen = 0.0
+    last, per_day = T0, []
+    for day in range(16):
+        rate = 4.0 * (10 if day >= 8 else 1)  # items a day, evenly
+        planned, states = plan_day([source], states, T0 + day * DAY, budget=None)
+        for check in planned:
+            posted += (check.at - last) / DAY * rate
+            last, found = check.at, math.floor(posted) - seen
+            seen += found
+            states["s"] = priority_after(source, states["s"], Check(check.at, int(found)))
+        per_day.append(len(planned))
+    old, new = per_day[7], sum(per_day[14:]) / 2
+    assert new >= 2 * old  # it did rise: about √10 times, as checks that each find the same few items
+    assert max(per_day[8:11]) >= math.sqrt(old * new)
