@@ -65,12 +65,14 @@ class DueChecks(DayItem):
                 ExpressionAttributeValues=clients.values(w=wall),
             )
 
-    def oldest_unsent(self, now: float) -> float | None:
+    def oldest_unsent(self, now: float, claimable_at: float | None = None) -> float | None:
         day = self.day()
         if "send_from" not in day:
             return None
         for _, item in self._scan(int(day["send_from"]), minute(now)):
-            if "sent_at" not in item and float(item["at"]) <= now:
+            if "sent_at" in item or float(item["at"]) > now:
+                continue
+            if claimable_at is None or float(item.get("claimed_at", 0)) < claimable_at - settings.WATCH_CLAIM_SECONDS:
                 return float(item["at"])
         return None
 

@@ -203,8 +203,8 @@ class DynamoWatch:
     def mark_sent(self, checks: list[tuple[str, float]], wall: float) -> None:
         self.due.mark_sent(checks, wall)
 
-    def oldest_unsent(self, now: float) -> float | None:
-        return self.due.oldest_unsent(now)
+    def oldest_unsent(self, now: float, claimable_at: float | None = None) -> float | None:
+        return self.due.oldest_unsent(now, claimable_at)
 
     def settle(self, sent_before: float, slot: Callable[[float], str], end: Callable[[str, str], object]) -> int:
         return self.due.settle(sent_before, slot, end)

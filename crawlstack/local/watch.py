@@ -124,6 +124,7 @@ def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
         store = SqliteWatch(state.db, out / "events.jsonl")
         store.claim_events()  # before anything is changed: an events file not the state's is refused
         state.recover()
+        store.release_claims()  # the last run's, if it was killed between a claim and its send
         sources = SqliteSources(state.db)
         if not sources.list():
             raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")

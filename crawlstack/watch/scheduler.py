@@ -103,8 +103,12 @@ class PlanStore(Protocol):
 
     def mark_sent(self, checks: list[Planned], wall: float) -> None: ...
 
-    def oldest_unsent(self, now: float) -> float | None:
-        """The time of the oldest check due by ``now`` and still unsent (after this tick's sends)."""
+    def oldest_unsent(self, now: float, claimable_at: float | None = None) -> float | None:
+        """The time of the oldest check due by ``now`` and still unsent (after this tick's sends).
+
+        With ``claimable_at`` (wall time), only one that is not claimed by a
+        sender that may still be sending it (``settings.WATCH_CLAIM_SECONDS``).
+        """
         ...
 
     def settle(self, sent_before: float, slot: Callable[[float], str], end: Callable[[str, str], object]) -> int:
@@ -149,7 +153,8 @@ def tick(
     at = clock.planned(now)
     waited = moved = 0.0
     day_end = store.day_end()
-    if late_after is not None and day_end is not None and (oldest := store.oldest_unsent(at)) is not None:
+    # A check held by a sender that died is not lateness to re-spread: the plan would wait for its claim.
+    if late_after is not None and day_end is not None and (oldest := store.oldest_unsent(at, wall)) is not None:
         waited = max(0.0, now - clock.real(oldest))
         respread = clock.respread(oldest, now, day_end)
         if waited > late_after and store.move_plan_clock(clock, respread):

@@ -185,3 +185,17 @@ def test_checks_found_late_re_spread_the_rest_of_the_day_and_keep_their_spacing(
     assert not impl.plans.move_plan_clock(PlanClock(), clock)  # another scheduler moved it since
     moved = PlanClock(T0, T0 + 5.0, 0.5)
     assert impl.plans.move_plan_clock(clock, moved) and impl.plans.plan_clock() == moved
+
+
+def test_a_check_held_by_a_sender_that_died_does_not_re_spread_the_plan(impl: Impl) -> None:
+    # Issue 28: a watch killed between a claim and its send left the check claimed; every tick then
+    # re-spread the plan from it, and the whole plan waited out the claim (81 simulated hours at 1,200x).
+    planned(impl, [("a", T0 + 100), ("b", T0 + 400)], {"a": -1.0, "b": -1.0})
+    assert impl.plans.claim_due(T0 + 100, T0 + 450) == [("a", T0 + 100)]  # ...and its sender died
+    assert impl.plans.oldest_unsent(T0 + 1000) == T0 + 100  # still waiting: the alarm's age counts it
+    assert impl.plans.oldest_unsent(T0 + 1000, claimable_at=T0 + 1000) == T0 + 400
+    assert impl.plans.oldest_unsent(T0 + 1000, claimable_at=T0 + 450 + CLAIM + 1) == T0 + 100  # its claim is old
+    sent: list[str] = []
+    late = tick(impl.sources, impl.plans, sent.extend, T0 + 1000, T0 + 1000, None, 3600.0, late_after=300.0)
+    assert late.moved == 600.0 and impl.plans.plan_clock().real(T0 + 400) == pytest.approx(T0 + 1000)
+    assert len(sent) == 1  # b, re-spread from now; a waits for its claim to age

@@ -146,3 +146,15 @@ def test_an_events_file_moved_away_starts_again_and_one_cut_short_is_refused(tmp
     path.write_bytes(path.read_bytes()[:5])
     with pytest.raises(StateError, match="5 bytes this watch's state did not write"):
         watch.claim_events()
+
+
+def test_a_local_watch_run_again_releases_the_claims_its_killed_run_left(tmp_path: Path) -> None:
+    # Issue 28: claims age in wall time, 600 s: at --speed 1200, a killed run's claimed check waited 8 days.
+    watch = SqliteWatch(StateDb(tmp_path / "state.sqlite"), tmp_path / "events.jsonl")
+    watch.plan([("s", 10.0), ("s", 20.0)], {"s": 0.0}, {"s": SourceState(1.0, 0.0)}, 100.0)
+    assert watch.claim_due(15.0, wall=1000.0) == [("s", 10.0)]
+    watch.mark_sent([], wall=1000.0)  # killed before the send
+    assert watch.claim_due(30.0, wall=1001.0) == [("s", 20.0)]
+    watch.mark_sent([("s", 20.0)], wall=1001.0)
+    assert watch.release_claims() == 1
+    assert watch.claim_due(30.0, wall=1002.0) == [("s", 10.0)]  # the sent one stays sent

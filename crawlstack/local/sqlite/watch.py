@@ -167,10 +167,19 @@ class SqliteWatch:
             conn.executemany(claim, [(wall, source_id, at) for source_id, at in rows])
         return [(str(source_id), float(at)) for source_id, at in rows]
 
-    def oldest_unsent(self, now: float) -> float | None:
+    def oldest_unsent(self, now: float, claimable_at: float | None = None) -> float | None:
+        query, args = "SELECT min(at) FROM watch_plan WHERE sent = 0 AND at <= ?", [now]
+        if claimable_at is not None:  # an unsent row's sent_at is its claim's time
+            query += " AND (sent_at IS NULL OR sent_at < ?)"
+            args.append(claimable_at - settings.WATCH_CLAIM_SECONDS)
         with self.db.reading() as conn:
-            row = conn.execute("SELECT min(at) FROM watch_plan WHERE sent = 0 AND at <= ?", (now,)).fetchone()
+            row = conn.execute(query, args).fetchone()
         return float(row[0]) if row and row[0] is not None else None
+
+    def release_claims(self) -> int:
+        """Forget every claim of a check not sent: a local watch's last run died, and it is the only sender."""
+        with self.db.transaction() as conn:
+            return conn.execute("UPDATE watch_plan SET sent_at = NULL WHERE sent = 0 AND sent_at IS NOT NULL").rowcount
 
     def validators(self, source_ids: Sequence[str]) -> dict[str, Validators]:
         with self.db.reading() as conn:
