@@ -41,8 +41,8 @@ DAY = 86_400.0
 RATES = (0.5, 20.0)
 PER_PAGE = 20
 PAGE_BYTES = 30_000
-# Each source's priority_max: a new source's tokens (0.5) and a day's (0.5) make one check on the first day.
-PRIORITY = 0.5
+# Each source's priority_max: after its first check (unbilled, below) a day's tokens make one check.
+PRIORITY = 1.0
 RULE = {
     "name": "listing",
     "url_patterns": [{"type": "regex", "pattern": r"/news/\d+$"}],
