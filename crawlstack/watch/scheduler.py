@@ -201,7 +201,7 @@ def tick(
 
     settled = store.settle(wall - stale_seconds, iso_time, end_check)
     still = store.oldest_unsent(due_by)
-    return Tick(planned, sent, settled, max(waited, at - still if still is not None else 0.0), moved)
+    return Tick(planned, sent, settled, max(waited, now - clock.real(still) if still is not None else 0.0), moved)
 
 
 def _plan(every: Sequence[Source], store: PlanStore, start: float, budget: int | None) -> int:
