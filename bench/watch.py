@@ -69,6 +69,7 @@ from common import checkout_env, figure, load_average, loopback_address, report
 from watch_judge import deeper_waste, detections, median, oracle, reached
 
 from crawlstack.demo.server import LoopbackWeb, Request, Response
+from crawlstack.watch.plan_clock import PlanClock
 
 DAY = 86_400.0
 PER_PAGE = 20
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 clock = db.execute("SELECT anchor, at, rate FROM plan_clock").fetchone()
                 (day_end,) = db.execute("SELECT day_end FROM watch_day").fetchone()
             # How much later than planned the last day ends, after stalls re-spread the days.
-            resumed["moved"] = clock[1] + clock[2] * (day_end - clock[0]) - day_end if clock else 0.0
+            resumed["moved"] = PlanClock(*clock).real(day_end) - day_end if clock else 0.0
     return judge(args, sources, delays, web.log, events, start, wall, resumed, load_before)
 
 

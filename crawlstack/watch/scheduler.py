@@ -162,7 +162,8 @@ def tick(
             at = clock.planned(now)
     resumed = store.resume_plan()
     planned = resumed or 0
-    day_end = store.day_end()
+    if resumed is not None:  # a plan finished just now set the day's end
+        day_end = store.day_end()
     running = end is None or now < end
     if resumed is None and running and (day_end is None or at >= day_end):
         # A scheduler down for over a day with nothing left to send starts afresh from now, not a day behind.
