@@ -27,7 +27,7 @@ from crawlstack import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference.md"
-CLI_SOURCE = ROOT / "crawlstack" / "cli.py"
+CLI_SOURCES = sorted((ROOT / "crawlstack" / "cli").glob("*.py"))
 LINKED_DOCS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -161,10 +161,11 @@ def documented_exit_codes(text: str) -> set[int]:
 
 
 def cli_exit_codes() -> set[int]:
-    """The integers crawlstack/cli.py returns: literals, and module constants it returns by name."""
-    tree = ast.parse(CLI_SOURCE.read_text(encoding="utf-8"))
+    """The integers crawlstack/cli/ returns: literals, and module constants it returns by name."""
+    trees = [ast.parse(source.read_text(encoding="utf-8")) for source in CLI_SOURCES]
     constants = {
         target.id: node.value.value
+        for tree in trees
         for node in tree.body
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and type(node.value.value) is int
         for target in node.targets
@@ -184,7 +185,11 @@ def cli_exit_codes() -> set[int]:
         return set()
 
     return {
-        code for node in ast.walk(tree) if isinstance(node, ast.Return) and node.value for code in returned(node.value)
+        code
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Return) and node.value
+        for code in returned(node.value)
     }
 
 
@@ -198,8 +203,8 @@ def test_documented_exit_codes_are_the_ones_the_cli_uses() -> None:
     used = cli_exit_codes()
     never = sorted(documented - used)
     undocumented = sorted(used - documented)
-    assert not never, f"docs/reference.md documents exit codes crawlstack/cli.py never returns: {never}"
-    assert not undocumented, f"crawlstack/cli.py returns exit codes docs/reference.md does not document: {undocumented}"
+    assert not never, f"docs/reference.md documents exit codes crawlstack/cli/ never returns: {never}"
+    assert not undocumented, f"crawlstack/cli/ returns exit codes docs/reference.md does not document: {undocumented}"
 
 
 # --- links ---------------------------------------------------------------------------------

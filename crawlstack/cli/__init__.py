@@ -1440,7 +1440,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     parser.error("unknown command")
     return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
