@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from crawlstack import aws, cli, jobs, limits, settings
+from crawlstack.cli import common, crawl
 from crawlstack.local import runner
 
 LONGEST_CRAWL_ID = "\u00e9" * (limits.MAX_CRAWL_ID_BYTES // 2)  # 2 bytes each, 6 once percent-encoded
@@ -88,7 +89,7 @@ def test_crawl_flags_out_of_range_are_usage_errors(
 @pytest.mark.parametrize("value", ["0", "0.25", "300", "1e-3"])
 def test_delays_in_range_pass(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[float] = []
-    monkeypatch.setattr(cli, "_crawl", lambda args: started.append(args.delay) or 0)
+    monkeypatch.setattr(crawl, "run", lambda args: started.append(args.delay) or 0)
     assert cli.main(["crawl", "--local", "http://a.test/", "--out", str(tmp_path), "--delay", value]) == 0
     assert started == [float(value)]
 
@@ -128,7 +129,7 @@ def _summary() -> dict[str, Any]:
 
 def _no_stack(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     contacted: list[Any] = []
-    monkeypatch.setattr(cli, "_stack", lambda args: contacted.append(args) or pytest.fail("contacted the stack"))
+    monkeypatch.setattr(common, "stack", lambda args: contacted.append(args) or pytest.fail("contacted the stack"))
     return contacted
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crawlstack import patterns, settings
-from crawlstack.cli import _regex
+from crawlstack.cli.common import regex_flag
 from crawlstack.config import CrawlConfig
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping, compile_mapping_errors
@@ -265,7 +265,7 @@ def test_crawl_refuses_a_repeat_bomb_in_allow_or_deny_before_anything_is_written
 
 def test_the_cli_validates_allow_and_deny_with_the_crawl_engine() -> None:
     # A variable-width lookbehind: re refuses it, the crawl's engine runs it.
-    assert _regex(r"(?<=/(?:b|books)/)\d+$") == r"(?<=/(?:b|books)/)\d+$"
+    assert regex_flag(r"(?<=/(?:b|books)/)\d+$") == r"(?<=/(?:b|books)/)\d+$"
     assert patterns.compile(r"(?<=/(?:b|books)/)\d+$").search("https://x.example/books/12") is not None
 
 

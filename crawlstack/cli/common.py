@@ -1,0 +1,141 @@
+"""What several commands share: the usage error, argument types, the stack's options, tables on the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from crawlstack import limits, patterns, settings
+from crawlstack.limits import crawl_config_problem, integer_flag, number_flag
+from crawlstack.safe_text import terminal_text
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for; printed as one line."""
+
+
+def cidr_flag(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a CIDR: {value!r}") from exc
+
+
+def regex_flag(value: str) -> str:
+    try:
+        patterns.compile(value)  # the engine the crawl runs --allow/--deny on
+    except patterns.COMPILE_ERRORS as exc:
+        raise argparse.ArgumentTypeError(f"invalid regex {value!r}: {patterns.problem(exc)}") from exc
+    return value
+
+
+# Every numeric flag has a finite range (crawlstack.limits): a value past what
+# DynamoDB or the crawl can take is a usage error here, not a traceback mid-crawl.
+delay_flag = number_flag(limits.DELAY_SECONDS)
+max_depth_flag = integer_flag(limits.MAX_DEPTH)
+max_pages_flag = integer_flag(limits.MAX_PAGES)
+max_pages_per_host_flag = integer_flag(limits.MAX_PAGES_PER_HOST)
+list_limit_flag = integer_flag(limits.LIST_LIMIT)
+
+
+def port_flag(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from exc
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port {number} out of range (1-65535)")
+    return number
+
+
+PER_HOST_HELP = (
+    "URLs admitted per host name, a bound on spider traps "
+    f"(default {settings.DEFAULT_MAX_PAGES_PER_HOST}; 0 for no cap)"
+)
+ALLOW_PORT_HELP = (
+    "also fetch this port on any host in scope (repeatable); otherwise only 80, 443 "
+    "and each seed's own port, on that seed's host, are fetched"
+)
+
+
+def check_config_size(user_agent: str, *lists: list[str]) -> None:
+    problem = crawl_config_problem([user_agent, *(s for strings in lists for s in strings)])
+    if problem:
+        raise UsageError(problem)
+
+
+# --- a deployed stack -------------------------------------------------------------
+
+
+def stack_options() -> argparse.ArgumentParser:
+    """The options every command for a deployed stack takes."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("stack")
+    group.add_argument(
+        "--stack",
+        default=settings.STACK_NAME,
+        metavar="NAME",
+        help=f"the deployed stack whose outputs name the resources (default {settings.STACK_NAME})",
+    )
+    group.add_argument("--region", metavar="REGION", help="AWS region (default: AWS_REGION or your AWS config)")
+    group.add_argument("--endpoint-url", metavar="URL", help="an AWS-compatible endpoint (moto server) instead of AWS")
+    return common
+
+
+def add_athena_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=number_flag(limits.QUERY_TIMEOUT_SECONDS, stored=False),
+        default=settings.QUERY_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"cancel an Athena query still running after this long (default {settings.QUERY_TIMEOUT_SECONDS:g})",
+    )
+
+
+def stack(args: argparse.Namespace) -> Any:
+    """The stack ``--stack`` names, through its outputs.
+
+    Commands call it as ``common.stack``: one place where a test stands a fake stack in for every command.
+    """
+    from crawlstack.deployed import Connection, Stack  # boto3: only for commands that reach a stack
+
+    return Stack(Connection(args.region, args.endpoint_url), args.stack)
+
+
+def deployed_call(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a deployed-stack command; its DeployedError is one line on stderr and its exit status."""
+    from crawlstack.deployed import DeployedError
+
+    try:
+        return command(args)
+    except DeployedError as exc:
+        print(f"crawlstack: error: {terminal_text(str(exc))}", file=sys.stderr)
+        return exc.status
+
+
+# --- tables on the terminal -------------------------------------------------------
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    if not columns:  # a statement without a result set (DDL)
+        return
+    # Page text reaches the terminal here: no escape sequence of it may.
+    columns = [terminal_text(c) for c in columns]
+    cells = [[terminal_text(cell(v)) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells if i < len(r))]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip())
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)

@@ -1,0 +1,122 @@
+"""``crawlstack status``: queue depths and each crawl's counts, of a deployed stack or of a local crawl's OUT/."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from crawlstack import settings
+from crawlstack.cli import common
+from crawlstack.cli.common import UsageError, print_table
+from crawlstack.limits import crawl_id_lookup_flag
+from crawlstack.safe_text import terminal_text
+
+
+def register(sub: Any) -> None:
+    status = sub.add_parser(
+        "status",
+        parents=[common.stack_options()],
+        help="queue depths and a crawl's counts",
+        description="Queue depths (visible, in flight, delayed) and dead-letter depths, then URLs per outcome "
+        "and records extracted, per crawl or for crawl ID. The counts come from a Scan of the urls and results "
+        "tables, which reads every item: its cost grows with the tables (--no-counts skips it). A crawl's state "
+        "(running or stopped) and page budget come from the crawls table.",
+    )
+    status.add_argument(
+        "crawl_id", nargs="?", type=crawl_id_lookup_flag, metavar="ID", help="one crawl (default: every crawl)"
+    )
+    status.add_argument("--no-counts", action="store_true", help="queue depths only: no table scans")
+    status.add_argument(
+        "--local",
+        metavar="OUT_DIR",
+        help="a local crawl's OUT/ instead, read without taking its lock (works while the crawl runs)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.local:
+        from crawlstack.local.backend import StateError
+        from crawlstack.local.status import local_status
+
+        try:
+            found = local_status(Path(args.local), args.crawl_id)
+        except StateError as exc:
+            raise UsageError(f"--local: {exc}") from exc
+        rows = [[k, q.visible, q.in_flight, q.delayed, d.visible + d.in_flight] for k, (q, d) in found.queues.items()]
+        print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
+        if not args.no_counts:
+            _print_crawls(found.url_states, found.extracted, found.crawls, args.crawl_id)
+        _print_watch(found.sources)
+        return 0
+    from crawlstack.deployed import Queues, Tables
+
+    stack = common.stack(args)
+    queues = Queues(stack.connection)
+    rows = []
+    for key in settings.QUEUES:
+        depth, dead = queues.depth(stack.queue_url(key)), queues.depth(stack.dlq_url(key))
+        rows.append([key, depth.visible, depth.in_flight, depth.delayed, dead.visible + dead.in_flight])
+    print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
+    if args.no_counts:
+        return 0
+    tables = Tables(stack.connection)
+    states = tables.url_states(stack.table("urls"), args.crawl_id)
+    extracted = tables.count(stack.table("results"), args.crawl_id)
+    configs = tables.crawls(stack.table("crawls"), args.crawl_id)
+    _print_crawls(states, extracted, configs, args.crawl_id)
+    watch_table = stack.outputs.get(settings.OUTPUT_TABLE["watch"])
+    if watch_table:
+        sources = tables.watch_sources(watch_table)
+        schedule = stack.outputs.get(settings.OUTPUT_SCHEDULE)
+        if sources and schedule:
+            from crawlstack.deployed import schedule_state
+
+            state, expression = schedule_state(stack.connection, schedule)
+            print(f"\nwatch: schedule {terminal_text(schedule)} {state.lower()}, {expression}")
+        _print_watch(sources)
+    return 0
+
+
+def _print_watch(sources: Sequence[tuple[str, float | None, float | None, float | None, int, int]]) -> None:
+    """A watch's sources and where each stands, as ``status`` prints them (nothing without sources)."""
+    if not sources:
+        return
+    from crawlstack.crawllog import iso_time
+
+    print()
+    rows = [
+        [sid, _num(priority), _num(tokens), iso_time(nxt)[:19] + "Z" if nxt else "", checks, items]
+        for sid, priority, tokens, nxt, checks, items in sources
+    ]
+    print_table(["source", "checks/day", "tokens", "next check", "checks", "items"], rows)
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.3g}"
+
+
+def _print_crawls(
+    states: dict[str, Counter[str]], extracted: dict[str, int], configs: dict[str, dict[str, Any]], crawl_id: str | None
+) -> None:
+    """URLs per state, records and the page budget of each crawl, as ``status`` prints them."""
+    from crawlstack.deployed import URL_STATES, url_counts
+
+    crawls = sorted(set(states) | set(extracted) | set(configs) | ({crawl_id} if crawl_id else set()))
+    print()
+    if not crawls:
+        print("no crawl has seen a URL yet")
+        return
+    rows = []
+    for crawl in crawls:
+        config = configs.get(crawl, {})
+        counts = url_counts(states.get(crawl, {}), config)
+        budget = ""
+        if config.get("max_pages") is not None:
+            budget = f"{config.get('pages_admitted', 0)}/{config['max_pages']}"
+        # A crawl without a config item runs on the stack's defaults.
+        state = config.get("state", "running")
+        rows.append([crawl, state, *(counts.get(s, 0) for s in URL_STATES), extracted.get(crawl, 0), budget])
+    print_table(["crawl", "state", *URL_STATES, "extracted", "budget"], rows)

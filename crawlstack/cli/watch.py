@@ -1,0 +1,94 @@
+"""``crawlstack watch --local OUT``: re-check a watch's sources on their schedule, new items to OUT/events.jsonl."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from crawlstack import limits
+from crawlstack.cli.common import ALLOW_PORT_HELP, UsageError, cidr_flag, delay_flag, port_flag
+from crawlstack.limits import integer_flag, number_flag, user_agent_flag
+from crawlstack.safe_text import terminal_text
+
+
+def register(sub: Any) -> None:
+    watch = sub.add_parser(
+        "watch",
+        help="re-check a watch's sources on their schedule, publishing new items to OUT/events.jsonl",
+        description="Re-check the sources in OUT (crawlstack sources add) on their schedule until stopped, "
+        "through the crawl's handlers and politeness; each new item is one line of OUT/events.jsonl. "
+        "Run it again to resume: a flag not given is the watch's own from its last run, and a simulation goes on "
+        "as it was.",
+    )
+    watch.add_argument("--local", metavar="OUT_DIR", required=True, help="the watch's output directory")
+    watch.add_argument(
+        "--checks-per-day",
+        type=integer_flag(limits.CHECKS_PER_DAY),
+        metavar="N",
+        help="a day's budget of checks for all sources together (default: no budget)",
+    )
+    watch.add_argument(
+        "--simulate-days",
+        type=number_flag(limits.SIMULATE_DAYS, stored=False),
+        metavar="N",
+        help="run N simulated days, then stop; simulated time is --sim-start + --speed x wall time elapsed "
+        "(run again, a simulation goes on to its own end)",
+    )
+    watch.add_argument(
+        "--speed",
+        type=number_flag(limits.SIMULATION_SPEED, stored=False),
+        metavar="X",
+        help="simulated seconds per wall second (default 1; run again, the simulation's own unless given)",
+    )
+    watch.add_argument(
+        "--sim-start",
+        type=limits.time_flag(limits.SIM_START_YEARS),
+        metavar="ISO8601",
+        help="the simulation's start, in the years {} to {} (default: now)".format(*limits.SIM_START_YEARS),
+    )
+    # No defaults here: a flag not given is the watch's own from its last run (WatchSettings).
+    watch.add_argument("--delay", type=delay_flag, metavar="SECONDS", help="as for crawl")
+    watch.add_argument("--user-agent", type=user_agent_flag, metavar="STRING", help="as for crawl")
+    watch.add_argument("--allow-private", type=cidr_flag, action="append", metavar="CIDR", help="as for crawl")
+    watch.add_argument("--allow-port", type=port_flag, action="append", metavar="PORT", help=ALLOW_PORT_HELP)
+    watch.add_argument(
+        "--concurrency", type=integer_flag(limits.CONCURRENCY), default=8, metavar="N", help="concurrent fetch batches"
+    )
+    watch.add_argument("--no-progress", action="store_true", help="no progress lines")
+
+
+def run(args: argparse.Namespace) -> int:
+    # The local stack (the handlers, SQLite): only when watching.
+    from crawlstack.local.backend import StateError
+    from crawlstack.local.sqlite.db import StorageFull
+    from crawlstack.local.watch import WatchOptions, watch_local
+
+    options = WatchOptions(
+        out=args.local,
+        checks_per_day=args.checks_per_day,
+        delay=args.delay,
+        user_agent=args.user_agent,
+        allow_private=None if args.allow_private is None else tuple(args.allow_private),
+        allow_ports=None if args.allow_port is None else tuple(args.allow_port),
+        simulate_days=args.simulate_days,
+        speed=args.speed,
+        sim_start=args.sim_start,
+        fetch_concurrency=args.concurrency,
+        progress=not args.no_progress,
+    )
+    try:
+        done = watch_local(options)
+    except StateError as exc:
+        raise UsageError(str(exc)) from exc
+    except StorageFull as exc:
+        print(
+            f"crawlstack: error: {terminal_text(str(exc))}; the watch stopped: make room, then run it again",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"watched until {done['sim_reached'][:19]}Z: {done['checks_sent']} checks sent, {done['checks_done']} done, "
+        f"{done['items_seen']} items seen -> {args.local}/events.jsonl"
+    )
+    return 130 if done["interrupted"] else 0
