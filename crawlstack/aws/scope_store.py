@@ -7,7 +7,7 @@ from crawlstack.aws.urls import note_url
 
 
 class ScopeStore:
-    """Dispatch's scope bookkeeping (``crawlstack.dispatcher.ScopeRecords``).
+    """Dispatch's scope bookkeeping (``crawlstack.dispatch.ScopeRecords``).
 
     * Per-host page counters: one item per host name and crawl in the hosts
       table, ``kind`` = ``pages#<crawl_id>``, beside the host's run item.

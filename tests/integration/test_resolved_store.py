@@ -12,10 +12,10 @@ from test_handlers import sqs_event
 
 from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatcher import RECORD_COMPLETE
 from crawlstack.local.pump import LambdaContext
 from crawlstack.local.sqlite import SqliteResolved, StateDb
 from crawlstack.messages import FrontierMessage
+from crawlstack.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
 from functions.dispatch import handler as dispatch
 
