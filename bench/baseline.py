@@ -364,9 +364,13 @@ def _child_rules(data: Path, spec: dict[str, Any]) -> tuple[float, float, float,
 
 def _child_object(data: Path, spec: dict[str, Any]) -> tuple[float, float, float, str]:
     from crawlstack.config import CrawlConfig
-    from crawlstack.extractor import Extractor
     from crawlstack.rules import RuleSet
     from crawlstack.rules.mapping import compile_mapping
+
+    try:
+        from crawlstack.extract import Extractor
+    except ImportError:  # a ref from before the extract package: its one module
+        from crawlstack.extractor import Extractor  # type: ignore[no-redef]
 
     rules = RuleSet((compile_mapping("bench", spec["mapping"]),))
     config = CrawlConfig(crawl_id=CRAWL_ID)

@@ -27,7 +27,7 @@ from urllib.parse import urljoin
 
 from crawlstack import http, settings
 from crawlstack.config import CrawlConfig, seed_port_key
-from crawlstack.extractor import page_links
+from crawlstack.extract import page_links
 from crawlstack.fetch_outcomes import MAX_REDIRECT_HOPS
 from crawlstack.headers import normalized_content_type, parse_location
 from crawlstack.robots import RobotsPolicy, RobotsRecord, redirect_refusal

@@ -40,7 +40,7 @@ from crawlstack.rules import RuleSet, load_rules
 
 if TYPE_CHECKING:
     # Each handler imports the one it uses: dispatch needs neither (nor WARCs, warcio), fetch no extractor.
-    from crawlstack.extractor import Extractor
+    from crawlstack.extract import Extractor
     from crawlstack.local import sqlite as local
     from crawlstack.runs.runner import HostRunner
     from crawlstack.watch.pages import CheckPages
@@ -198,7 +198,7 @@ class Services:
 
     @cached_property
     def extractor(self) -> Extractor:
-        from crawlstack.extractor import Extractor
+        from crawlstack.extract import Extractor
 
         frontier = self.stores.frontier_queue
         checks = (

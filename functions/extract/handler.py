@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from crawlstack.dispatch import Outbox
-from crawlstack.extractor import SkippedLinks
+from crawlstack.extract import SkippedLinks
 from crawlstack.messages import FrontierMessage, created_objects, pack_links
 from crawlstack.warc import WarcUnreadable
 from crawlstack.wiring import Services, services

@@ -369,7 +369,7 @@ def test_least_privilege_per_function(stack, resources):
     assert TABLE_READS["dispatch"] == TABLE_READS["fetch"] == ("resolved",)
     assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"]
     assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)
-    # Extract writes a failed page's outcome to urls and its crawl-log line (crawlstack.extractor),
+    # Extract writes a failed page's outcome to urls and its crawl-log line (crawlstack.extract),
     # and an event too large for EventBridge under events/ (the watch's grants: test_watch.py).
     assert BUCKET_ACCESS["extract"] == (
         (settings.PAGES_PREFIX,),
@@ -574,7 +574,7 @@ def test_dashboard_shows_queues_pipeline_metrics_and_errors(template):
 
 def test_glue_tables_project_partitions_from_the_key_layout(stack, resources):
     from crawlstack.crawllog import partition_path
-    from crawlstack.extractor import records_key
+    from crawlstack.extract import records_key
 
     bucket_ref = {"Ref": lid(stack, stack.storage.bucket)}
     (database,) = of_type(resources, "AWS::Glue::Database").values()

@@ -43,7 +43,7 @@ def act(plan: Path, url: str, suffix: str) -> None:
 
 def main() -> int:
     plan, stage, suffix, *argv = sys.argv[1:]
-    from crawlstack.extractor import Extractor
+    from crawlstack.extract import Extractor
     from crawlstack.local import runner
     from crawlstack.local.sqlite import SqliteJournal
 

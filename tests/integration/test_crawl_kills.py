@@ -155,7 +155,7 @@ def test_redrive_is_refused_while_a_crawl_holds_out_and_show_still_reads(web: Lo
 def test_a_warc_whose_extraction_fails_every_try_says_so_on_its_pages_lines(
     crawl: Crawl, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from crawlstack.extractor import Extractor
+    from crawlstack.extract import Extractor
     from crawlstack.local import runner
 
     web.add_host(A, star_site(3))

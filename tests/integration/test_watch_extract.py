@@ -9,7 +9,7 @@ from typing import Any
 from fakes import FakeBlobs, FakeCrawls, FakeResults
 
 from crawlstack.config import CrawlConfig
-from crawlstack.extractor import Extractor
+from crawlstack.extract import Extractor
 from crawlstack.local.sqlite import StateDb
 from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.messages import CheckRef, FrontierMessage

@@ -12,7 +12,7 @@ from crawlstack import http
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Link, Outbox, dispatch_in_turns
 from crawlstack.dispatch import link as link_module
-from crawlstack.extractor import Extractor
+from crawlstack.extract import Extractor
 from crawlstack.messages import FrontierMessage, frontier_messages, pack_links
 from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet

@@ -40,8 +40,8 @@ DEFERRED_ALL = (
 )
 # And each handler leaves out the services of the others (crawlstack.wiring).
 DEFERRED = {
-    "dispatch": (*DEFERRED_ALL, "crawlstack.extractor", "crawlstack.fetcher", "crawlstack.warc", "warcio"),
-    "fetch": (*DEFERRED_ALL, "crawlstack.extractor"),
+    "dispatch": (*DEFERRED_ALL, "crawlstack.extract", "crawlstack.fetcher", "crawlstack.warc", "warcio"),
+    "fetch": (*DEFERRED_ALL, "crawlstack.extract"),
     "extract": (*DEFERRED_ALL, "crawlstack.fetcher"),
 }
 

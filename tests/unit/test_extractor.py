@@ -11,7 +11,7 @@ from fakes import FakeBlobs, FakeCrawls, FakeResults
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.extractor import Extractor, records_key
+from crawlstack.extract import Extractor, records_key
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.urls import fingerprint

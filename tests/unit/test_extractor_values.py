@@ -10,7 +10,7 @@ from typing import Any
 from fakes import FakeBlobs, FakeCrawls, FakeResolved, FakeResults
 
 from crawlstack.config import CrawlConfig
-from crawlstack.extractor import Extractor
+from crawlstack.extract import Extractor
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.storable import OMITTED_PREFIX, omitted, size

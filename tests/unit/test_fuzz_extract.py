@@ -28,7 +28,7 @@ from warcio.warcwriter import WARCWriter
 
 from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
-from crawlstack.extractor import Extracted, Extractor
+from crawlstack.extract import Extracted, Extractor
 from crawlstack.rules import RuleSet, load_rules
 from crawlstack.urls import InvalidURL, canonicalize, fingerprint
 from crawlstack.warc import Exchange, WarcUnreadable, read_warc, write_warc

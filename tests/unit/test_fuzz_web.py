@@ -50,7 +50,7 @@ from crawlstack import http
 from crawlstack import settings as crawl_settings
 from crawlstack.addresses import embedded_ipv4, is_public, why_refused
 from crawlstack.config import CrawlConfig
-from crawlstack.extractor import Extractor, SkippedLinks, page_links
+from crawlstack.extract import Extractor, SkippedLinks, page_links
 from crawlstack.fetch_outcomes import retry_after_seconds
 from crawlstack.headers import (
     MAX_CHARSET_CHARS,

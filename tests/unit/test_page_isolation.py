@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from fakes import FakeBlobs, FakeCrawls, FakeResults, FakeUrls
 
-from crawlstack import extractor as extractor_module
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.extractor import Extractor
+from crawlstack.extract import Extractor
+from crawlstack.extract import extractor as extractor_module
 from crawlstack.rules import RuleSet, budget
 from crawlstack.rules.mapping import Mapping, compile_mapping
 from crawlstack.urls import fingerprint

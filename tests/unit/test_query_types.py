@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crawlstack import tables
-from crawlstack.extractor import record_line
+from crawlstack.extract import record_line
 from crawlstack.local.query import query_local
 from crawlstack.tables import numbers_of
 

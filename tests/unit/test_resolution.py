@@ -11,7 +11,7 @@ from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeResolved, Fak
 from crawlstack import aws, http, settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Link, Outbox
-from crawlstack.extractor import Extracted, Extractor
+from crawlstack.extract import Extracted, Extractor
 from crawlstack.messages import FrontierMessage
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecord, found, found_fields
 from crawlstack.robots import RobotsRecord

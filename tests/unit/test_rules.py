@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crawlstack.extractor import page_links
+from crawlstack.extract import page_links
 from crawlstack.rules import Page, RuleError, RuleSet, RulesInvalid, load_rules
 from crawlstack.rules.mapping import compile_mapping
 

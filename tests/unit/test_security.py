@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import crawl_log_objects
 from crawlstack.demo.server import LoggedRequest, LoopbackWeb, Response
-from crawlstack.extractor import Extractor, records_key
+from crawlstack.extract import Extractor, records_key
 from crawlstack.fetch_outcomes import Fetched, failure_class, warc_key
 from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.redact import secret_value

@@ -22,7 +22,7 @@ from lxml import etree
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.extractor import Extractor
+from crawlstack.extract import Extractor
 from crawlstack.rules import RuleSet, budget
 from crawlstack.rules.mapping import Mapping, compile_mapping
 from crawlstack.rules.page import Page

@@ -83,7 +83,7 @@ def main() -> None:
     from fakes import FakeBlobs, FakeCrawls, FakeResults
 
     from crawlstack.config import CrawlConfig
-    from crawlstack.extractor import Extractor
+    from crawlstack.extract import Extractor
     from crawlstack.rules import RuleSet, load_rules
     from crawlstack.warc import Exchange, write_warc
 
