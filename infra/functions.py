@@ -35,7 +35,7 @@ TABLE_ACCESS = {
     "dispatch": ("crawls", "urls", "hosts", "frontier"),
     "fetch": ("crawls", "urls", "hosts", "frontier"),
     # Merges page fields into resolved records; reads each page's depth from urls and writes a page's
-    # failed extraction there (crawlstack.extract).
+    # failed extraction there (crawlstack.extract.outcomes).
     # And the watch: a checked page's items seen, the check's end (crawlstack.watch.pages).
     "extract": ("crawls", "results", "resolved", "urls", "watch"),
     # Plans, claims and settles checks in watch; the watch crawl's item in crawls.

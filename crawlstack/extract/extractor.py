@@ -39,26 +39,26 @@ page's fields again changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
-import math
 import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin
 
 from crawlstack import patterns, settings
 from crawlstack.config import CrawlConfig
-from crawlstack.crawllog import PageFailure, failure_objects
-from crawlstack.errors import failure
-from crawlstack.messages import CheckRef, FrontierMessage, InvalidMessage
+from crawlstack.crawllog import PageFailure
+from crawlstack.extract.metadata import page_metadata
+from crawlstack.extract.outcomes import failure_reason, record_outcomes, stored_depths
+from crawlstack.extract.ports import Blobs, Crawls, PageOutcomes, Results
+from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
 from crawlstack.rules import Mapping, Page, RuleSet, budget
-from crawlstack.rules.budget import BudgetExceeded, page_budget
+from crawlstack.rules.budget import page_budget
 from crawlstack.scope import out_of_scope, rules_for
 from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
 from crawlstack.tables import numbers_of
@@ -70,27 +70,6 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 if TYPE_CHECKING:  # only a watch's extract has one; the handlers' asset need not ship it
     from crawlstack.watch.pages import CheckPages
-
-
-class Crawls(Protocol):
-    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
-
-
-class Results(Protocol):
-    def put(self, record: dict[str, Any]) -> None: ...
-
-
-class Blobs(Protocol):
-    def get(self, key: str, bucket: str | None = None) -> bytes: ...
-    def put(self, key: str, data: bytes, content_type: str) -> None: ...
-
-
-class PageOutcomes(Protocol):
-    """The urls table, where a page's crawl-log line comes from."""
-
-    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
-    def add_note(self, crawl_id: str, fp: str, note: str) -> None: ...
-    def depths(self, crawl_id: str, fps: Iterable[str]) -> dict[str, int]: ...
 
 
 # How much of a skipped href a log example keeps.
@@ -213,35 +192,6 @@ def _joined(base_url: str, href: str) -> str:
     return joined[: settings.MAX_URL_LENGTH + 1]
 
 
-def failure_reason(exc: Exception) -> str:
-    """A failed page's reason: its budget's own words, else the exception's type and place (never its message)."""
-    return str(exc) if isinstance(exc, BudgetExceeded) else f"extraction failed: {failure(exc)}"
-
-
-def page_metadata(raw: dict[str, Any]) -> dict[str, Any]:
-    """The WARC metadata extract reads, each key kept only with the type the fetcher writes.
-
-    A WARC written by another tool (or by hand) may carry anything there; a
-    value of the wrong type is treated as absent rather than failing the file.
-    """
-    meta = {k: raw[k] for k in ("crawl_id", "fp", "record_id", "referrer") if isinstance(raw.get(k), str)}
-    depth = raw.get("depth")
-    if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0:
-        meta["depth"] = depth
-    fetched_at = raw.get("fetched_at")
-    if isinstance(fetched_at, int | float) and not isinstance(fetched_at, bool) and math.isfinite(fetched_at):
-        meta["fetched_at"] = fetched_at
-    want = raw.get("want")
-    if isinstance(want, list) and all(isinstance(w, str) for w in want):
-        meta["want"] = want
-    with contextlib.suppress(InvalidMessage):
-        if raw.get("check") is not None:
-            meta["check"] = CheckRef.from_dict(raw["check"]).to_dict()
-    if raw.get("retried") is True:
-        meta["retried"] = True
-    return meta
-
-
 class SentLinks:
     """A bounded, least-recently-used memory of outlinks already sent, with the smallest depth each went at.
 
@@ -303,7 +253,7 @@ class Extractor:
     def extract_object(self, bucket: str, key: str) -> Extracted:
         out = Extracted()
         pages = list(read_warc(self.blobs.get(key, bucket=bucket)))
-        depths = self._stored_depths(pages)
+        depths = stored_depths(self.outcomes, pages)
         for archived in pages:
             self._extract_page(archived, out, depths)
         unique: dict[tuple[str, str | None, str], FrontierMessage] = {}
@@ -324,36 +274,8 @@ class Extractor:
                 self.blobs.put(object_key, gzip.compress(body.encode("utf-8")), "application/x-ndjson")
             for record in out.records:
                 self.results.put(record)
-        self._record_outcomes(key, out)
+        record_outcomes(self.blobs, self.outcomes, key, out.failed, out.notes)
         return out
-
-    def _record_outcomes(self, warc_key: str, out: Extracted) -> None:
-        """Failed pages get crawl-log lines (S3, for Athena) and become ``failed`` in the urls table, notes too."""
-        if out.failed:
-            for key, data in failure_objects(out.failed, warc_key, time.time()).items():
-                self.blobs.put(key, data, "application/x-ndjson")
-        if self.outcomes is None:
-            return
-        for failed in out.failed:
-            if failed.fp:
-                self.outcomes.set_outcome(failed.crawl_id, failed.fp, "failed", reason=failed.reason)
-        for crawl_id, fp, note in out.notes:
-            self.outcomes.add_note(crawl_id, fp, note)
-
-    def _stored_depths(self, pages: list[WarcPage]) -> dict[tuple[str, str], int]:
-        """The urls table's depth of each page (one batched read per crawl): smaller when found again nearer a seed."""
-        if self.outcomes is None:
-            return {}
-        by_crawl: dict[str, list[str]] = {}
-        for archived in pages:
-            meta = page_metadata(archived.metadata)
-            if meta.get("fp") and 200 <= archived.status < 300:
-                by_crawl.setdefault(str(meta.get("crawl_id") or settings.DEFAULT_CRAWL_ID), []).append(meta["fp"])
-        return {
-            (crawl_id, fp): depth
-            for crawl_id, fps in by_crawl.items()
-            for fp, depth in self.outcomes.depths(crawl_id, fps).items()
-        }
 
     def _extract_page(self, archived: WarcPage, out: Extracted, depths: dict[tuple[str, str], int]) -> None:
         meta = page_metadata(archived.metadata)

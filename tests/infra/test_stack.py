@@ -369,7 +369,7 @@ def test_least_privilege_per_function(stack, resources):
     assert TABLE_READS["dispatch"] == TABLE_READS["fetch"] == ("resolved",)
     assert "resolved" not in TABLE_ACCESS["dispatch"] + TABLE_ACCESS["fetch"]
     assert BUCKET_ACCESS["fetch"][1] == (settings.PAGES_PREFIX, settings.CRAWL_LOG_PREFIX)
-    # Extract writes a failed page's outcome to urls and its crawl-log line (crawlstack.extract),
+    # Extract writes a failed page's outcome to urls and its crawl-log line (crawlstack.extract.outcomes),
     # and an event too large for EventBridge under events/ (the watch's grants: test_watch.py).
     assert BUCKET_ACCESS["extract"] == (
         (settings.PAGES_PREFIX,),
