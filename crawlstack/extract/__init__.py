@@ -3,11 +3,9 @@
 from crawlstack.extract.extractor import (
     Extracted,
     Extractor,
-    SentLinks,
-    SkippedLinks,
-    page_links,
     record_line,
     records_key,
 )
+from crawlstack.extract.outlinks import SentLinks, SkippedLinks, page_links
 
 __all__ = ["Extracted", "Extractor", "SentLinks", "SkippedLinks", "page_links", "record_line", "records_key"]

@@ -3,25 +3,9 @@
 For each archived 2xx response, the first mapping whose ``url_patterns``
 match runs its fields; the record goes to the results table and, with the
 rest of the WARC's records of its crawl, into one gzipped JSON-lines object
-under ``records/crawl_id=<id>/dt=<day>/`` (for Athena).  Outlinks go to the frontier at depth + 1: from a
-mapped page whose mapping has ``url_parsers``, the links those return; from
-any other page, every link on it that is in scope, unless this container
-sent it already at that depth or less (``SentLinks``; dispatch's dedupe
-stays the final word).  A page's depth is the smallest it was found at
-before it was extracted: the urls table's, read once per WARC.  Pages with
-``<meta name="robots" content="nofollow">`` give no links.
-
-Hrefs not followed are counted per WARC by class (``SkippedLinks``: the
-``InvalidURL`` kinds, such as ``scheme`` for ``javascript:``/``mailto:``/
-``data:``/``tel:``, ``percent-escape``, ``ipv6``, ``port``, ``too-long``; and
-``off-site`` and ``deny`` for links out of scope, ``over-page-cap`` for
-in-scope links past ``settings.MAX_OUTLINKS_PER_PAGE``), with the first
-``settings.SKIPPED_LINK_SAMPLE`` hrefs and their reasons kept as examples, so
-the handler logs one line per WARC however large its pages.  Ports and
-trap-shaped URLs (``scope.refusal``) are left to dispatch, which notes each in
-the crawl log; so are the first ``settings.INVALID_LINKS_FORWARDED_PER_PAGE``
-malformed hrefs of a page (each once per container), which dispatch drops
-with their reasons ("invalid URL: scheme 'javascript' is not http or https").
+under ``records/crawl_id=<id>/dt=<day>/`` (for Athena).  Outlinks go to
+the frontier at depth + 1 (``crawlstack.extract.outlinks``).  A page's depth is the smallest it was found at
+before it was extracted: the urls table's, read once per WARC.
 
 A mapped page whose WARC metadata carries a ``record_id`` also merges its
 found fields into that record (``crawlstack.resolution``); once the record
@@ -41,28 +25,25 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 import time
-from collections import Counter, OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urljoin
+from urllib.parse import quote
 
 from crawlstack import patterns, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.crawllog import PageFailure
 from crawlstack.extract.metadata import page_metadata
 from crawlstack.extract.outcomes import failure_reason, record_outcomes, stored_depths
+from crawlstack.extract.outlinks import SentLinks, SkippedLinks, frontier_batch, page_outlinks
 from crawlstack.extract.ports import Blobs, Crawls, PageOutcomes, Results
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
-from crawlstack.rules import Mapping, Page, RuleSet, budget
+from crawlstack.rules import Mapping, Page, RuleSet
 from crawlstack.rules.budget import page_budget
-from crawlstack.scope import out_of_scope, rules_for
+from crawlstack.scope import rules_for
 from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
 from crawlstack.tables import numbers_of
-from crawlstack.urls import InvalidURL, resolve_link
 from crawlstack.warc import WarcPage, read_warc
 
 # The statuses fetch follows (crawlstack.fetch_outcomes): their targets go on with a watch's check.
@@ -70,36 +51,6 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 if TYPE_CHECKING:  # only a watch's extract has one; the handlers' asset need not ship it
     from crawlstack.watch.pages import CheckPages
-
-
-# How much of a skipped href a log example keeps.
-_SAMPLE_HREF_CHARS = 200
-
-
-@dataclass
-class SkippedLinks:
-    """Hrefs not followed: a count per class and the first few as examples (href, reason)."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    sample: list[tuple[str, str]] = field(default_factory=list)
-    sample_size: int = settings.SKIPPED_LINK_SAMPLE
-
-    def add(self, kind: str, href: str, reason: str) -> None:
-        self.counts[kind] += 1
-        if len(self.sample) < self.sample_size:
-            cut = href if len(href) <= _SAMPLE_HREF_CHARS else href[: _SAMPLE_HREF_CHARS - 1] + "…"
-            self.sample.append((cut, reason))
-
-    def __bool__(self) -> bool:
-        return bool(self.counts)
-
-    def merge(self, other: SkippedLinks) -> None:
-        self.counts.update(other.counts)
-        self.sample.extend(other.sample[: max(0, self.sample_size - len(self.sample))])
-
-
-def _scope_kind(reason: str) -> str:
-    return "deny" if "deny" in reason else "off-site"
 
 
 @dataclass
@@ -155,76 +106,6 @@ def record_line(record: dict[str, Any]) -> str:
     return json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def page_links(
-    page: Page, mapping: Mapping | None, skipped: SkippedLinks | None = None, invalid: dict[str, None] | None = None
-) -> list[str]:
-    """Absolute canonical links the crawler would follow from ``page`` (before scope).
-
-    A mapping with url_parsers chooses them (on HTML, XML or JSON pages);
-    otherwise every followable link of an HTML page, and the hrefs that are
-    no URL the crawler can fetch go to ``skipped`` with their reasons, and
-    the page's first few (absolute where they can be made so) to ``invalid``.
-    ``<meta name="robots" content="nofollow">`` gives none either way.
-    """
-    if "nofollow" in page.meta_robots or "none" in page.meta_robots:
-        return []
-    if mapping is not None and mapping.url_parsers:
-        return mapping.links(page)
-    seen: dict[str, None] = {}
-    for href in page.hrefs(settings.MAX_HREFS_PER_PAGE):
-        budget.check()
-        try:
-            seen.setdefault(resolve_link(page.base_url, href))
-        except InvalidURL as exc:
-            if skipped is not None:
-                skipped.add(exc.kind, href, str(exc))
-            if invalid is not None and len(invalid) < settings.INVALID_LINKS_FORWARDED_PER_PAGE and href.strip():
-                invalid.setdefault(_joined(page.base_url, href))
-    return list(seen)
-
-
-def _joined(base_url: str, href: str) -> str:
-    """``href`` made absolute where it can be, and bounded (an SQS message holds 256 KiB)."""
-    try:
-        joined = urljoin(base_url, href.strip())
-    except ValueError:
-        joined = href.strip()
-    return joined[: settings.MAX_URL_LENGTH + 1]
-
-
-class SentLinks:
-    """A bounded, least-recently-used memory of outlinks already sent, with the smallest depth each went at.
-
-    A link found again at a smaller depth is sent again, so dispatch can give
-    its URL that depth (``crawlstack.dispatch.dedupe``); deeper copies are not.
-    """
-
-    def __init__(self, size: int = settings.OUTLINK_CACHE_SIZE) -> None:
-        self.size = size
-        self._depths: OrderedDict[tuple[str, str | None, str], int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def known(self, crawl_id: str, record_id: str | None, url: str, depth: int | None = None) -> bool:
-        """Whether the link went out already, at ``depth`` or less (any depth when None)."""
-        key = (crawl_id, record_id, url)
-        with self._lock:
-            sent = self._depths.get(key)
-            if sent is None or (depth is not None and depth < sent):
-                return False
-            self._depths.move_to_end(key)
-            return True
-
-    def remember(self, links: Iterable[FrontierMessage]) -> None:
-        """Call once the links are in the frontier queue, not before: a failed send must be retried in full."""
-        with self._lock:
-            for link in links:
-                key = (link.crawl_id, link.record_id, link.url)
-                self._depths[key] = min(link.depth, self._depths.get(key, link.depth))
-                self._depths.move_to_end(key)
-            while len(self._depths) > self.size:
-                self._depths.popitem(last=False)
-
-
 class Extractor:
     def __init__(
         self,
@@ -256,12 +137,7 @@ class Extractor:
         depths = stored_depths(self.outcomes, pages)
         for archived in pages:
             self._extract_page(archived, out, depths)
-        unique: dict[tuple[str, str | None, str], FrontierMessage] = {}
-        for link in out.outlinks:
-            if link.record_id and (link.crawl_id, link.record_id) in self._completed:
-                continue  # its record completed on a later page of this WARC
-            unique.setdefault((link.crawl_id, link.record_id, link.url), link)
-        out.outlinks = list(unique.values())
+        out.outlinks = frontier_batch(out.outlinks, self._completed)
         if out.records:
             # One object per crawl in the WARC, so each lands in its crawl's partition.
             by_crawl: dict[str, list[dict[str, Any]]] = {}
@@ -388,7 +264,8 @@ class Extractor:
                 # that a value no store can take fails this page, not the WARC.
                 found.records.append(json_safe(record))
         if depth + 1 <= config.max_depth:
-            found.outlinks = list(self._outlinks(page, mapping, depth + 1, config, meta, found.skipped))
+            outlinks = page_outlinks(page, mapping, depth + 1, config, meta, found.skipped, self.rules, self.sent)
+            found.outlinks = list(outlinks)
         found.notes[:0] = page.notes
         return found
 
@@ -409,45 +286,3 @@ class Extractor:
     def _record_complete(self, crawl_id: str, meta: dict[str, Any]) -> bool:
         """Every wanted field of the page's record found (as this container knows): follow nothing more."""
         return bool(meta.get("record_id")) and (crawl_id, str(meta["record_id"])) in self._completed
-
-    def _outlinks(
-        self,
-        page: Page,
-        mapping: Mapping | None,
-        depth: int,
-        config: CrawlConfig,
-        meta: dict[str, Any],
-        skipped: SkippedLinks,
-    ) -> Iterable[FrontierMessage]:
-        via = mapping.name if mapping is not None and mapping.url_parsers else None
-        invalid: dict[str, None] = {}
-        sent = 0
-        for link in page_links(page, mapping, skipped, invalid):
-            budget.check()
-            reason = out_of_scope(
-                link, depth, config, self.rules, chosen_by_rule=via is not None, wants=meta.get("want") or ()
-            )
-            if reason:
-                skipped.add(_scope_kind(reason), link, reason)
-                continue
-            if sent >= settings.MAX_OUTLINKS_PER_PAGE:
-                skipped.add("over-page-cap", link, f"more than {settings.MAX_OUTLINKS_PER_PAGE} links on the page")
-                continue
-            sent += 1
-            if self.sent.known(config.crawl_id, meta.get("record_id"), link, depth):
-                continue
-            yield FrontierMessage(
-                url=link,
-                depth=depth,
-                crawl_id=config.crawl_id,
-                referrer=page.url,
-                record_id=meta.get("record_id"),
-                want=tuple(meta.get("want") or ()),
-                via=via,
-                canonical=True,  # resolve_link canonicalised it: dispatch need not again
-            )
-        # Malformed hrefs go on too, once per container: dispatch drops each
-        # with its reason, so the crawl log says what became of it.
-        for raw in invalid:
-            if not self.sent.known(config.crawl_id, None, raw):
-                yield FrontierMessage(url=raw, depth=depth, crawl_id=config.crawl_id, referrer=page.url)

@@ -18,7 +18,7 @@ from fakes import FakeBlobs, FakeCrawls, FakeResults, FakeUrls
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.extract import Extractor
+from crawlstack.extract import Extractor, outlinks
 from crawlstack.extract import extractor as extractor_module
 from crawlstack.rules import RuleSet, budget
 from crawlstack.rules.mapping import Mapping, compile_mapping
@@ -93,7 +93,7 @@ def raise_for_hostile(real: Any, url_of: Any) -> Any:
         # decoding and parsing: the page itself
         (extractor_module, "Page", lambda url, *rest: url),
         # link extraction
-        (extractor_module, "page_links", lambda page, *rest: page.url),
+        (outlinks, "page_links", lambda page, *rest: page.url),
         # the mapping, past its per-field guard
         (Mapping, "extract", lambda mapping, page: page.url),
         # conversion for storage
