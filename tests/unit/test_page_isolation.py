@@ -18,7 +18,7 @@ from fakes import FakeBlobs, FakeCrawls, FakeResults, FakeUrls
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.extract import Extractor, outlinks
+from crawlstack.extract import Extractor, outlinks, records
 from crawlstack.extract import extractor as extractor_module
 from crawlstack.rules import RuleSet, budget
 from crawlstack.rules.mapping import Mapping, compile_mapping
@@ -97,7 +97,7 @@ def raise_for_hostile(real: Any, url_of: Any) -> Any:
         # the mapping, past its per-field guard
         (Mapping, "extract", lambda mapping, page: page.url),
         # conversion for storage
-        (extractor_module, "json_safe", lambda record, *rest: record.get("url")),
+        (records, "json_safe", lambda record, *rest: record.get("url")),
     ],
 )
 def test_a_raise_at_any_step_fails_that_page_alone(
