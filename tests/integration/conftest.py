@@ -1,5 +1,6 @@
 """Fixtures for the local-crawl integration tests.
 
+``handler_loggers`` (session, automatic): the handlers' loggers, built before any test.
 ``stack``: the stack's queues, tables and bucket on the embedded emulator, their
 names in the environment as the Lambdas see them (no rules loaded);
 ``stack_names``: the same names as the adapters take them.
@@ -64,6 +65,22 @@ def _run_in_process(argv: list[str], timeout: float) -> tuple[int | None, str]:
     if "error" in outcome:
         return 1, outcome["error"]
     return int(outcome.get("code") or 0), ""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def handler_loggers() -> None:
+    """Build the handlers' Powertools loggers once, before any test, on the session's stdout.
+
+    They are process-wide (named loggers; ``for_service`` caches them) and each
+    keeps the stream that was ``sys.stdout`` when it was built, as in Lambda.
+    Left to the run's first in-process crawl, they kept that test's capsys
+    stream, which closes when the test ends: every later crawl then failed on
+    it ("I/O operation on closed file", LogMeter flushing the handler's stream).
+    """
+    from functions.observability import for_service
+
+    for function in settings.FUNCTIONS:
+        for_service(function)
 
 
 @pytest.fixture

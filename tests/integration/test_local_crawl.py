@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -469,3 +471,14 @@ def test_redirects_are_followed_through_the_frontier(web: LoopbackWeb, crawl: Cr
     assert bare_paths(web, C) == ["/robots.txt", "/start.html"]
     assert bare_paths(web, D) == []
     assert_spacing(web, A, 0.1)
+
+
+def test_the_handlers_loggers_outlive_a_tests_captured_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    # An in-process crawl imports the handlers here, in a test whose stdout closes when it ends.
+    from functions.dispatch import handler as dispatch  # noqa: F401
+    from functions.extract import handler as extract  # noqa: F401
+    from functions.fetch import handler as fetch  # noqa: F401
+
+    for function in ("dispatch", "fetch", "extract"):
+        streams = [h.stream for h in logging.getLogger(function).handlers if isinstance(h, logging.StreamHandler)]
+        assert streams and sys.stdout not in streams, (function, streams)
