@@ -254,6 +254,11 @@ def frontier_messages(body: str, default_crawl_id: str = settings.DEFAULT_CRAWL_
     return [replace(first, url=u.strip()) for u in urls]
 
 
+# Fields tasks no longer carry, dropped when an older task is read: ``delay`` (the run works the host's
+# delay out at each request).
+RETIRED_TASK_FIELDS = frozenset({"delay"})
+
+
 @dataclass(frozen=True)
 class FetchTask:
     url: str
@@ -262,7 +267,6 @@ class FetchTask:
     depth: int
     crawl_id: str
     not_before: float
-    delay: float
     window: int = 1
     hops: int = 0
     referrer: str | None = None
@@ -278,11 +282,6 @@ class FetchTask:
     @property
     def check_ref(self) -> CheckRef | None:
         return CheckRef.from_dict(json.loads(self.check)) if self.check else None
-
-    @property
-    def effective_delay(self) -> float:
-        """Seconds between requests to the host for this task: the crawl's delay, or the host's slowed-down one."""
-        return max(self.delay, self.adaptive_delay)
 
     @property
     def attempt_key(self) -> str:
@@ -303,11 +302,19 @@ class FetchTask:
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FetchTask:
+        """A task from its fields, as ``to_json`` and a backlog's bundles hold them.
+
+        A task written before a field was retired (``RETIRED_TASK_FIELDS``)
+        still reads: a deployed backlog may hold it for days.
+        """
+        values = {k: v for k, v in data.items() if k not in RETIRED_TASK_FIELDS}
+        return cls(**{**values, "want": tuple(values.get("want") or ())})
+
+    @classmethod
     def from_json(cls, body: str) -> FetchTask:
         try:
-            data = json.loads(body)
-            data["want"] = tuple(data.get("want") or ())
-            task = cls(**data)
+            task = cls.from_dict(json.loads(body))
         except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
             raise InvalidMessage(f"bad fetch task: {exc}") from exc
         if not isinstance(task.attempt, int) or isinstance(task.attempt, bool) or task.attempt < 1:

@@ -1,18 +1,16 @@
 """RunEnqueue: the fetch task, gathered for its host's run, whose backlog it waits in.
 
-The task carries the link's canonical URL, fingerprint and host, and the
-host's delay (the crawl's, or a longer robots.txt ``Crawl-delay`` when the
-origin's robots.txt is known yet; the run works it out again at each
-request); it has no slot (``not_before`` 0): the host's run spaces its
-requests.  It goes to the batch's ``outbox.runs``,
+The task carries the link's canonical URL, fingerprint and host; it has
+no slot (``not_before`` 0) and no delay: the host's run spaces its
+requests, by the crawl's delay or a longer robots.txt ``Crawl-delay``,
+worked out at each request.  It goes to the batch's ``outbox.runs``,
 and ``flush_runs``, when the batch is sent, writes each host's tasks to its
 backlog, a bundle per depth, and schedules its run
 (``crawlstack.runs.admission``), sending the run messages of the runs it
 started.  A stopped crawl's messages are held before this (``Scope``); a
 crawl stopped once its tasks wait is the run's to skip.
 
-Settings: the crawl's ``delay`` and ``user_agent`` (for the robots.txt
-delay); admission's own.
+Settings: admission's own.
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ from crawlstack.runs.ports import Backlog, Runs
 
 class RunEnqueue:
     def __call__(self, link: Link, outbox: Outbox) -> Decision:
-        msg, config, policy = link.msg, link.crawl, link.policy
-        crawl_delay = policy.crawl_delay(config.user_agent) if policy is not None else None
+        msg = link.msg
         task = FetchTask(
             url=link.url,
             fp=link.fp,
@@ -39,7 +36,6 @@ class RunEnqueue:
             depth=msg.depth,
             crawl_id=msg.crawl_id,
             not_before=0.0,
-            delay=config.host_delay(crawl_delay),
             hops=msg.hops,
             referrer=msg.referrer,
             record_id=msg.record_id,

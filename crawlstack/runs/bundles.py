@@ -59,7 +59,7 @@ def decode(blob: bytes) -> tuple[FetchTask, ...]:
     for name, column in doc["c"].items():
         for row, value in zip(rows, column, strict=True):
             row[name] = value
-    return tuple(FetchTask(**{**row, "want": tuple(row.get("want") or ())}) for row in rows)
+    return tuple(FetchTask.from_dict(row) for row in rows)
 
 
 def pack(tasks: Sequence[FetchTask], budget: int) -> list[tuple[Sequence[FetchTask], bytes]]:

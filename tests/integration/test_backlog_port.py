@@ -73,7 +73,7 @@ def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Impl]:
 
 def task(url: str, depth: int = 1, host: str = HOST, **fields: Any) -> FetchTask:
     values: dict[str, Any] = {"fp": fingerprint(url), "host": host, "depth": depth, "crawl_id": CRAWL}
-    values.update(not_before=0.0, delay=1.0, referrer=f"https://{host}/")
+    values.update(not_before=0.0, referrer=f"https://{host}/")
     values.update(fields)
     return FetchTask(url=url, **values)
 
@@ -187,7 +187,6 @@ def test_every_field_of_a_task_comes_back_as_it_went_in(impl: Impl) -> None:
             f"https://{HOST}/p?q=ü&n=1",
             4,
             not_before=1764067550.123456,
-            delay=2.5,
             window=3,
             hops=2,
             referrer=None,

@@ -55,7 +55,7 @@ def enqueue(svc: wiring.Services, urls: list[str], delay: float) -> list[RunMess
         canonical = canonicalize(url)
         fp = fingerprint(canonical)
         assert svc.urls.claim(CRAWL, fp, canonical, 1, claimer="seed")
-        admissions.add(FetchTask(canonical, fp, host_of(canonical), 1, CRAWL, 0.0, delay))
+        admissions.add(FetchTask(canonical, fp, host_of(canonical), 1, CRAWL, 0.0))
     return admit(admissions, svc.backlog, svc.runs, time.time())
 
 

@@ -66,7 +66,7 @@ def test_trim_cuts_what_a_kill_left_after_the_last_commit(tmp_path: Path) -> Non
 
 
 def task(n: int, attempt: int = 1) -> FetchTask:
-    return FetchTask(url=f"http://a/{n}", fp=f"fp{n}", host="a", depth=1, crawl_id="c", not_before=0, delay=0)
+    return FetchTask(url=f"http://a/{n}", fp=f"fp{n}", host="a", depth=1, crawl_id="c", not_before=0)
 
 
 def test_the_journal_marks_requested_tries_still_waiting_as_refetched(tmp_path: Path) -> None:

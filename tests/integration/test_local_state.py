@@ -261,7 +261,7 @@ def test_resume_gives_a_host_with_tasks_and_no_run_message_a_fresh_run(tmp_path:
 
     state = LocalState(tmp_path, "new")
     stores = state.stores()
-    task = FetchTask(url="http://h.test/", fp="fp", host="h.test", depth=0, crawl_id="local", not_before=0, delay=0)
+    task = FetchTask(url="http://h.test/", fp="fp", host="h.test", depth=0, crawl_id="local", not_before=0)
     stores.backlog.add("h.test", 0, [task])
     assert stores.runs.schedule("h.test", "lost-run", time.time(), time.time() + 3600)  # its message never sent
     state.close()

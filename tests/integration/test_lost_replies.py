@@ -157,7 +157,7 @@ def test_a_retried_backlog_write_and_hold_find_their_own_writes(
 ) -> None:
     h, c = unique("h"), unique("c")
     backlog = aws.BacklogStore(stack_names.parked)
-    tasks = [FetchTask(f"http://{h}/{i}", f"fp{i}", h, 1, c, 0.0, 0.0) for i in range(3)]
+    tasks = [FetchTask(f"http://{h}/{i}", f"fp{i}", h, 1, c, 0.0) for i in range(3)]
     [key] = backlog.add(h, 1, tasks)
     assert lost(faulty, "BatchWriteItem") == 1
     # The retry wrote the same bundle under the same key: one copy of each task waits.

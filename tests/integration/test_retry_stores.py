@@ -39,7 +39,7 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 def test_each_try_is_fetched_once_and_only_after_the_one_before(urls: Any) -> None:
     assert urls.claim(CRAWL, FP, URL, 1, claimer="m-1", record_id="r1")
-    task = FetchTask(URL, FP, "shop.invalid", 1, CRAWL, 0.0, 1.0)
+    task = FetchTask(URL, FP, "shop.invalid", 1, CRAWL, 0.0)
 
     def state() -> UrlState | None:
         return urls.fetch_states([(CRAWL, FP), (CRAWL, "not-claimed")]).get((CRAWL, FP))
@@ -66,5 +66,5 @@ def test_a_url_waiting_for_a_retry_may_be_given_back_by_its_record(urls: Any) ->
     urls.set_outcome(CRAWL, FP, "retrying", status=500, retry_at=110.0, attempt=1)
     assert not urls.unclaim(CRAWL, FP, "r2", "record complete", 0.0)
     assert urls.unclaim(CRAWL, FP, "r1", "record complete", 0.0)
-    task = FetchTask(URL, FP, "shop.invalid", 1, CRAWL, 110.0, 1.0, attempt=2)
+    task = FetchTask(URL, FP, "shop.invalid", 1, CRAWL, 110.0, attempt=2)
     assert next_try(task, urls.fetch_states([(CRAWL, FP)]).get((CRAWL, FP))) == (False, None)

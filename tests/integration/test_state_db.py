@@ -13,7 +13,7 @@ from crawlstack.messages import FetchTask
 
 
 def task(n: int) -> FetchTask:
-    return FetchTask(f"http://a.example/{n}", f"fp{n}", "a.example", 1, "c", 0.0, 1.0)
+    return FetchTask(f"http://a.example/{n}", f"fp{n}", "a.example", 1, "c", 0.0)
 
 
 def test_a_write_that_raises_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -110,7 +110,6 @@ def test_the_fetch_handler_skips_tasks_of_complete_records_without_a_request(
                 depth=1,
                 crawl_id=CRAWL,
                 not_before=0.0,
-                delay=1.0,
                 record_id="r1",
                 want=("title",),
             )

@@ -241,7 +241,6 @@ class Env:
             depth=depth,
             crawl_id="c",
             not_before=0.0,
-            delay=0.0,
             record_id=record_id,
             want=want,
             **kw,

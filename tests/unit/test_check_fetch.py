@@ -21,13 +21,13 @@ def test_a_check_travels_in_frontier_messages_and_fetch_tasks() -> None:
     [back] = frontier_messages(msg.to_json())
     assert back == msg
     task = FetchTask(
-        "http://news.example/latest", "fp", "news.example", 0, "watch", 0.0, 1.0, check=json.dumps(CHECK.to_dict())
+        "http://news.example/latest", "fp", "news.example", 0, "watch", 0.0, check=json.dumps(CHECK.to_dict())
     )
     assert FetchTask.from_json(task.to_json()).check_ref == CHECK
     assert bundles.decode(bundles.encode([task]))[0].check_ref == CHECK
     assert task.metadata()["check"] == CHECK.to_dict()
     # A crawl's task is as it always was: no check field in its message.
-    plain = FetchTask("http://a.example/", "fp", "a.example", 0, "c", 0.0, 1.0)
+    plain = FetchTask("http://a.example/", "fp", "a.example", 0, "c", 0.0)
     assert "check" not in json.loads(plain.to_json()) and "check" not in plain.metadata()
     with pytest.raises(InvalidMessage, match=r"'check\.page' must be a positive integer"):
         FrontierMessage.from_dict({"url": "http://a.example/", "check": {"source_id": "s", "slot": "t", "page": 0}})
@@ -64,7 +64,7 @@ def test_a_redirect_keeps_the_check_and_a_try_to_be_retried_is_marked() -> None:
     from crawlstack.fetch_outcomes import classify
 
     task = FetchTask(
-        "http://news.example/latest", "fp", "news.example", 0, "watch", 0.0, 1.0, check=json.dumps(CHECK.to_dict())
+        "http://news.example/latest", "fp", "news.example", 0, "watch", 0.0, check=json.dumps(CHECK.to_dict())
     )
     frontier: list[tuple[str, int]] = []
     moved = http.FetchResult(task.url, status=301, headers=[("Location", "/latest/")], finished_at=5.0)

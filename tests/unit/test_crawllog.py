@@ -23,7 +23,7 @@ NOW = 1_700_000_000.0  # 2023-11-14
 
 def task(url: str, crawl_id: str = "c", depth: int = 1) -> FetchTask:
     host = url.split("/")[2]
-    return FetchTask(url=url, fp=fingerprint(url), host=host, depth=depth, crawl_id=crawl_id, not_before=0, delay=0)
+    return FetchTask(url=url, fp=fingerprint(url), host=host, depth=depth, crawl_id=crawl_id, not_before=0)
 
 
 def fetched(url: str, crawl_id: str = "c", started_at: float | None = None) -> Fetched:

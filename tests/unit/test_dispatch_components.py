@@ -294,7 +294,7 @@ def test_budget_and_caps_skip_the_first_url_over_a_limit_then_drop_at_no_write()
     assert len(urls.journal) == writes
 
 
-def test_run_enqueue_gathers_the_task_with_the_crawls_delay_or_a_longer_crawl_delay() -> None:
+def test_run_enqueue_gathers_each_hosts_tasks_by_depth() -> None:
     clock = FakeClock()
     hosts = FakeHosts(clock)
     hosts.put_robots(RobotsRecord.from_fetch("http://slow.example", 200, b"User-agent: *\nCrawl-delay: 5\n"))
@@ -306,9 +306,9 @@ def test_run_enqueue_gathers_the_task_with_the_crawls_delay_or_a_longer_crawl_de
         robots.load(made, outbox)
         decisions.append(RunEnqueue()(made, outbox))
     assert [d.action for d in decisions] == ["queued"] * 3  # no window, nothing parked
-    assert {host: {depth: [(t.url, t.delay) for t in ts] for depth, ts in depths} for host, depths in outbox.runs} == {
-        "example.com": {1: [("http://example.com/a", 1.0), ("http://example.com/b", 1.0)]},
-        "slow.example": {1: [("http://slow.example/a", 5.0)]},
+    assert {host: {depth: [t.url for t in ts] for depth, ts in depths} for host, depths in outbox.runs} == {
+        "example.com": {1: ["http://example.com/a", "http://example.com/b"]},
+        "slow.example": {1: ["http://slow.example/a"]},
     }
     [task, *_] = outbox.runs.hosts["example.com"][1]
     assert (task.url, task.fp, task.host, task.not_before) == (

@@ -74,7 +74,7 @@ def test_seed_is_queued_for_its_hosts_run_and_registers_its_host(env: Env) -> No
     assert action == "queued"
     [task] = tasks(outbox)
     assert task.url == SEED and task.fp == fingerprint(SEED) and task.host == "example.com"
-    assert (task.depth, task.crawl_id, task.delay) == (0, "c", 1.0)
+    assert (task.depth, task.crawl_id) == (0, "c")
     assert task.not_before == 0.0  # no slot: the host's run spaces its requests
     assert outbox.frontier == []
     assert "example.com" in env.crawls.get("c").seed_hosts
@@ -200,19 +200,11 @@ def test_a_cached_robots_txt_that_could_not_be_read_skips_the_host(
     assert env.urls.item("c", fingerprint(SEED))["reason"] == reason
 
 
-def test_robots_crawl_delay_longer_than_the_crawl_delay_wins(env: Env) -> None:
-    env.robots("http://example.com", 200, b"User-agent: *\nCrawl-delay: 4\n")
-    env.send(SEED)
-    _, _, outbox = env.send("http://example.com/a", depth=1)
-    [task] = tasks(outbox)
-    assert task.delay == 4.0
-
-
-def test_a_link_of_an_origin_whose_robots_txt_is_not_cached_is_queued_with_the_crawls_delay(env: Env) -> None:
+def test_a_link_of_an_origin_whose_robots_txt_is_not_cached_is_queued(env: Env) -> None:
     action, _, outbox = env.send("http://new.example/")
     assert action == "queued"  # no robots.txt fetch: no_network would have raised
     [task] = tasks(outbox)
-    assert (task.host, task.delay) == ("new.example", 1.0)
+    assert task.host == "new.example"
     assert env.urls.state("c", fingerprint("http://new.example/")) == "queued"
     # The miss is remembered a moment: the origin's other links cost no read.
     assert env.send("http://new.example/a", depth=1)[0] == "queued"
@@ -229,7 +221,7 @@ def test_a_robots_txt_the_run_cached_is_used_once_the_miss_is_forgotten(env: Env
     assert env.send("http://new.example/no/2", depth=1)[:2] == ("skipped", "robots")
     _, _, outbox = env.send("http://new.example/b", depth=1)
     [task] = tasks(outbox)
-    assert task.delay == 3.0
+    assert task.url == "http://new.example/b"
     assert env.hosts.calls.count(("get_robots", "http://new.example")) == 2
     # Another dispatcher (a fresh container) reads it from the table at once.
     other = build_dispatcher(env.crawls, env.urls, env.hosts, clock=env.clock)
@@ -481,7 +473,6 @@ class RecordingDispatcher:
                 depth=link.msg.depth,
                 crawl_id=link.msg.crawl_id,
                 not_before=0.0,
-                delay=0.0,
             )
         )
         return Decision(link.url, "queued")

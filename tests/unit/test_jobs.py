@@ -238,7 +238,6 @@ def test_resume_puts_a_held_task_back_without_its_old_backoff(sim: Sim) -> None:
         depth=2,
         crawl_id="a",
         not_before=sim.clock.now + 3600,
-        delay=DELAY,
         attempt=2,
     )
     assert jobs.hold_task(sim.held, task)
@@ -271,7 +270,7 @@ def test_a_resume_that_fails_midway_sends_the_runs_it_started_keeps_the_rows_and
     jobs.stop("a", sim.crawls)
     for host in ("one.example", "two.example"):
         url = f"http://{host}/x"
-        task = FetchTask(url=url, fp=fingerprint(url), host=host, depth=1, crawl_id="a", not_before=0.0, delay=DELAY)
+        task = FetchTask(url=url, fp=fingerprint(url), host=host, depth=1, crawl_id="a", not_before=0.0)
         assert jobs.hold_task(sim.held, task)
     sim.backlog = backlog = FailingOnce()
     with pytest.raises(AdmissionFailed) as failed:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import zlib
+from dataclasses import replace
 
 import pytest
 
 from crawlstack import settings
 from crawlstack.messages import CheckRef, FetchTask, FrontierMessage, InvalidMessage, frontier_messages, pack_links
+from crawlstack.runs import bundles
 
 
 def test_minimal_frontier_message_gets_defaults() -> None:
@@ -78,7 +81,6 @@ def _task(**overrides: object) -> FetchTask:
         "depth": 1,
         "crawl_id": "c1",
         "not_before": 1_700_000_000.25,
-        "delay": 1.5,
         "window": 2,
         "hops": 1,
         "referrer": "http://example.com/",
@@ -94,6 +96,17 @@ def test_fetch_task_round_trip() -> None:
     assert FetchTask.from_json(task.to_json()) == task
     plain = _task(referrer=None, record_id=None, want=())
     assert FetchTask.from_json(plain.to_json()) == plain
+
+
+def test_a_task_written_with_the_retired_delay_still_reads() -> None:
+    # A deployed queue or backlog may hold tasks written before ``delay`` was dropped.
+    task = _task()
+    old = {**json.loads(task.to_json()), "delay": 1.5}
+    assert "delay" not in json.loads(task.to_json())
+    assert FetchTask.from_json(json.dumps(old)) == task
+    doc = {"n": 2, "s": {k: v for k, v in old.items() if k != "url"}, "c": {"url": [task.url, task.url + "b"]}}
+    blob = zlib.compress(json.dumps(doc).encode())
+    assert bundles.decode(blob) == (task, replace(task, url=task.url + "b"))
 
 
 @pytest.mark.parametrize("body", ["nope", "null", "[]", "{}", '{"url": "http://e.com/"}', '{"url": "x", "bogus": 1}'])

@@ -300,7 +300,7 @@ def test_a_retry_of_a_complete_record_gives_the_url_back(env: Env) -> None:
 
 
 def test_attempt_is_left_out_of_a_first_tries_json() -> None:
-    task = FetchTask("http://e.com/", "fp", "e.com", 0, "c", 0.0, 0.0)
+    task = FetchTask("http://e.com/", "fp", "e.com", 0, "c", 0.0)
     assert "attempt" not in task.to_json()
     again = replace(task, attempt=2)
     assert FetchTask.from_json(again.to_json()) == again
@@ -309,6 +309,6 @@ def test_attempt_is_left_out_of_a_first_tries_json() -> None:
 
 @pytest.mark.parametrize("attempt", ["0", "-1", '"2"', "true", "1.5"])
 def test_a_fetch_task_with_a_bad_attempt_is_invalid(attempt: str) -> None:
-    body = FetchTask("http://e.com/", "fp", "e.com", 0, "c", 0.0, 0.0).to_json()[:-1] + f',"attempt":{attempt}}}'
+    body = FetchTask("http://e.com/", "fp", "e.com", 0, "c", 0.0).to_json()[:-1] + f',"attempt":{attempt}}}'
     with pytest.raises(InvalidMessage, match="'attempt' must be a positive integer"):
         FetchTask.from_json(body)

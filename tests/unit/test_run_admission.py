@@ -26,7 +26,7 @@ UA = "crawlstack/test"
 
 def task(host: str, path: str, depth: int = 1, crawl_id: str = "c") -> FetchTask:
     url = f"http://{host}/{path}"
-    return FetchTask(url=url, fp=fingerprint(url), host=host, depth=depth, crawl_id=crawl_id, not_before=0.0, delay=1.0)
+    return FetchTask(url=url, fp=fingerprint(url), host=host, depth=depth, crawl_id=crawl_id, not_before=0.0)
 
 
 def gathered(*tasks: FetchTask) -> RunAdmissions:
@@ -330,19 +330,11 @@ def test_run_enqueue_gathers_the_task_and_says_queued() -> None:
         depth=2,
         crawl_id="c",
         not_before=0.0,
-        delay=1.0,
         hops=1,
         referrer="http://example.com/",
         record_id="r1",
         want=("title",),
     )
-
-
-def test_run_enqueue_takes_a_longer_robots_crawl_delay() -> None:
-    outbox = Outbox()
-    RunEnqueue()(link("http://example.com/a", policy=robots_policy(b"User-agent: *\nCrawl-delay: 7\n")), outbox)
-    [(_, [(_, [queued])])] = list(outbox.runs)
-    assert queued.delay == 7.0
 
 
 def test_a_batch_through_run_enqueue_and_flush_runs() -> None:

@@ -18,7 +18,7 @@ from crawlstack.warc import Exchange, read_warc
 
 def fetched(host: str, path: str) -> Fetched:
     url = f"http://{host}/{path}"
-    task = FetchTask(url, f"fp-{host}-{path}", host, 1, "c", 0.0, 1.0)
+    task = FetchTask(url, f"fp-{host}-{path}", host, 1, "c", 0.0)
     exchange = Exchange(url=url, method="GET", request_headers=[], status=200, reason="OK", response_headers=[],
                         body=b"<html></html>", ip_address=None, metadata=task.metadata())  # fmt: skip
     return Fetched(task, "fetched", 200, exchange=exchange)

@@ -61,7 +61,7 @@ CRAWL_LOG_KEY = re.compile(rf"crawl-log/{ID}/{DAY}/[0-9a-f]{{24}}\.jsonl\.gz")
 
 
 def _task(url: str, crawl_id: str) -> FetchTask:
-    return FetchTask(url=url, fp=fingerprint(url), host=host_of(url), depth=0, crawl_id=crawl_id, not_before=0, delay=0)
+    return FetchTask(url=url, fp=fingerprint(url), host=host_of(url), depth=0, crawl_id=crawl_id, not_before=0)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -120,7 +120,7 @@ def _fetch_through_a_web(
         for path in pages:
             url = web.url("127.0.0.2", path)
             urls.claim("c", fingerprint(url), url, 0, claimer=f"m-{path}")
-            tasks.append(FetchTask(url, fingerprint(url), host_of(url), 0, "c", 0.0, 0.0))
+            tasks.append(FetchTask(url, fingerprint(url), host_of(url), 0, "c", 0.0))
         host = tasks[0].host
         if robots_cached:
             hosts.put_robots(RobotsRecord.from_fetch(origin_of(tasks[0].url), 404, b""))

@@ -7,11 +7,11 @@ import pytest
 from crawlstack.messages import FetchTask
 from crawlstack.tries import UrlState, next_try
 
-TASK = FetchTask("http://a.example/x", "fp", "a.example", 1, "c", 0.0, 1.0)
+TASK = FetchTask("http://a.example/x", "fp", "a.example", 1, "c", 0.0)
 
 
 def attempt(n: int) -> FetchTask:
-    return FetchTask(TASK.url, TASK.fp, TASK.host, TASK.depth, TASK.crawl_id, 0.0, 1.0, attempt=n)
+    return FetchTask(TASK.url, TASK.fp, TASK.host, TASK.depth, TASK.crawl_id, 0.0, attempt=n)
 
 
 @pytest.mark.parametrize(
