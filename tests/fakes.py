@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -93,9 +93,10 @@ class FakeCrawls:
         with self._lock:
             self.configs[config.crawl_id] = config
 
-    def put_new(self, config: CrawlConfig) -> bool:
+    def put_new(self, config: CrawlConfig, only: Collection[str] | None = None) -> bool:
+        stored = config if only is None else CrawlConfig.from_item(config.to_item(only), self.defaults)
         with self._lock:
-            return self.configs.setdefault(config.crawl_id, config) is config
+            return self.configs.setdefault(config.crawl_id, stored) is stored
 
     def add_seed_host(self, crawl_id: str, host: str) -> None:
         with self._lock:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Collection, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -18,8 +20,11 @@ LOGGED_TOKEN = "logged_token"
 class CrawlStore:
     """The crawls table: config, seed hosts and the page budget counter."""
 
-    def __init__(self, table: str, cache_seconds: float | None = None) -> None:
+    def __init__(self, table: str, cache_seconds: float | None = None, env: Mapping[str, str] | None = None) -> None:
         self.name = table
+        # The environment a crawl's unstored settings default from (``CrawlConfig.defaults_from_env``);
+        # None: this process's, at each read.
+        self.env = env
         # The cache bounds how long a stop takes to reach this container.
         self.cache_seconds = jobs.STATE_CACHE_SECONDS if cache_seconds is None else cache_seconds
         self._cache: dict[str, tuple[float, CrawlConfig]] = {}
@@ -37,7 +42,7 @@ class CrawlStore:
             .get_item(TableName=self.name, Key=clients.key(crawl_id=crawl_id), ConsistentRead=True)
             .get("Item")
         )
-        defaults = CrawlConfig.defaults_from_env(crawl_id)
+        defaults = CrawlConfig.defaults_from_env(os.environ if self.env is None else self.env, crawl_id)
         config = CrawlConfig.from_item(clients.unmarshal(item), defaults) if item else defaults
         with self._lock:
             self._cache[crawl_id] = (now, config)
@@ -46,12 +51,15 @@ class CrawlStore:
     def put(self, config: CrawlConfig) -> None:
         clients.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(config.to_item()))
 
-    def put_new(self, config: CrawlConfig) -> bool:
-        """Store a crawl's config unless it has one already; whether this call stored it."""
+    def put_new(self, config: CrawlConfig, only: Collection[str] | None = None) -> bool:
+        """Store a crawl's config unless it has one already; whether this call stored it.
+
+        With ``only``, just those settings: the others follow the defaults where the crawl is read.
+        """
         return clients.conditional_write(
             "put_item",
             TableName=self.name,
-            Item=clients.marshal(config.to_item()),
+            Item=clients.marshal(config.to_item(only)),
             ConditionExpression="attribute_not_exists(crawl_id)",
         )
 

@@ -72,6 +72,6 @@ def _ensure_watch_crawl(svc: Services) -> None:
     """
     global _watch_crawl_ready
     if _watch_crawl_ready is not svc:
-        defaults = CrawlConfig.defaults_from_env(WATCH_CRAWL_ID)
+        defaults = CrawlConfig.defaults_from_env(os.environ, WATCH_CRAWL_ID)
         svc.stores.crawls.put_new(replace(defaults, max_depth=0, max_pages_per_host=0))
         _watch_crawl_ready = svc

@@ -102,3 +102,16 @@ def test_a_new_config_is_stored_once_and_an_existing_one_kept(impl: Impl) -> Non
     assert not impl.crawls.put_new(CrawlConfig(crawl_id=c, max_depth=5))
     kept = impl.crawls.get(c, max_age=0)
     assert (kept.max_depth, kept.delay) == (0, 2.0)
+
+
+def test_a_new_crawl_stored_with_only_some_settings_takes_the_rest_from_the_defaults(
+    impl: Impl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As ``crawlstack seed --crawl-id`` stores the flags given: the others follow the stack's defaults.
+    monkeypatch.delenv(settings.ENV_USER_AGENT, raising=False)
+    c = crawl_id()
+    given = CrawlConfig(crawl_id=c, max_pages=9, user_agent="not/stored", max_pages_per_host=None)
+    assert impl.crawls.put_new(given, only=("max_pages", "max_pages_per_host"))
+    kept = impl.crawls.get(c, max_age=0)
+    assert (kept.max_pages, kept.max_pages_per_host, kept.state) == (9, None, "running")
+    assert kept.user_agent == settings.DEFAULT_USER_AGENT

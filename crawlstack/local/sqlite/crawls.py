@@ -12,8 +12,9 @@ local crawl's state goes through its one process (``OUT/.crawl.lock``).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
@@ -35,8 +36,10 @@ def _plain(value: Any) -> Any:
 
 
 class SqliteCrawls:
-    def __init__(self, db: StateDb) -> None:
+    def __init__(self, db: StateDb, env: Mapping[str, str] | None = None) -> None:
         self.db = db
+        # The environment a crawl's unstored settings default from; None: this process's, at each read.
+        self.env = env
         db.ensure(SCHEMA)
         # Bumped after every write; a config read at one generation is good until the next.
         self._generation = 0
@@ -74,7 +77,7 @@ class SqliteCrawls:
             return cached[1]
         with self.db.reading() as conn:
             item = self._get(conn, crawl_id)
-        defaults = CrawlConfig.defaults_from_env(crawl_id)
+        defaults = CrawlConfig.defaults_from_env(os.environ if self.env is None else self.env, crawl_id)
         config = CrawlConfig.from_item(item, defaults) if item else defaults
         self._configs[crawl_id] = (generation, config)
         return config
@@ -84,12 +87,12 @@ class SqliteCrawls:
         with self._writing() as conn:
             self._put(conn, config.crawl_id, {k: _plain(v) for k, v in config.to_item().items()})
 
-    def put_new(self, config: CrawlConfig) -> bool:
-        """Store a crawl's config unless it has one already; whether this call stored it."""
+    def put_new(self, config: CrawlConfig, only: Collection[str] | None = None) -> bool:
+        """Store a crawl's config unless it has one already (with ``only``, just those settings); whether it did."""
         with self._writing() as conn:
             if self._get(conn, config.crawl_id) is not None:
                 return False
-            self._put(conn, config.crawl_id, {k: _plain(v) for k, v in config.to_item().items()})
+            self._put(conn, config.crawl_id, {k: _plain(v) for k, v in config.to_item(only).items()})
             return True
 
     def add_seed_host(self, crawl_id: str, host: str) -> None:
