@@ -15,7 +15,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from crawlstack import settings
-from infra.config import CTX_LAMBDA_BUILD_DIR, ConfigError, CrawlConfig, LambdaAssets
+from infra.config import CTX_LAMBDA_BUILD_DIR, ConfigError, LambdaAssets, StackConfig
 from infra.stack import CrawlstackStack
 
 
@@ -24,7 +24,7 @@ def main() -> None:
     try:
         build_dir = Path(app.node.try_get_context(CTX_LAMBDA_BUILD_DIR) or "build/lambda")
         assets = LambdaAssets.from_build_dir(build_dir)
-        config = CrawlConfig.from_context(app.node)
+        config = StackConfig.from_context(app.node)
     except ConfigError as exc:
         sys.exit(f"error: {exc}")
     # cdk-nag's AwsSolutions rules at every synth; reports=True writes

@@ -1,6 +1,6 @@
 """The crawlstack CDK stack: one construct per capability, composed by ``CrawlstackStack``."""
 
-from infra.config import CrawlConfig, LambdaAssets
+from infra.config import LambdaAssets, StackConfig
 from infra.stack import CrawlstackStack
 
-__all__ = ["CrawlConfig", "CrawlstackStack", "LambdaAssets"]
+__all__ = ["CrawlstackStack", "LambdaAssets", "StackConfig"]

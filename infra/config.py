@@ -1,7 +1,15 @@
-"""Deployment settings read from CDK context (``cdk.json`` or ``-c key=value``)."""
+"""Deployment settings read from CDK context (``cdk.json`` or ``-c key=value``).
+
+The crawl settings the stack sets a default for are the schema's
+(``crawlstack.crawl_settings``, ``Setting.stack_default``): each is read from
+context ``crawlstack:<name>``, checked as its flag is, and given to every
+function as its environment variable (``StackConfig.crawl_environment``).
+"""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,10 +17,19 @@ from typing import Any
 from constructs import Node
 
 from crawlstack import settings
+from crawlstack.config import CrawlConfig
+from crawlstack.crawl_settings import SETTINGS, Setting
 
-CTX_DELAY = "crawlstack:delay"
-CTX_USER_AGENT = "crawlstack:user_agent"
-CTX_MAX_DEPTH = "crawlstack:max_depth"
+
+def stack_defaults() -> list[Setting]:
+    """The crawl settings the stack sets a default for, in order."""
+    return [s for s in SETTINGS.values() if s.stack_default and s.env]
+
+
+# Tests and docs name these three.
+CTX_DELAY = SETTINGS["delay"].context_key
+CTX_USER_AGENT = SETTINGS["user_agent"].context_key
+CTX_MAX_DEPTH = SETTINGS["max_depth"].context_key
 CTX_FETCH_CONCURRENCY = "crawlstack:fetch_concurrency"
 CTX_PAGE_RETENTION_DAYS = "crawlstack:page_retention_days"
 CTX_RETAIN_DATA = "crawlstack:retain_data"
@@ -104,13 +121,20 @@ def _log_retention(value: Any) -> int:
     return int(days)
 
 
+def _crawl_default(setting: Setting, value: Any) -> Any:
+    """A context value of a crawl setting, checked as its flag is."""
+    try:
+        return setting.kind.given(setting.flag_type()(str(value).strip()))
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"context {setting.context_key}={value!r}: {exc}") from None
+
+
 @dataclass(frozen=True)
-class CrawlConfig:
+class StackConfig:
     """Crawl defaults and sizing of one deployment."""
 
-    delay_seconds: float = settings.DEFAULT_DELAY_SECONDS
-    user_agent: str = settings.DEFAULT_USER_AGENT
-    max_depth: int = settings.DEFAULT_MAX_DEPTH
+    # The stack's crawl defaults (``stack_defaults``), setting name -> value.
+    crawl_defaults: Mapping[str, Any] = field(default_factory=lambda: {s.name: s.default for s in stack_defaults()})
     fetch_concurrency: int = DEFAULT_FETCH_CONCURRENCY
     page_retention_days: int = DEFAULT_PAGE_RETENTION_DAYS
     # Keep the bucket and tables when the stack is deleted.
@@ -126,21 +150,23 @@ class CrawlConfig:
     def memory_of(self, key: str) -> int:
         return self.memory_mb.get(key, settings.FUNCTIONS[key].memory_mb)
 
+    def crawl_environment(self) -> dict[str, str]:
+        """The functions' environment variables of the crawl defaults (``CrawlConfig.defaults_from_env`` reads them)."""
+        config = CrawlConfig().with_values(**self.crawl_defaults)
+        return {s.env: s.kind.to_text(config.value(s.name)) for s in stack_defaults() if s.env}
+
     @classmethod
-    def from_context(cls, node: Node) -> CrawlConfig:
+    def from_context(cls, node: Node) -> StackConfig:
         def get(key: str, default: Any) -> Any:
             value = node.try_get_context(key)
             return default if value is None or value == "" else value
 
-        user_agent = str(get(CTX_USER_AGENT, settings.DEFAULT_USER_AGENT)).strip()
-        if not user_agent:
-            raise ConfigError(f"context {CTX_USER_AGENT} must not be empty")
+        crawl_defaults = {}
+        for s in stack_defaults():
+            value = get(s.context_key, None)
+            crawl_defaults[s.name] = s.default if value is None else _crawl_default(s, value)
         return cls(
-            delay_seconds=_number(
-                CTX_DELAY, get(CTX_DELAY, settings.DEFAULT_DELAY_SECONDS), float, 0, settings.MAX_CRAWL_DELAY_SECONDS
-            ),
-            user_agent=user_agent,
-            max_depth=_number(CTX_MAX_DEPTH, get(CTX_MAX_DEPTH, settings.DEFAULT_MAX_DEPTH), int, 0),
+            crawl_defaults=crawl_defaults,
             fetch_concurrency=_number(
                 CTX_FETCH_CONCURRENCY,
                 get(CTX_FETCH_CONCURRENCY, DEFAULT_FETCH_CONCURRENCY),

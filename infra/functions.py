@@ -10,7 +10,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from crawlstack import settings
-from infra.config import CrawlConfig, LambdaAssets
+from infra.config import LambdaAssets, StackConfig
 from infra.queues import Queues
 from infra.storage import Storage
 
@@ -78,7 +78,7 @@ class Functions(Construct):
         assets: LambdaAssets,
         queues: Queues,
         storage: Storage,
-        config: CrawlConfig,
+        config: StackConfig,
     ) -> None:
         super().__init__(scope, construct_id)
         code = lambda_.Code.from_asset(str(assets.code_dir))
@@ -101,9 +101,7 @@ class Functions(Construct):
             **{settings.ENV_TABLE[key]: table.table_name for key, table in storage.tables.items()},
             settings.ENV_BUCKET: storage.bucket.bucket_name,
             settings.ENV_RULES_DIR: settings.LAMBDA_RULES_DIR,
-            settings.ENV_DEFAULT_DELAY: _format_number(config.delay_seconds),
-            settings.ENV_DEFAULT_MAX_DEPTH: str(config.max_depth),
-            settings.ENV_USER_AGENT: config.user_agent,
+            **config.crawl_environment(),
             "POWERTOOLS_METRICS_NAMESPACE": settings.METRICS_NAMESPACE,
         }
 
@@ -174,7 +172,3 @@ class Functions(Construct):
                 iam.Grant.add_to_principal(
                     grantee=fn, actions=[action], resource_arns=[storage.bucket.arn_for_objects(f"{prefix}*")]
                 )
-
-
-def _format_number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)

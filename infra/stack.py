@@ -9,7 +9,7 @@ from constructs import Construct
 
 from crawlstack import settings
 from infra.analytics import Analytics
-from infra.config import CrawlConfig, LambdaAssets
+from infra.config import LambdaAssets, StackConfig
 from infra.functions import Functions
 from infra.monitoring import Monitoring
 from infra.nag import suppress
@@ -25,11 +25,11 @@ class CrawlstackStack(Stack):
         construct_id: str,
         *,
         assets: LambdaAssets,
-        config: CrawlConfig | None = None,
+        config: StackConfig | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.config = config or CrawlConfig.from_context(self.node)
+        self.config = config or StackConfig.from_context(self.node)
 
         self.queues = Queues(self, "Queues")
         self.storage = Storage(

@@ -34,8 +34,8 @@ from infra.config import (  # noqa: E402
     CTX_USER_AGENT,
     CTX_WATCH_CHECKS_PER_DAY,
     ConfigError,
-    CrawlConfig,
     LambdaAssets,
+    StackConfig,
 )
 from infra.functions import BUCKET_ACCESS, SENDS, TABLE_ACCESS, TABLE_READS, TRIGGERS  # noqa: E402
 from infra.stack import CrawlstackStack  # noqa: E402
@@ -405,7 +405,7 @@ def test_cdk_json_defaults_match_settings():
     assert context[CTX_FETCH_CONCURRENCY] == 10
     assert context[CTX_PAGE_RETENTION_DAYS] == 30
     assert context[CTX_LOG_RETENTION_DAYS] == 30
-    assert context[CTX_WATCH_CHECKS_PER_DAY] == CrawlConfig().watch_checks_per_day == 0
+    assert context[CTX_WATCH_CHECKS_PER_DAY] == StackConfig().watch_checks_per_day == 0
     for key, spec in settings.FUNCTIONS.items():
         assert context[CTX_MEMORY_MB[key]] == spec.memory_mb
 
@@ -458,7 +458,7 @@ def test_context_overrides(assets):
 def test_invalid_context_is_rejected(context):
     app = cdk.App(context=context)
     with pytest.raises(ConfigError):
-        CrawlConfig.from_context(app.node)
+        StackConfig.from_context(app.node)
 
 
 def test_missing_build_output_is_explained(tmp_path):
@@ -494,7 +494,7 @@ def test_memory_and_log_retention_from_context(assets):
 )
 def test_invalid_memory_or_retention_is_rejected(context):
     with pytest.raises(ConfigError):
-        CrawlConfig.from_context(cdk.App(context=context).node)
+        StackConfig.from_context(cdk.App(context=context).node)
 
 
 # --- CloudWatch -------------------------------------------------------------------
@@ -540,7 +540,7 @@ def test_alarm_email_from_context(assets):
     _, template = synth(assets, **{CTX_ALARM_EMAIL: "ops@example.com"})
     template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
     with pytest.raises(ConfigError):
-        CrawlConfig.from_context(cdk.App(context={CTX_ALARM_EMAIL: "not an address"}).node)
+        StackConfig.from_context(cdk.App(context={CTX_ALARM_EMAIL: "not an address"}).node)
 
 
 def test_dashboard_shows_queues_pipeline_metrics_and_errors(template):
