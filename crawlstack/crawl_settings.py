@@ -15,8 +15,8 @@ registry, ``SETTINGS``:
 * the defaults a function reads from its environment
   (``CrawlConfig.defaults_from_env``), and the stack's context keys that set
   them (``infra.config``);
-* the settings' rows of docs/reference.md (``reference_rows``;
-  ``python scripts/settings_doc.py`` writes them).
+* the settings' tables of docs/reference.md (``python scripts/settings_doc.py``
+  writes them; tests/unit/test_reference_doc.py checks them).
 
 ``register`` adds a setting at run time, with no field of its own: its value
 lives in ``CrawlConfig.extra`` (a test registers a throwaway one).
@@ -251,16 +251,3 @@ def port(value: str) -> int:
         raise argparse.ArgumentTypeError(f"port {number} out of range (1-65535)")
     return number
 
-
-# --- docs/reference.md -----------------------------------------------------------------
-
-
-def reference_rows(command: str) -> list[str]:
-    """The rows of ``command``'s settings table in docs/reference.md; a setting ``crawl`` takes too says so."""
-    rows = ["| flag | meaning |", "|---|---|"]
-    for s in of_command(command):
-        meaning = s.doc or s.help
-        if command != "crawl" and "crawl" in s.commands:
-            meaning = "as for `crawl`"
-        rows.append(f"| `{s.flag} {s.metavar}` | {meaning} |")
-    return rows

@@ -8,7 +8,10 @@ The doc's conventions, which these tests rely on:
 * a flag is documented as inline code that starts with the flag exactly as
   typed (`` `--max-pages N` ``, `` `--resume` ``);
 * the exit codes are the rows of the table under ``## Exit codes``, the
-  code first (`` | `3` | ... | ``).
+  code first (`` | `3` | ... | ``);
+* the crawl settings' tables are written from their declarations by
+  scripts/settings_doc.py, between ``<!-- settings of COMMAND ... -->`` and
+  ``<!-- end of settings -->``.
 
 Also: every relative link in README.md, ARCHITECTURE.md and docs/*.md
 points to a file that exists, and to a heading that exists in it.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import re
 from pathlib import Path
 
@@ -25,6 +29,7 @@ import pytest
 
 from crawlstack import cli
 from crawlstack.cli import crawl, crawl_jobs
+from crawlstack.crawl_settings import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -149,6 +154,26 @@ def test_every_documented_flag_exists(sections: dict[tuple[str, ...], str]) -> N
         for flag in sorted(documented_flags(section) - commands[path])
     ]
     assert not unknown, "docs/reference.md documents flags the command does not take: " + ", ".join(unknown)
+
+
+# --- the settings' tables -------------------------------------------------------------------
+
+
+def settings_doc() -> object:
+    spec = importlib.util.spec_from_file_location("settings_doc", ROOT / "scripts" / "settings_doc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_settings_tables_are_written_from_the_declarations() -> None:
+    doc = settings_doc()
+    text = REFERENCE.read_text(encoding="utf-8")
+    assert sorted(m.group(2) for m in doc.BLOCK.finditer(text)) == sorted(COMMANDS)  # type: ignore[attr-defined]
+    assert doc.rewrite(text) == text, (  # type: ignore[attr-defined]
+        "docs/reference.md's settings tables differ from the declarations: run python scripts/settings_doc.py"
+    )
 
 
 # --- exit codes ----------------------------------------------------------------------------
