@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from crawlstack import crawl_settings, limits, settings
+from crawlstack import limits, settings
 from crawlstack.crawl_settings import (
     CAP,
     HOSTS,
@@ -110,7 +110,7 @@ class CrawlConfig:
         TEXTS,
         flag="--allow",
         metavar="REGEX",
-        parse=crawl_settings.regex,
+        parse=limits.regex_flag,
         commands=_CRAWLS,
         help="also follow URLs matching REGEX, on any host (repeatable)",
     )
@@ -119,7 +119,7 @@ class CrawlConfig:
         TEXTS,
         flag="--deny",
         metavar="REGEX",
-        parse=crawl_settings.regex,
+        parse=limits.regex_flag,
         commands=_CRAWLS,
         help="never follow URLs matching REGEX (repeatable; wins over everything)",
     )
@@ -128,7 +128,7 @@ class CrawlConfig:
         PORTS,
         flag="--allow-port",
         metavar="PORT",
-        parse=crawl_settings.port,
+        parse=limits.port_flag,
         commands=_ALL,
         help="also fetch this port on any host in scope (repeatable); otherwise only 80, 443 "
         "and each seed's own port, on that seed's host, are fetched",
@@ -140,7 +140,7 @@ class CrawlConfig:
         TEXTS,
         flag="--allow-private",
         metavar="CIDR",
-        parse=crawl_settings.cidr,
+        parse=limits.cidr_flag,
         commands=("crawl", "watch"),
         env=settings.ENV_ALLOW_PRIVATE,
         help="let the crawler reach loopback/private/link-local addresses in CIDR (repeatable)",

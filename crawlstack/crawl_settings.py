@@ -24,15 +24,13 @@ lives in ``CrawlConfig.extra`` (a test registers a throwaway one).
 
 from __future__ import annotations
 
-import argparse
-import ipaddress
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
-from crawlstack import limits, patterns
+from crawlstack import limits
 
 # The commands that take settings as flags: a local crawl, a deployed crawl's seeding, a watch.
 COMMANDS = ("crawl", "seed", "watch")
@@ -221,33 +219,5 @@ def stored() -> list[Setting]:
     return [s for s in SETTINGS.values() if s.stored]
 
 
-# --- flag values -------------------------------------------------------------------
-
-
-def cidr(value: str) -> str:
-    """An argparse ``type``: a network, as ``--allow-private`` takes it."""
-    try:
-        return str(ipaddress.ip_network(value, strict=False))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a CIDR: {value!r}") from exc
-
-
-def regex(value: str) -> str:
-    """An argparse ``type``: a pattern the crawl's engine compiles (``--allow``, ``--deny``)."""
-    try:
-        patterns.compile(value)
-    except patterns.COMPILE_ERRORS as exc:
-        raise argparse.ArgumentTypeError(f"invalid regex {value!r}: {patterns.problem(exc)}") from exc
-    return value
-
-
-def port(value: str) -> int:
-    """An argparse ``type``: a TCP port."""
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from exc
-    if not 1 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"port {number} out of range (1-65535)")
-    return number
-
+# The declarations are CrawlConfig's fields: importing this module registers them too.
+from crawlstack import config as _declarations  # noqa: E402,F401

@@ -8,7 +8,9 @@ and refused with a one-line usage error.  Never hashed or truncated: that
 would merge or rename the user's ids without a word.
 
 The services' limits (``DYNAMODB_*``, ``S3_KEY_MAX_BYTES``) and the ranges
-chosen for the CLI's ids and numeric flags are all here.  Where an id goes:
+chosen for the CLI's ids and numeric flags are here; a crawl setting's range
+is declared with the setting (``crawlstack.config``) and checked by the
+parsers here (``number_flag``, ``integer_flag``).  Where an id goes:
 
 * a crawl id: the crawls table's partition key; ``<crawl id>#<fingerprint>``
   (urls, results) and ``<crawl id>#<record id>`` (resolved) partition keys;
@@ -27,13 +29,14 @@ longest ids allowed, so a new key format that breaks this fails there.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from crawlstack import settings
+from crawlstack import patterns
 
 # --- the services' limits -------------------------------------------------------
 DYNAMODB_PARTITION_KEY_MAX_BYTES = 2048
@@ -53,13 +56,7 @@ MAX_USER_AGENT_BYTES = 1024
 # well inside a DynamoDB item, leaving room for the counters beside them.
 MAX_CRAWL_CONFIG_BYTES = 300 * 1024
 
-# --- numeric flags: inclusive ranges -----------------------------------------------
-# No longer --delay than the longest robots.txt Crawl-delay honoured: a host's
-# wake-up must fit SQS's longest delay.
-DELAY_SECONDS = (0.0, settings.MAX_CRAWL_DELAY_SECONDS)
-MAX_PAGES = (1, 10**9)
-MAX_PAGES_PER_HOST = (0, 10**9)  # 0: no cap
-MAX_DEPTH = (0, 10**6)  # deep enough to mean "no limit" (bench/scrapy_compare.py gives 100,000)
+# --- numeric flags: inclusive ranges (a crawl setting's: with its declaration) ------
 CONCURRENCY = (1, 256)
 QUERY_TIMEOUT_SECONDS = (0.0, 24 * 3600.0)
 LIST_LIMIT = (1, 10**9)  # records --limit, dlq --limit
@@ -242,27 +239,41 @@ def user_agent_flag(value: str) -> str:
     return value
 
 
-def crawl_config_problem(strings: list[str]) -> str | None:
-    """Why the crawl config's strings (user agent, --allow, --deny, --rules-set) would not fit its item, or None."""
+def crawl_config_problem(strings: list[str], flags: list[str]) -> str | None:
+    """Why the crawl config's strings (given with ``flags``) would not fit its item, or None."""
+    named = f"{', '.join(flags[:-1])} or {flags[-1]}" if len(flags) > 1 else "".join(flags)
     if not all(is_utf8_text(s) for s in strings):
-        return f"--user-agent, --allow, --deny or --rules-set {NOT_UTF8}"
+        return f"{named} {NOT_UTF8}"
     size = sum(_utf8_size(s) for s in strings)
     if size > MAX_CRAWL_CONFIG_BYTES:
-        return (
-            f"--user-agent, --allow, --deny and --rules-set come to {size} bytes; at most {MAX_CRAWL_CONFIG_BYTES} "
-            "fit the crawl's config item"
-        )
+        together = named.replace(" or ", " and ")
+        return f"{together} come to {size} bytes; at most {MAX_CRAWL_CONFIG_BYTES} fit the crawl's config item"
     return None
 
 
-def _span(bounds: tuple[float, float]) -> str:
-    return "-".join(f"{b:,g}" if isinstance(b, float) else f"{b:,}" for b in bounds)
+def cidr_flag(value: str) -> str:
+    """An argparse ``type``: a network (``--allow-private``)."""
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a CIDR: {value!r}") from exc
 
 
-# For ``crawl --help`` and ``seed --help``: the ranges above, in one line.
-CRAWL_RANGES_HELP = (
-    f"Ranges: --delay {_span(DELAY_SECONDS)} s, --max-pages {_span(MAX_PAGES)}, "
-    f"--max-pages-per-host {_span(MAX_PAGES_PER_HOST)}, --max-depth {_span(MAX_DEPTH)}, "
-    f"--concurrency {_span(CONCURRENCY)} (crawl only); a crawl id is at most {MAX_CRAWL_ID_BYTES} bytes "
-    f"and a record_id at most {MAX_RECORD_ID_BYTES} bytes (UTF-8)."
-)
+def regex_flag(value: str) -> str:
+    """An argparse ``type``: a pattern the engine the crawl runs ``--allow`` and ``--deny`` on compiles."""
+    try:
+        patterns.compile(value)
+    except patterns.COMPILE_ERRORS as exc:
+        raise argparse.ArgumentTypeError(f"invalid regex {value!r}: {patterns.problem(exc)}") from exc
+    return value
+
+
+def port_flag(value: str) -> int:
+    """An argparse ``type``: a TCP port."""
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from exc
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port {number} out of range (1-65535)")
+    return number

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from crawlstack import limits, patterns, settings
-from crawlstack.limits import crawl_config_problem, integer_flag, number_flag
+from crawlstack import limits, settings
+from crawlstack.limits import integer_flag, number_flag
 from crawlstack.safe_text import terminal_text
 
 
@@ -18,54 +17,9 @@ class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line."""
 
 
-def cidr_flag(value: str) -> str:
-    try:
-        return str(ipaddress.ip_network(value, strict=False))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a CIDR: {value!r}") from exc
-
-
-def regex_flag(value: str) -> str:
-    try:
-        patterns.compile(value)  # the engine the crawl runs --allow/--deny on
-    except patterns.COMPILE_ERRORS as exc:
-        raise argparse.ArgumentTypeError(f"invalid regex {value!r}: {patterns.problem(exc)}") from exc
-    return value
-
-
 # Every numeric flag has a finite range (crawlstack.limits): a value past what
 # DynamoDB or the crawl can take is a usage error here, not a traceback mid-crawl.
-delay_flag = number_flag(limits.DELAY_SECONDS)
-max_depth_flag = integer_flag(limits.MAX_DEPTH)
-max_pages_flag = integer_flag(limits.MAX_PAGES)
-max_pages_per_host_flag = integer_flag(limits.MAX_PAGES_PER_HOST)
 list_limit_flag = integer_flag(limits.LIST_LIMIT)
-
-
-def port_flag(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from exc
-    if not 1 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"port {number} out of range (1-65535)")
-    return number
-
-
-PER_HOST_HELP = (
-    "URLs admitted per host name, a bound on spider traps "
-    f"(default {settings.DEFAULT_MAX_PAGES_PER_HOST}; 0 for no cap)"
-)
-ALLOW_PORT_HELP = (
-    "also fetch this port on any host in scope (repeatable); otherwise only 80, 443 "
-    "and each seed's own port, on that seed's host, are fetched"
-)
-
-
-def check_config_size(user_agent: str, *lists: list[str]) -> None:
-    problem = crawl_config_problem([user_agent, *(s for strings in lists for s in strings)])
-    if problem:
-        raise UsageError(problem)
 
 
 # --- a deployed stack -------------------------------------------------------------

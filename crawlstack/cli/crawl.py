@@ -14,22 +14,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from crawlstack import limits, settings
-from crawlstack.cli.common import (
-    ALLOW_PORT_HELP,
-    PER_HOST_HELP,
-    UsageError,
-    check_config_size,
-    cidr_flag,
-    delay_flag,
-    max_depth_flag,
-    max_pages_flag,
-    max_pages_per_host_flag,
-    port_flag,
-    regex_flag,
-)
+from crawlstack import limits
+from crawlstack.cli.common import UsageError
+from crawlstack.cli.options import add_settings, check_config_size, given_settings, ranges_help
 from crawlstack.cli.seed import read_seeds
-from crawlstack.limits import integer_flag, user_agent_flag
+from crawlstack.config import CrawlConfig
+from crawlstack.limits import integer_flag
 from crawlstack.local.options import LocalOptions
 from crawlstack.rules import load_rules
 from crawlstack.safe_text import terminal_text
@@ -47,7 +37,7 @@ def register(sub: Any) -> None:
         help="run a crawl",
         description="Run a crawl locally, in this process. Its state is kept in OUT/state.sqlite, so a crawl "
         "that was stopped or killed goes on with --resume.",
-        epilog=limits.CRAWL_RANGES_HELP,
+        epilog=ranges_help("crawl"),
     )
     crawl.add_argument("seeds", nargs="*", metavar="SEED_URL", help="URLs to start from (depth 0)")
     crawl.add_argument("--local", action="store_true", help="run in this process (state and outputs in --out)")
@@ -69,43 +59,10 @@ def register(sub: Any) -> None:
     )
     crawl.add_argument("--rules", metavar="DIR", help="directory of JSON mapping rules (or one file)")
     crawl.add_argument("--out", metavar="DIR", required=True, help="output directory")
-    crawl.add_argument("--max-depth", type=max_depth_flag, default=settings.DEFAULT_MAX_DEPTH, metavar="N")
-    crawl.add_argument("--max-pages", type=max_pages_flag, default=None, metavar="N", help="page budget")
-    crawl.add_argument(
-        "--max-pages-per-host",
-        type=max_pages_per_host_flag,
-        default=settings.DEFAULT_MAX_PAGES_PER_HOST,
-        metavar="N",
-        help=PER_HOST_HELP,
-    )
-    crawl.add_argument(
-        "--allow-port", type=port_flag, action="append", default=[], metavar="PORT", help=ALLOW_PORT_HELP
-    )
-    crawl.add_argument(
-        "--delay",
-        type=delay_flag,
-        default=settings.DEFAULT_DELAY_SECONDS,
-        metavar="SECONDS",
-        help="seconds between requests to one host when robots.txt gives no longer Crawl-delay (default 5)",
-    )
-    crawl.add_argument("--user-agent", type=user_agent_flag, default=settings.DEFAULT_USER_AGENT, metavar="STRING")
-    crawl.add_argument(
-        "--allow-private",
-        type=cidr_flag,
-        action="append",
-        default=[],
-        metavar="CIDR",
-        help="let the crawler reach loopback/private/link-local addresses in CIDR (repeatable)",
-    )
+    add_settings(crawl, "crawl", defaults=True)
     crawl.add_argument("--seeds-file", metavar="FILE", help='JSON lines: {"url", "record_id"?, "want"?}')
     crawl.add_argument(
         "--endpoint-url", metavar="URL", help="use this AWS-compatible endpoint instead of the embedded one"
-    )
-    crawl.add_argument(
-        "--allow", type=regex_flag, action="append", default=[], metavar="REGEX", help="also follow URLs matching REGEX"
-    )
-    crawl.add_argument(
-        "--deny", type=regex_flag, action="append", default=[], metavar="REGEX", help="never follow URLs matching REGEX"
     )
     crawl.add_argument(
         "--concurrency", type=integer_flag(limits.CONCURRENCY), default=8, metavar="N", help="concurrent fetch batches"
@@ -150,22 +107,15 @@ def run(args: argparse.Namespace) -> int:
     # Every problem up front, before any request.
     ruleset = load_rules(args.rules, check_schema=True) if args.rules else None
     seeds = read_seeds(args, ruleset)
-    check_config_size(args.user_agent, args.allow, args.deny)
+    given = given_settings(args, "crawl")
+    check_config_size("crawl", given)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out: {out} exists and is not a directory")
     options = LocalOptions(
         rules_dir=args.rules,
         out_dir=args.out,
-        max_depth=args.max_depth,
-        max_pages=args.max_pages,
-        max_pages_per_host=args.max_pages_per_host or None,
-        allow_ports=tuple(dict.fromkeys(args.allow_port)),
-        delay=args.delay,
-        user_agent=args.user_agent,
-        allow_private=tuple(args.allow_private),
-        allow=tuple(args.allow),
-        deny=tuple(args.deny),
+        config=CrawlConfig().with_values(**given),
         endpoint_url=args.endpoint_url,
         fetch_concurrency=args.concurrency,
         extract_concurrency=args.extract_concurrency,

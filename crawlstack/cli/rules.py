@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
-from crawlstack.cli.common import UsageError, cidr_flag, delay_flag, port_flag
-from crawlstack.limits import user_agent_flag
+from crawlstack.cli.common import UsageError
+from crawlstack.crawl_settings import SETTINGS
+from crawlstack.limits import cidr_flag, port_flag, user_agent_flag
 from crawlstack.rules import load_rules
 from crawlstack.safe_text import terminal_text
 from crawlstack.urls import InvalidURL, canonicalize
@@ -38,7 +39,7 @@ def register(sub: Any) -> None:
     test.add_argument("--user-agent", type=user_agent_flag, default=settings.DEFAULT_USER_AGENT, metavar="STRING")
     test.add_argument(
         "--delay",
-        type=delay_flag,
+        type=SETTINGS["delay"].flag_type(),
         default=1.0,
         metavar="SECONDS",
         help="seconds between robots.txt and the page (robots.txt Crawl-delay wins if longer; default 1)",

@@ -5,25 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from crawlstack import limits
 from crawlstack.cli import common
-from crawlstack.cli.common import (
-    ALLOW_PORT_HELP,
-    PER_HOST_HELP,
-    UsageError,
-    check_config_size,
-    delay_flag,
-    max_depth_flag,
-    max_pages_flag,
-    max_pages_per_host_flag,
-    port_flag,
-    regex_flag,
-)
-from crawlstack.limits import NOT_UTF8, crawl_id_flag, is_utf8_text, record_id_problem, user_agent_flag
+from crawlstack.cli.common import UsageError
+from crawlstack.cli.options import add_settings, check_config_size, given_settings, ranges_help
+from crawlstack.config import CrawlConfig
+from crawlstack.limits import NOT_UTF8, crawl_id_flag, is_utf8_text, record_id_problem
 from crawlstack.local.options import Seed
 from crawlstack.rules import RuleSet, load_rules
 from crawlstack.safe_text import terminal_text
@@ -37,7 +26,7 @@ def register(sub: Any) -> None:
         help="send seed URLs to a deployed stack's frontier queue",
         description="Send seeds (depth 0) to the deployed stack's frontier queue, ten to a SendMessageBatch. "
         "Without --crawl-id they join the stack's default crawl. Exits 1 if SQS refused any.",
-        epilog=limits.CRAWL_RANGES_HELP,
+        epilog=ranges_help("seed"),
     )
     seed.add_argument("seeds", nargs="*", metavar="URL", help="URLs to start from")
     seed.add_argument(
@@ -48,17 +37,7 @@ def register(sub: Any) -> None:
     config = seed.add_argument_group(
         "a new crawl's config (with --crawl-id; stored once, when the crawl is created; unset ones follow the stack)"
     )
-    config.add_argument("--max-depth", type=max_depth_flag, metavar="N")
-    config.add_argument("--max-pages", type=max_pages_flag, metavar="N", help="page budget")
-    config.add_argument("--max-pages-per-host", type=max_pages_per_host_flag, metavar="N", help=PER_HOST_HELP)
-    config.add_argument("--allow-port", type=port_flag, action="append", metavar="PORT", help=ALLOW_PORT_HELP)
-    config.add_argument("--delay", type=delay_flag, metavar="SECONDS")
-    config.add_argument("--user-agent", type=user_agent_flag, metavar="STRING")
-    config.add_argument("--allow", type=regex_flag, action="append", metavar="REGEX", help="also follow (repeatable)")
-    config.add_argument("--deny", type=regex_flag, action="append", metavar="REGEX", help="never follow (repeatable)")
-    config.add_argument(
-        "--rules-set", action="append", metavar="MAPPING", help="extract with only these mappings (repeatable)"
-    )
+    add_settings(config, "seed", defaults=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"rules: {args.rules}: no such file or directory")
     ruleset = load_rules(args.rules, check_schema=True) if args.rules else None
     seeds = read_seeds(args, ruleset, check_want=ruleset is not None)  # every mistake before any message
-    config = _crawl_settings(args)
-    check_config_size(args.user_agent or "", args.allow or [], args.deny or [], args.rules_set or [])
-    if config and not args.crawl_id:
+    given = given_settings(args, "seed")
+    check_config_size("seed", given)
+    if given and not args.crawl_id:
         raise UsageError(
             "crawl settings (--max-depth, --delay, ...) need --crawl-id: the default crawl's come from the stack"
         )
@@ -79,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise UsageError(f"--rules-set: no mapping named {unknown[0]!r} in {args.rules}")
     stack = common.stack(args)
-    if config:
+    if given:
         from crawlstack.deployed import Tables
 
-        Tables(stack.connection).create_crawl(stack.table("crawls"), args.crawl_id, config)
+        item = CrawlConfig(crawl_id=args.crawl_id).with_values(**given).to_item(only=given)
+        settings_given = {k: v for k, v in item.items() if k not in ("crawl_id", "state")}
+        Tables(stack.connection).create_crawl(stack.table("crawls"), args.crawl_id, settings_given)
     url = stack.queue_url("frontier")
     bodies = [frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]
     failed = Queues(stack.connection).send(url, bodies)
@@ -91,29 +72,6 @@ def run(args: argparse.Namespace) -> int:
     for body, reason in failed:
         print(f"crawlstack: not sent: {terminal_text(json.loads(body)['url'] + ': ' + reason)}", file=sys.stderr)
     return 1 if failed else 0
-
-
-def _crawl_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The crawl settings given on the command line, as the crawls table stores them (CrawlConfig.to_item)."""
-    given: dict[str, Any] = {}
-    if args.max_depth is not None:
-        given["max_depth"] = args.max_depth
-    if args.max_pages is not None:
-        given["max_pages"] = args.max_pages
-    if args.max_pages_per_host is not None:
-        given["max_pages_per_host"] = args.max_pages_per_host  # 0: no cap, as CrawlConfig stores it
-    if args.allow_port:
-        given["allow_ports"] = list(dict.fromkeys(args.allow_port))
-    if args.delay is not None:
-        given["delay"] = Decimal(str(args.delay))
-    if args.user_agent:
-        given["user_agent"] = args.user_agent
-    for name in ("allow", "deny"):
-        if getattr(args, name):
-            given[name] = list(getattr(args, name))
-    if args.rules_set:
-        given["rules"] = list(dict.fromkeys(args.rules_set))
-    return given
 
 
 # --- seeds files (crawl --local reads them too) ------------------------------------

@@ -7,8 +7,9 @@ import sys
 from typing import Any
 
 from crawlstack import limits
-from crawlstack.cli.common import ALLOW_PORT_HELP, UsageError, cidr_flag, delay_flag, port_flag
-from crawlstack.limits import integer_flag, number_flag, user_agent_flag
+from crawlstack.cli.common import UsageError
+from crawlstack.cli.options import add_settings, given_settings
+from crawlstack.limits import integer_flag, number_flag
 from crawlstack.safe_text import terminal_text
 
 
@@ -48,10 +49,7 @@ def register(sub: Any) -> None:
         help="the simulation's start, in the years {} to {} (default: now)".format(*limits.SIM_START_YEARS),
     )
     # No defaults here: a flag not given is the watch's own from its last run (WatchSettings).
-    watch.add_argument("--delay", type=delay_flag, metavar="SECONDS", help="as for crawl")
-    watch.add_argument("--user-agent", type=user_agent_flag, metavar="STRING", help="as for crawl")
-    watch.add_argument("--allow-private", type=cidr_flag, action="append", metavar="CIDR", help="as for crawl")
-    watch.add_argument("--allow-port", type=port_flag, action="append", metavar="PORT", help=ALLOW_PORT_HELP)
+    add_settings(watch, "watch", defaults=False)
     watch.add_argument(
         "--concurrency", type=integer_flag(limits.CONCURRENCY), default=8, metavar="N", help="concurrent fetch batches"
     )
@@ -67,10 +65,7 @@ def run(args: argparse.Namespace) -> int:
     options = WatchOptions(
         out=args.local,
         checks_per_day=args.checks_per_day,
-        delay=args.delay,
-        user_agent=args.user_agent,
-        allow_private=None if args.allow_private is None else tuple(args.allow_private),
-        allow_ports=None if args.allow_port is None else tuple(args.allow_port),
+        given=given_settings(args, "watch"),
         simulate_days=args.simulate_days,
         speed=args.speed,
         sim_start=args.sim_start,

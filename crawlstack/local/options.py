@@ -1,14 +1,19 @@
 """What a local crawl is asked to do: its seeds and options (``crawlstack crawl --local``'s flags).
 
-``SAVED_OPTIONS`` are kept in the crawl's state for ``--resume``;
+The crawl's settings are ``config``, a ``CrawlConfig`` of the settings
+``crawl`` takes (``crawlstack.crawl_settings``); the other fields are the
+run's own.  ``saved_options`` is what the crawl's state keeps for
+``--resume``: those settings, by name, and ``SAVED_OPTIONS``;
 ``RESUME_OPTIONS`` are the ones a resume takes from its command line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from crawlstack import settings
+from crawlstack.config import CrawlConfig
+from crawlstack.crawl_settings import of_command
 
 
 @dataclass(frozen=True)
@@ -22,15 +27,8 @@ class Seed:
 class LocalOptions:
     rules_dir: str | None
     out_dir: str
-    max_depth: int = settings.DEFAULT_MAX_DEPTH
-    max_pages: int | None = None
-    delay: float = settings.DEFAULT_DELAY_SECONDS
-    user_agent: str = settings.DEFAULT_USER_AGENT
-    allow_private: tuple[str, ...] = ()
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    max_pages_per_host: int | None = settings.DEFAULT_MAX_PAGES_PER_HOST
-    allow_ports: tuple[int, ...] = ()
+    # The crawl's settings (its id is ``crawl_id``'s, below).
+    config: CrawlConfig = field(default_factory=CrawlConfig)
     endpoint_url: str | None = None
     fetch_concurrency: int = 8
     # Extract invocations at once; deployed, extract scales out, so more
@@ -51,8 +49,17 @@ class LocalOptions:
 
 # What a resume takes from the command line; everything else comes from the saved crawl.
 RESUME_OPTIONS = ("out_dir", "progress", "fetch_concurrency")
-# What is saved for a resume (LocalOptions' fields, less the per-run ones).
-SAVED_OPTIONS = (
-    "max_depth", "max_pages", "delay", "user_agent", "allow_private", "allow", "deny",
-    "max_pages_per_host", "allow_ports", "extract_concurrency", "crawl_id", "extra_env",
-)  # fmt: skip
+# The run's own options saved for a resume, besides the crawl's settings.
+SAVED_OPTIONS = ("extract_concurrency", "crawl_id", "extra_env")
+
+
+def saved_options(options: LocalOptions) -> dict[str, Any]:
+    """What the state keeps for a resume, as JSON: the crawl's settings by name, and ``SAVED_OPTIONS``."""
+    kept = {s.name: s.to_json(options.config.value(s.name)) for s in of_command("crawl")}
+    return kept | {k: getattr(options, k) for k in SAVED_OPTIONS}
+
+
+def restored_options(saved: dict[str, Any]) -> dict[str, Any]:
+    """``LocalOptions``' keyword arguments from ``saved_options``; a setting saved before it existed is its default."""
+    settings = {s.name: s.from_json(saved[s.name]) for s in of_command("crawl") if s.name in saved}
+    return {"config": CrawlConfig().with_values(**settings)} | {k: saved[k] for k in SAVED_OPTIONS if k in saved}

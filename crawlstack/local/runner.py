@@ -62,7 +62,7 @@ from crawlstack.local.backend import LocalState, SavedCrawl, start_afresh
 from crawlstack.local.billing import LogMeter
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.metrics import MetricsFile, serialised_metrics
-from crawlstack.local.options import RESUME_OPTIONS, SAVED_OPTIONS, LocalOptions, Seed
+from crawlstack.local.options import RESUME_OPTIONS, LocalOptions, Seed, restored_options, saved_options
 from crawlstack.local.outdir import holding
 from crawlstack.local.progress import progress, snapshot
 from crawlstack.local.pump import EventPump, Source
@@ -140,7 +140,7 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
             state.save_crawl(
                 SavedCrawl(
                     seeds=[asdict(s) for s in seeds],
-                    options={k: getattr(options, k) for k in SAVED_OPTIONS},
+                    options=saved_options(options),
                     rules=_rule_texts(options.rules_dir),
                     started=time.time(),
                 )
@@ -169,17 +169,12 @@ def _resume_local(options: LocalOptions) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in saved.rules.items():
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")
-            kept = {k: getattr(options, k) for k in RESUME_OPTIONS}
-            restored = LocalOptions(rules_dir=rules_dir if saved.rules else None, **kept, **_restored(saved.options))
+            kept = {k: getattr(options, k) for k in RESUME_OPTIONS} | restored_options(saved.options)
+            restored = LocalOptions(rules_dir=rules_dir if saved.rules else None, **kept)
             seeds = [Seed(s["url"], s.get("record_id"), tuple(s.get("want") or ())) for s in saved.seeds]
             return _crawl_on_state(state, seeds, restored, resumed=True, started=saved.started)
     finally:
         state.close()
-
-
-def _restored(saved: dict[str, Any]) -> dict[str, Any]:
-    """Saved options as LocalOptions takes them (JSON gave lists where it holds tuples)."""
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in SAVED_OPTIONS}
 
 
 def _rule_texts(rules_dir: str | None) -> dict[str, str]:
@@ -195,7 +190,7 @@ def _crawl_on_state(
     crawl_id = options.crawl_id or "local"
     # A resume of a crawl stopped before its seeds were all sent sends them (again: dispatch dedupes).
     if not state.seeded():
-        stores.crawls.put(_config(crawl_id, seeds, options))
+        stores.crawls.put_new(_config(crawl_id, seeds, options))
         _send_seeds(stores.frontier_queue, crawl_id, seeds)
         state.mark_seeded()
     with _environment(_handler_env(crawl_id, options)):  # the handlers' loggers take their level at import
@@ -238,7 +233,7 @@ def _crawl_on_emulator(seeds: list[Seed], options: LocalOptions) -> dict[str, An
         stores = wiring.Stores.on_aws(stack)
         try:
             with _environment(names):
-                stores.crawls.put(_config(crawl_id, seeds, options))
+                stores.crawls.put_new(_config(crawl_id, seeds, options))
                 _send_seeds(stores.frontier_queue, crawl_id, seeds)
                 with _environment(_handler_env(crawl_id, options)):
                     pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency, names)
@@ -260,19 +255,8 @@ def _handler_env(crawl_id: str, options: LocalOptions) -> dict[str, str]:
 
 
 def _config(crawl_id: str, seeds: list[Seed], options: LocalOptions) -> CrawlConfig:
-    return CrawlConfig(
-        crawl_id=crawl_id,
-        delay=options.delay,
-        user_agent=options.user_agent,
-        max_depth=options.max_depth,
-        max_pages=options.max_pages,
-        max_pages_per_host=options.max_pages_per_host,
-        allow=options.allow,
-        deny=options.deny,
-        allow_ports=options.allow_ports,
-        seed_hosts=_seed_hosts(seeds),
-        allow_private=options.allow_private,
-    )
+    """The crawl's config as ``crawlstack seed`` would store it: its settings, its id, its seeds' hosts."""
+    return replace(options.config, crawl_id=crawl_id, seed_hosts=_seed_hosts(seeds))
 
 
 def _send_seeds(frontier: MessageQueue, crawl_id: str, seeds: list[Seed]) -> None:
@@ -313,7 +297,9 @@ def _run(
         # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
         # go to OUT/metrics.jsonl instead of the terminal.
         with (
-            progress(options.progress, lambda started: snapshot(wiring.services(), started), options.max_pages) as tick,
+            progress(
+                options.progress, lambda started: snapshot(wiring.services(), started), options.config.max_pages
+            ) as tick,
             MetricsFile(out / "metrics.jsonl", append=resumed, note=note) as emf,
             contextlib.redirect_stdout(cast(IO[str], emf)),
             serialised_metrics(),

@@ -40,12 +40,14 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
 from crawlstack import settings, wiring
 from crawlstack.config import CrawlConfig
+from crawlstack.crawl_settings import Setting, of_command
 from crawlstack.crawllog import iso_time
 from crawlstack.local.backend import LocalState, StateError, has_state, read_meta, write_meta
 from crawlstack.local.metrics import MetricsFile, serialised_metrics
@@ -72,25 +74,38 @@ TICK_WALL_SECONDS = (0.01, 0.25)
 
 @dataclass(frozen=True)
 class WatchSettings:
-    """What a watch keeps in its state for its next run (``watch_settings``): a flag given replaces it."""
+    """What a watch keeps in its state for its next run (``watch_settings``): a flag given replaces it.
+
+    Besides ``checks_per_day``, the crawl settings ``watch`` takes (``crawlstack.crawl_settings``): a field
+    each (tests/unit/test_watch_settings.py holds them to their declarations); one with no field here (a
+    setting registered at run time) is in ``extra``.
+    """
 
     checks_per_day: int | None = None  # None: no budget
     delay: float = settings.DEFAULT_DELAY_SECONDS
     user_agent: str = settings.DEFAULT_USER_AGENT
     allow_private: tuple[str, ...] = ()
     allow_ports: tuple[int, ...] = ()
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def crawl_settings(self) -> dict[str, Any]:
+        """The crawl settings, by name."""
+        return {s.name: getattr(self, s.name) for s in of_command("watch") if s.name in _KEPT} | dict(self.extra)
+
+    def saved(self) -> dict[str, Any]:
+        """As the state keeps them: JSON, one key a setting."""
+        kept = {s.name: s.to_json(value) for s, value in _by_setting(self.crawl_settings())}
+        return {"checks_per_day": self.checks_per_day} | kept
 
 
 @dataclass(frozen=True)
 class WatchOptions:
-    """A run's flags; None where not given: the watch's own setting, or the default (``WatchSettings``)."""
+    """A run's flags; a setting not given is the watch's own, or the default (``WatchSettings``)."""
 
     out: str
     checks_per_day: int | None = None
-    delay: float | None = None
-    user_agent: str | None = None
-    allow_private: tuple[str, ...] | None = None
-    allow_ports: tuple[int, ...] | None = None
+    # The crawl settings given, by name (``watch``'s setting flags).
+    given: Mapping[str, Any] = field(default_factory=dict)
     # The clock's flags (``watch_clock``).
     simulate_days: float | None = None
     speed: float | None = None
@@ -130,7 +145,7 @@ def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
             raise StateError(f"{out} holds no sources: add some with crawlstack sources add ... --local {out}")
         clock, end = _clock(state, out, resumed)
         kept = kept_settings(options, read_meta(state.db, "watch_settings"))
-        write_meta(state.db, "watch_settings", asdict(kept))
+        write_meta(state.db, "watch_settings", kept.saved())
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in stored_rules(state.db).items():
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")
@@ -152,29 +167,25 @@ def _clock(state: LocalState, out: Path, resumed: ResumedClock) -> tuple[WatchCl
 def kept_settings(options: WatchOptions, saved: Any) -> WatchSettings:
     """The run's settings: each flag given, else the one the watch kept (``saved``), else the default.
 
-    A kept value of the wrong type (a damaged state) gives way to the default.
+    A kept value of the wrong kind (a damaged state) gives way to the default.
     """
     kept = saved if isinstance(saved, dict) else {}
+    checks = options.checks_per_day if options.checks_per_day is not None else kept.get("checks_per_day")
     values: dict[str, Any] = {}
-    for name, default in asdict(WatchSettings()).items():
-        given = getattr(options, name)
-        value = given if given is not None else kept.get(name, default)
-        values[name] = value if _fits(name, value) else default
-    values["allow_private"] = tuple(values["allow_private"])
-    values["allow_ports"] = tuple(values["allow_ports"])
-    return WatchSettings(**values)
+    for s in of_command("watch"):
+        raw = kept.get(s.name)
+        values[s.name] = options.given.get(s.name, s.from_json(raw) if raw is not None and s.fits(raw) else s.default)
+    own = {name: value for name, value in values.items() if name in _KEPT}
+    extra = tuple(sorted((name, value) for name, value in values.items() if name not in _KEPT))
+    return WatchSettings(checks_per_day=checks if type(checks) is int else None, **own, extra=extra)
 
 
-def _fits(name: str, value: Any) -> bool:
-    """Whether ``value`` is of setting ``name``'s kind."""
-    if name in ("allow_private", "allow_ports"):
-        kind = str if name == "allow_private" else int
-        return isinstance(value, list | tuple) and all(type(v) is kind for v in value)
-    if name == "checks_per_day":
-        return value is None or type(value) is int
-    if name == "delay":
-        return type(value) in (int, float) and math.isfinite(value) and value >= 0
-    return isinstance(value, str)
+def _by_setting(values: dict[str, Any]) -> list[tuple[Setting, Any]]:
+    return [(s, values[s.name]) for s in of_command("watch") if s.name in values]
+
+
+# The crawl settings WatchSettings has a field for.
+_KEPT = frozenset(f.name for f in fields(WatchSettings)) - {"checks_per_day", "extra"}
 
 
 def tick_seconds(speed: float) -> float:
@@ -199,15 +210,11 @@ def _watch(
     stores.crawls.put(
         CrawlConfig(
             crawl_id=WATCH_CRAWL_ID,
-            delay=kept.delay,
-            user_agent=kept.user_agent,
             max_depth=0,
             max_pages_per_host=0,  # a host's re-checks are no spider trap
-            allow_ports=kept.allow_ports,
-            allow_private=kept.allow_private,
             seed_hosts=seed_hosts([s.url for s in every]),
             time_scale=clock.speed,  # 1 in real time
-        )
+        ).with_values(**kept.crawl_settings())
     )
     env = {
         settings.ENV_DEFAULT_CRAWL_ID: WATCH_CRAWL_ID,

@@ -23,7 +23,8 @@ SUMMARY = {
 }
 
 
-def options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *flags: str) -> runner.LocalOptions:
+def options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *flags: str) -> CrawlConfig:
+    """The crawl settings (``LocalOptions.config``) the flags give."""
     seen: list[runner.LocalOptions] = []
 
     def fake(seeds: Any, opts: runner.LocalOptions) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *flags: str) -> run
     monkeypatch.setattr(runner, "crawl_local", fake)
     argv = ["crawl", "--local", "http://a.test/", "--out", str(tmp_path / "out"), "--no-progress", *flags]
     assert cli.main(argv) == 0
-    return seen[0]
+    return seen[0].config
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

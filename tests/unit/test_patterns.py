@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from crawlstack import patterns, settings
-from crawlstack.cli.common import regex_flag
 from crawlstack.config import CrawlConfig
+from crawlstack.limits import regex_flag
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping, compile_mapping_errors
 from crawlstack.rules.page import Page

@@ -18,7 +18,7 @@ def test_a_run_with_no_flag_keeps_the_last_runs_settings() -> None:
 
 
 def test_a_flag_given_replaces_its_setting_only() -> None:
-    given = WatchOptions("OUT", delay=2.0, allow_private=())
+    given = WatchOptions("OUT", given={"delay": 2.0, "allow_private": ()})
     assert kept_settings(given, asdict(LAST)) == WatchSettings(300, 2.0, "bot/1", (), (8080,))
 
 
