@@ -386,32 +386,6 @@ class Tables:
                 found[str(data["crawl_id"])] = data
         return found
 
-    def create_crawl(self, table: str, crawl_id: str, settings_given: dict[str, Any]) -> None:
-        """Store a new crawl's config: only the settings given, so the rest follow the stack's defaults.
-
-        A crawl's config is fixed once it has one: the write is conditional,
-        and an existing crawl is a user error (status 2).
-        """
-        from boto3.dynamodb.types import TypeSerializer
-
-        serializer = TypeSerializer()
-        item = {"crawl_id": crawl_id, "state": "running", **settings_given}
-        try:
-            with aws_errors(f"write {table}"):
-                self._ddb.put_item(
-                    TableName=table,
-                    Item={k: serializer.serialize(v) for k, v in item.items()},
-                    ConditionExpression="attribute_not_exists(crawl_id)",
-                )
-        except DeployedError as exc:
-            if "ConditionalCheckFailed" in str(exc):
-                raise DeployedError(
-                    f"crawl {crawl_id!r} already exists and its config is fixed; seed it without settings, "
-                    "or start a new crawl id",
-                    status=2,
-                ) from exc
-            raise
-
     def records(self, table: str, crawl_id: str | None, mapping: str | None) -> Iterator[dict[str, Any]]:
         """Results items as records.jsonl has them (no key attributes), in table order."""
         filters, values = [], {}

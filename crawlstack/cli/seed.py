@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +62,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--rules-set: no mapping named {unknown[0]!r} in {args.rules}")
     stack = common.stack(args)
     if given:
-        from crawlstack.deployed import Tables
-
-        item = CrawlConfig(crawl_id=args.crawl_id).with_values(**given).to_item(only=given)
-        settings_given = {k: v for k, v in item.items() if k not in ("crawl_id", "state")}
-        Tables(stack.connection).create_crawl(stack.table("crawls"), args.crawl_id, settings_given)
+        _create_crawl(stack, CrawlConfig(crawl_id=args.crawl_id).with_values(**given), given)
     url = stack.queue_url("frontier")
     bodies = [frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]
     failed = Queues(stack.connection).send(url, bodies)
@@ -72,6 +71,47 @@ def run(args: argparse.Namespace) -> int:
     for body, reason in failed:
         print(f"crawlstack: not sent: {terminal_text(json.loads(body)['url'] + ': ' + reason)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _create_crawl(stack: Any, config: CrawlConfig, given: Collection[str]) -> None:
+    """Store a new crawl with the settings given, as a local crawl is stored (``Crawls.put_new``).
+
+    Only those: the rest follow the stack's defaults. A crawl's config is
+    fixed once stored, so an existing crawl is a user error (status 2).
+    """
+    from crawlstack.aws.crawls import CrawlStore
+    from crawlstack.deployed import DeployedError, aws_errors
+
+    table = stack.table("crawls")
+    with aws_errors(f"write {table}"), _stack_clients(stack.connection):
+        stored = CrawlStore(table).put_new(config, only=given)
+    if not stored:
+        raise DeployedError(
+            f"crawl {config.crawl_id!r} already exists and its config is fixed; seed it without settings, "
+            "or start a new crawl id",
+            status=2,
+        )
+
+
+@contextlib.contextmanager
+def _stack_clients(connection: Any) -> Iterator[None]:
+    """``crawlstack.aws``'s clients on the stack's region and endpoint, as ``crawl stop|resume`` has them."""
+    from crawlstack import aws
+
+    env = {"AWS_ENDPOINT_URL": connection.endpoint_url, "AWS_DEFAULT_REGION": connection.region}
+    env = {key: value for key, value in env.items() if value}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    aws.reset_clients()
+    try:
+        yield
+    finally:
+        aws.reset_clients()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # --- seeds files (crawl --local reads them too) ------------------------------------
