@@ -4,3 +4,35 @@ the integration suites hold to the same contracts as the AWS adapters (one confo
 pytest puts this folder on the import path because this file is here (its rootdir-relative
 conftest rule), so ``from fakes import ...`` works from any suite without touching sys.path.
 """
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from crawlstack.crawl_settings import INTEGER, Setting, register, unregister
+
+# A setting no code reads, registered for one test: every form a setting takes must show it.
+THROWAWAY = Setting(
+    "throwaway_budget",
+    INTEGER,
+    7,
+    help="a throwaway setting of the tests (default 7)",
+    flag="--throwaway-budget",
+    metavar="N",
+    bounds=(1, 99),
+    commands=("crawl", "seed", "watch"),
+    env="CRAWLSTACK_THROWAWAY_BUDGET",
+    stack_default=True,
+)
+
+
+@pytest.fixture
+def throwaway_setting() -> Iterator[Setting]:
+    """``THROWAWAY``, registered for the test and gone after it."""
+    register(THROWAWAY)
+    try:
+        yield THROWAWAY
+    finally:
+        unregister(THROWAWAY.name)

@@ -461,6 +461,17 @@ def test_invalid_context_is_rejected(context):
         StackConfig.from_context(app.node)
 
 
+def test_a_crawl_setting_the_stack_defaults_reaches_every_functions_environment(assets, throwaway_setting):
+    # A setting registered at run time (tests/conftest.py): its context key, checked as its flag, to its variable.
+    assert StackConfig().crawl_defaults[throwaway_setting.name] == 7
+    stack, template = synth(assets, **{throwaway_setting.context_key: "12"})
+    resources = template.to_json()["Resources"]
+    for fn_id in function_ids(stack).values():
+        assert resources[fn_id]["Properties"]["Environment"]["Variables"]["CRAWLSTACK_THROWAWAY_BUDGET"] == "12"
+    with pytest.raises(ConfigError, match="must be at most 99"):
+        StackConfig.from_context(cdk.App(context={throwaway_setting.context_key: "100"}).node)
+
+
 def test_missing_build_output_is_explained(tmp_path):
     with pytest.raises(ConfigError, match="make build-lambda"):
         LambdaAssets.from_build_dir(tmp_path)
