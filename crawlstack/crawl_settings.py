@@ -215,9 +215,5 @@ def of_command(command: str) -> list[Setting]:
     return [s for s in SETTINGS.values() if command in s.commands and s.flag]
 
 
-def stored() -> list[Setting]:
-    return [s for s in SETTINGS.values() if s.stored]
-
-
 # The declarations are CrawlConfig's fields: importing this module registers them too.
 from crawlstack import config as _declarations  # noqa: E402,F401
