@@ -82,6 +82,8 @@ CAP = Kind(
     given=lambda v: v or None,
     store=lambda v: v or 0,
     load=lambda v: int(v) or None,
+    from_text=lambda t: int(t) or None,
+    to_text=lambda v: str(v or 0),
 )
 TEXT = Kind("text", lambda v: isinstance(v, str), load=str)
 # DynamoDB refuses empty sets; empty lists are fine but left out too, to keep the item small.
@@ -113,8 +115,17 @@ SUBSET = Kind(
     given=lambda v: tuple(dict.fromkeys(v)),
     store=lambda v: None if v is None else list(v),
     load=lambda v: tuple(str(x) for x in v),
+    from_text=lambda t: tuple(c for c in t.split(",") if c.strip()),
+    to_text=",".join,
 )
-HOSTS = Kind("hosts", _all_of(str), store=lambda v: set(v) or None, load=frozenset)
+HOSTS = Kind(
+    "hosts",
+    _all_of(str),
+    store=lambda v: set(v) or None,
+    load=frozenset,
+    from_text=lambda t: frozenset(c for c in t.split(",") if c.strip()),
+    to_text=lambda v: ",".join(sorted(v)),
+)
 
 
 @dataclass(frozen=True)

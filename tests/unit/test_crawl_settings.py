@@ -6,7 +6,22 @@ from dataclasses import fields
 
 import pytest
 
-from crawlstack.crawl_settings import SETTINGS, Setting, of_command, register
+from crawlstack.crawl_settings import (
+    CAP,
+    HOSTS,
+    INTEGER,
+    NUMBER,
+    OPTIONAL_INTEGER,
+    PORTS,
+    SETTINGS,
+    SUBSET,
+    TEXT,
+    TEXTS,
+    Kind,
+    Setting,
+    of_command,
+    register,
+)
 from crawlstack.local.options import LocalOptions, restored_options, saved_options
 from crawlstack.local.watch import WatchSettings
 
@@ -26,6 +41,27 @@ def test_a_resume_keeps_what_it_always_kept() -> None:
 def test_a_watch_keeps_a_field_for_each_watch_setting_declared() -> None:
     kept = {f.name: f.default for f in fields(WatchSettings) if f.name not in ("checks_per_day", "extra")}
     assert kept == {s.name: s.default for s in of_command("watch")}
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [
+        (NUMBER, 2.5),
+        (INTEGER, 3),
+        (OPTIONAL_INTEGER, 4),
+        (CAP, 5),
+        (CAP, None),
+        (TEXT, "bot/1"),
+        (TEXTS, ("a", "b")),
+        (PORTS, (80, 8080)),
+        (SUBSET, ("book",)),
+        (HOSTS, frozenset({"a.test", "b.test:81"})),
+    ],
+)
+def test_each_kind_reads_back_what_it_stores_and_what_the_stack_writes(kind: Kind, value: object) -> None:
+    assert kind.load(kind.store(value)) == value  # CAP: None is stored as 0 and read back as None
+    assert kind.from_text(kind.to_text(value)) == value
+    assert kind.fits(list(value) if isinstance(value, tuple | frozenset) else value)
 
 
 def test_a_name_is_declared_once(throwaway_setting: Setting) -> None:
