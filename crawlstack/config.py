@@ -174,9 +174,11 @@ class CrawlConfig:
 
     def with_values(self, **values: Any) -> CrawlConfig:
         """This config with ``values`` (setting name -> value) in place."""
-        extra = dict(self.extra) | {k: v for k, v in values.items() if k not in _FIELDS}
-        own = {k: v for k, v in values.items() if k in _FIELDS}
-        return replace(self, **own, extra=tuple(sorted(extra.items())))
+        extra = {k: v for k, v in values.items() if k not in _FIELDS}
+        if extra:
+            values = {k: v for k, v in values.items() if k in _FIELDS}
+            values["extra"] = tuple(sorted((dict(self.extra) | extra).items()))
+        return replace(self, **values)
 
     @classmethod
     def defaults_from_env(cls, env: Mapping[str, str], crawl_id: str | None = None) -> CrawlConfig:
@@ -189,9 +191,10 @@ class CrawlConfig:
     def to_item(self, only: Collection[str] | None = None) -> dict[str, Any]:
         """The crawls table's item; with ``only``, of those settings alone (and ``state``): the rest follow defaults."""
         item: dict[str, Any] = {"crawl_id": self.crawl_id}
+        extra = dict(self.extra)
         for s in SETTINGS.values():
             if s.stored and (only is None or s.name in only or s.name == "state"):
-                value = s.to_item(self.value(s.name))
+                value = s.to_item(getattr(self, s.name) if s.name in _FIELDS else extra.get(s.name, s.default))
                 if value is not None:
                     item[s.name] = value
         return item
@@ -199,7 +202,7 @@ class CrawlConfig:
     @classmethod
     def from_item(cls, item: dict[str, Any], defaults: CrawlConfig) -> CrawlConfig:
         """The config ``item`` stores; a setting it lacks is ``defaults``'."""
-        given = {s.name: s.kind.load(item[s.name]) for s in SETTINGS.values() if item.get(s.name) is not None}
+        given = {s.name: s.kind.load(value) for s in SETTINGS.values() if (value := item.get(s.name)) is not None}
         return defaults.with_values(crawl_id=str(item.get("crawl_id", defaults.crawl_id)), **given)
 
     def port_allowed(self, host: str, port: int) -> bool:
