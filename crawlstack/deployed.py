@@ -3,10 +3,8 @@
 Everything is found from the stack's CloudFormation outputs
 (``settings.OUTPUT_QUEUE_URL``, ``OUTPUT_DLQ_URL``, ``OUTPUT_TABLE``,
 ``OUTPUT_WORKGROUP``, ``OUTPUT_GLUE_DATABASE``) of the stack named
-``settings.STACK_NAME`` unless told otherwise.  Region and credentials come
-from the usual AWS environment and config files; ``endpoint_url`` points every
-client at an AWS-compatible endpoint (a moto server).  Clients are created
-lazily, on first use.
+``settings.STACK_NAME`` unless told otherwise.  Its calls go through
+a ``crawlstack.aws.Connection`` (the CLI's ``--region`` and ``--endpoint-url``).
 
 Every failure is a :class:`DeployedError`: one line, and the exit status the
 CLI should give (2 for a user's mistake, 1 for a runtime failure).
@@ -22,14 +20,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
 from crawlstack import settings
-from crawlstack.aws.clients import unmarshal
-
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
+from crawlstack.aws.clients import Connection, unmarshal
 
 
 class DeployedError(Exception):
@@ -57,26 +51,6 @@ def aws_errors(what: str) -> Iterator[None]:
         raise DeployedError(f"{what}: {exc}") from exc
 
 
-class Connection:
-    """One boto3 session and its clients, optionally against an AWS-compatible endpoint."""
-
-    def __init__(self, region: str | None = None, endpoint_url: str | None = None) -> None:
-        self.region = region
-        self.endpoint_url = endpoint_url
-        self._session: boto3.session.Session | None = None
-        self._clients: dict[str, Any] = {}
-
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
-            with aws_errors(f"{service} client"):
-                if self._session is None:
-                    self._session = boto3.session.Session(region_name=self.region)
-                self._clients[service] = self._session.client(  # type: ignore[call-overload]
-                    service, endpoint_url=self.endpoint_url, config=_CONFIG
-                )
-        return self._clients[service]
-
-
 class Stack:
     """A deployed stack's outputs (DescribeStacks, read once)."""
 
@@ -88,9 +62,9 @@ class Stack:
     @property
     def outputs(self) -> dict[str, str]:
         if self._outputs is None:
-            cfn = self.connection.client("cloudformation")
             try:
                 with aws_errors(f"stack {self.name}"):
+                    cfn = self.connection.client("cloudformation")
                     stacks = cfn.describe_stacks(StackName=self.name)["Stacks"]
             except DeployedError as exc:
                 if "does not exist" in str(exc):
@@ -323,7 +297,7 @@ class Tables:
         now = time.time()
         rows = []
         with aws_errors(f"sources in {table}"):
-            for item in DynamoSources(table, self._ddb).items():
+            for item in DynamoSources(table, connection=self.connection).items():
                 upcoming = [float(t) for t in item.get("next_checks") or () if float(t) > now]
                 priority, tokens = item.get("priority"), item.get("tokens")
                 rows.append(

@@ -98,23 +98,27 @@ class Stores:
     event_bus: aws.EventBus | None = None
 
     @classmethod
-    def on_aws(cls, names: aws.StackNames) -> Stores:
+    def on_aws(cls, names: aws.StackNames, connection: aws.Connection = aws.ENVIRONMENT) -> Stores:
+        """The AWS adapters on the stack ``names`` names, their calls through ``connection``."""
         return cls(
-            crawls=aws.CrawlStore(names.crawls),
-            urls=aws.UrlStore(names.urls),
-            hosts=aws.HostStore(names.hosts),
-            resolved=aws.ResolvedStore(names.resolved),
-            held=aws.HeldStore(names.parked, names.crawls),
-            runs=aws.RunStore(names.hosts),
-            backlog=aws.BacklogStore(names.parked),
-            scope=aws.ScopeStore(names.hosts, names.urls),
-            results=aws.ResultStore(names.results),
-            blobs=aws.BlobStore(names.bucket),
-            frontier_queue=aws.Queue(names.frontier_queue, "frontier"),
-            fetch_queue=aws.Queue(names.fetch_queue, "fetch"),
-            extract_queue=aws.Queue(names.extract_queue, "extract"),
-            dead_letter={key: aws.Queue(url, f"{key} DLQ") for key, url in names.dead_letter_queues.items()},
-            **_watch_on_aws(names),
+            crawls=aws.CrawlStore(names.crawls, connection=connection),
+            urls=aws.UrlStore(names.urls, connection=connection),
+            hosts=aws.HostStore(names.hosts, connection=connection),
+            resolved=aws.ResolvedStore(names.resolved, connection=connection),
+            held=aws.HeldStore(names.parked, names.crawls, connection=connection),
+            runs=aws.RunStore(names.hosts, connection=connection),
+            backlog=aws.BacklogStore(names.parked, connection=connection),
+            scope=aws.ScopeStore(names.hosts, names.urls, connection=connection),
+            results=aws.ResultStore(names.results, connection=connection),
+            blobs=aws.BlobStore(names.bucket, connection=connection),
+            frontier_queue=aws.Queue(names.frontier_queue, "frontier", connection=connection),
+            fetch_queue=aws.Queue(names.fetch_queue, "fetch", connection=connection),
+            extract_queue=aws.Queue(names.extract_queue, "extract", connection=connection),
+            dead_letter={
+                key: aws.Queue(url, f"{key} DLQ", connection=connection)
+                for key, url in names.dead_letter_queues.items()
+            },
+            **_watch_on_aws(names, connection),
         )
 
 
@@ -279,12 +283,12 @@ class Services:
         self.fetch_queue.send((msg.to_json(), delay) for msg in messages)
 
 
-def _watch_on_aws(names: aws.StackNames) -> dict[str, Any]:
+def _watch_on_aws(names: aws.StackNames, connection: aws.Connection) -> dict[str, Any]:
     """The watch's stores on the watch table, where the stack has one; its events on the stack's bus."""
     if not names.watch:
         return {}
-    blobs = aws.BlobStore(names.bucket)
-    bus = aws.EventBus(names.event_bus, blobs) if names.event_bus else None
+    blobs = aws.BlobStore(names.bucket, connection=connection)
+    bus = aws.EventBus(names.event_bus, blobs, connection=connection) if names.event_bus else None
 
     def publish(events: list[dict[str, Any]], went: Callable[[list[dict[str, Any]]], object]) -> None:
         if bus is None:
@@ -294,13 +298,14 @@ def _watch_on_aws(names: aws.StackNames) -> dict[str, Any]:
     def checks(send: Callable[[list[str]], object]) -> CheckPages:
         from crawlstack.watch.pages import CheckPages
 
-        store = aws.DynamoWatch(names.watch, blobs, aws.SeenItems(names.watch, publish))
-        return CheckPages(aws.DynamoSources(names.watch), store, send, time.time)
+        seen = aws.SeenItems(names.watch, publish, connection=connection)
+        store = aws.DynamoWatch(names.watch, blobs, seen, connection=connection)
+        return CheckPages(aws.DynamoSources(names.watch, connection=connection), store, send, time.time)
 
     return {
         "checks": checks,
-        "sources": aws.DynamoSources(names.watch),
-        "plans": aws.DynamoWatch(names.watch, blobs),
+        "sources": aws.DynamoSources(names.watch, connection=connection),
+        "plans": aws.DynamoWatch(names.watch, blobs, connection=connection),
         "event_bus": bus,
     }
 

@@ -3,7 +3,9 @@
 One module per table, queue or bucket, on the shared clients and helpers of
 ``clients``.  ``from crawlstack import aws`` gives every adapter by name; each
 takes its table, queue URL or bucket in its constructor, from the one
-``StackNames`` its caller read (``StackNames.from_env``).
+``StackNames`` its caller read (``StackNames.from_env``), and the
+``Connection`` its calls go through (keyword ``connection``, by default
+``ENVIRONMENT``: the environment's region, credentials and endpoint).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 from crawlstack.aws.backlog import BacklogStore
 from crawlstack.aws.blobs import BlobStore
 from crawlstack.aws.clients import (
+    ENVIRONMENT,
     NOTE_MAX_CHARS,
     WRITE_TOKEN,
+    Connection,
     client,
     marshal,
     marshal_exact,
@@ -36,10 +40,12 @@ from crawlstack.aws.urls import UrlStore
 from crawlstack.aws.watch import DynamoWatch
 
 __all__ = [
+    "ENVIRONMENT",
     "NOTE_MAX_CHARS",
     "WRITE_TOKEN",
     "BacklogStore",
     "BlobStore",
+    "Connection",
     "CrawlStore",
     "DynamoSources",
     "DynamoWatch",

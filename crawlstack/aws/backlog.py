@@ -52,7 +52,14 @@ class BacklogUnwritten(Exception):
 class BacklogStore:
     """The ``Backlog`` port on the parked table (see the module docstring)."""
 
-    def __init__(self, table: str, bundle_bytes: int = settings.BACKLOG_BUNDLE_BYTES) -> None:
+    def __init__(
+        self,
+        table: str,
+        bundle_bytes: int = settings.BACKLOG_BUNDLE_BYTES,
+        *,
+        connection: clients.Connection = clients.ENVIRONMENT,
+    ) -> None:
+        self.connection = connection
         self.name = table
         self.bundle_bytes = bundle_bytes
 
@@ -81,7 +88,7 @@ class BacklogStore:
         if after is not None:
             request["ExclusiveStartKey"] = clients.key(host=host, order=after)
         while len(bundles) < limit:  # more than one page only past the 1 MB a Query returns
-            resp = clients.client("dynamodb").query(**request, Limit=limit - len(bundles))
+            resp = self.connection.client("dynamodb").query(**request, Limit=limit - len(bundles))
             items = [clients.unmarshal(i) for i in resp.get("Items", []) if "tasks" in i]
             bundles += [Bundle(host, i["order"], decode(bytes(i["tasks"]))) for i in items]
             if "LastEvaluatedKey" not in resp:
@@ -95,6 +102,7 @@ class BacklogStore:
             self.delete(host, key)
             return
         clients.conditional_write(
+            self.connection,
             "put_item",
             TableName=self.name,
             Item=self._item(host, key, tasks, encode(tasks)),
@@ -103,12 +111,16 @@ class BacklogStore:
         )
 
     def delete(self, host: str, key: str) -> None:
-        clients.client("dynamodb").delete_item(TableName=self.name, Key=clients.key(host=host, order=key))
+        self.connection.client("dynamodb").delete_item(TableName=self.name, Key=clients.key(host=host, order=key))
 
     def waiting(self) -> int:
         """Tasks waiting in every backlog, and held rows (a Scan: for a local crawl's summary, not a Lambda)."""
         total = 0
-        pages = clients.client("dynamodb").get_paginator("scan").paginate(TableName=self.name, ProjectionExpression="n")
+        pages = (
+            self.connection.client("dynamodb")
+            .get_paginator("scan")
+            .paginate(TableName=self.name, ProjectionExpression="n")
+        )
         for page in pages:
             total += sum(int(clients.unmarshal(item).get("n", 1)) for item in page.get("Items", []))
         return total
@@ -122,7 +134,7 @@ class BacklogStore:
         for attempt in range(BATCH_ATTEMPTS):
             if attempt:
                 time.sleep(min(1.0, 0.05 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
-            resp = clients.client("dynamodb").batch_write_item(RequestItems=pending)
+            resp = self.connection.client("dynamodb").batch_write_item(RequestItems=pending)
             pending = resp.get("UnprocessedItems") or {}
             if not pending.get(self.name):
                 return

@@ -10,19 +10,22 @@ from crawlstack.aws import clients
 class BlobStore:
     """The pages bucket."""
 
-    def __init__(self, bucket: str) -> None:
+    def __init__(self, bucket: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.bucket = bucket
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
-        clients.client("s3").put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+        self.connection.client("s3").put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
 
     def get(self, key: str, bucket: str | None = None) -> bytes:
-        body: bytes = clients.client("s3").get_object(Bucket=bucket or self.bucket, Key=key)["Body"].read()
+        body: bytes = self.connection.client("s3").get_object(Bucket=bucket or self.bucket, Key=key)["Body"].read()
         return body
 
     def keys(self, prefix: str, since: float | None = None) -> Iterator[str]:
         """Keys under ``prefix``; with ``since`` (epoch seconds), only those written after it."""
-        for page in clients.client("s3").get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+        for page in (
+            self.connection.client("s3").get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        ):
             for obj in page.get("Contents", []):
                 if since is None or obj["LastModified"].timestamp() >= since:
                     yield obj["Key"]

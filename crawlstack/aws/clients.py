@@ -1,10 +1,14 @@
 """The adapters' shared part: boto3 clients, conditional writes and (de)serialisation.
 
-Clients are created lazily, on first use, so moto can patch botocore before
-any exist, and they use botocore's standard retry mode.  Physical names are
-the adapters' constructor arguments (``crawlstack.aws.names``); an
-``AWS_ENDPOINT_URL`` in the environment points every client at an
-AWS-compatible endpoint (moto server, LocalStack), as boto3 itself supports.
+Every adapter makes its calls through a ``Connection``: its keyword
+argument ``connection``, by default ``ENVIRONMENT``, the region, credentials
+and endpoint the environment gives, as boto3 reads it (a Lambda's, where
+``AWS_ENDPOINT_URL`` points every client at an AWS-compatible endpoint such as
+a moto server).  The CLI builds its own from ``--region`` and
+``--endpoint-url``.  A connection creates each client lazily, on first use, so
+moto can patch botocore before any exist, and keeps it (a Lambda container's
+clients are made once); they use botocore's standard retry mode.  Physical
+names are the adapters' constructor arguments (``crawlstack.aws.names``).
 
 A retried call may have succeeded already: when a reply is lost, botocore
 sends the call again, and a conditional write then meets its own earlier
@@ -31,21 +35,48 @@ from botocore.exceptions import ClientError
 from crawlstack import settings, storable
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
-_clients: dict[str, Any] = {}
-_clients_lock = threading.Lock()
+
+
+class Connection:
+    """The boto3 clients of one region and endpoint; each made once, on first use.
+
+    ``None`` leaves a setting to the environment and config files, as boto3
+    reads them.
+    """
+
+    def __init__(self, region: str | None = None, endpoint_url: str | None = None) -> None:
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._clients:
+                session = boto3.session.Session(region_name=self.region)
+                self._clients[service] = session.client(  # type: ignore[call-overload]
+                    service, endpoint_url=self.endpoint_url, config=_CONFIG
+                )
+            return self._clients[service]
+
+    def reset(self) -> None:
+        """Forget the clients made (tests and local mode start a fresh emulator; a fresh retry quota)."""
+        with self._lock:
+            self._clients.clear()
+
+
+# The environment's: a Lambda's, and every adapter's unless given another.
+ENVIRONMENT = Connection()
 
 
 def client(service: str) -> Any:
-    with _clients_lock:
-        if service not in _clients:
-            _clients[service] = boto3.session.Session().client(service, config=_CONFIG)  # type: ignore[call-overload]
-        return _clients[service]
+    """The environment's client for ``service``."""
+    return ENVIRONMENT.client(service)
 
 
 def reset_clients() -> None:
-    """Forget cached clients (tests and local mode start a fresh emulator)."""
-    with _clients_lock:
-        _clients.clear()
+    """Forget the environment's clients (tests and local mode start a fresh emulator)."""
+    ENVIRONMENT.reset()
 
 
 # The attribute a conditional write stores its call's token in (see the module docstring).
@@ -57,7 +88,7 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-def conditional_write(operation: str, token: str | None = None, **request: Any) -> bool:
+def conditional_write(connection: Connection, operation: str, token: str | None = None, **request: Any) -> bool:
     """Run one conditional DynamoDB write (``put_item``, ``update_item``...); False when its condition failed.
 
     With ``token`` (which the request writes to ``WRITE_TOKEN``), a failed
@@ -67,7 +98,7 @@ def conditional_write(operation: str, token: str | None = None, **request: Any) 
     if token is not None:
         request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
     try:
-        getattr(client("dynamodb"), operation)(**request)
+        getattr(connection.client("dynamodb"), operation)(**request)
     except ClientError as exc:
         if is_conditional_failure(exc):
             return token is not None and holds_token(failed_item(exc), token)
@@ -75,7 +106,7 @@ def conditional_write(operation: str, token: str | None = None, **request: Any) 
     return True
 
 
-def take_from_counter(table: str, key: dict[str, Any], pages: int, cap: int) -> int | None:
+def take_from_counter(connection: Connection, table: str, key: dict[str, Any], pages: int, cap: int) -> int | None:
     """Add ``pages`` to the item's ``pages_admitted`` if that stays within ``cap``: the new count, or None.
 
     A retry after a lost reply would add again, so the write stores its
@@ -87,7 +118,7 @@ def take_from_counter(table: str, key: dict[str, Any], pages: int, cap: int) -> 
         return None
     token = new_token()
     try:
-        resp = client("dynamodb").update_item(
+        resp = connection.client("dynamodb").update_item(
             TableName=table,
             Key=key,
             UpdateExpression="SET #t = :tok ADD pages_admitted :n",
@@ -114,7 +145,9 @@ BATCH_GET_KEYS = 100
 BATCH_GET_ATTEMPTS = 8
 
 
-def batch_get(table: str, keys: Sequence[dict[str, Any]], **options: Any) -> Iterator[dict[str, Any]]:
+def batch_get(
+    connection: Connection, table: str, keys: Sequence[dict[str, Any]], **options: Any
+) -> Iterator[dict[str, Any]]:
     """Each item of ``keys`` that exists, as DynamoDB returns it, 100 keys a BatchGetItem.
 
     ``options`` go into each request (``ConsistentRead``,
@@ -125,7 +158,7 @@ def batch_get(table: str, keys: Sequence[dict[str, Any]], **options: Any) -> Ite
     for start in range(0, len(keys), BATCH_GET_KEYS):
         request: dict[str, Any] = {table: {"Keys": list(keys[start : start + BATCH_GET_KEYS]), **options}}
         for attempt in range(BATCH_GET_ATTEMPTS):
-            resp = client("dynamodb").batch_get_item(RequestItems=request)
+            resp = connection.client("dynamodb").batch_get_item(RequestItems=request)
             yield from resp.get("Responses", {}).get(table, [])
             request = resp.get("UnprocessedKeys") or {}
             if not request:

@@ -20,7 +20,15 @@ LOGGED_TOKEN = "logged_token"
 class CrawlStore:
     """The crawls table: config, seed hosts and the page budget counter."""
 
-    def __init__(self, table: str, cache_seconds: float | None = None, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        table: str,
+        cache_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        connection: clients.Connection = clients.ENVIRONMENT,
+    ) -> None:
+        self.connection = connection
         self.name = table
         # The environment a crawl's unstored settings default from (``CrawlConfig.defaults_from_env``);
         # None: this process's, at each read.
@@ -38,7 +46,7 @@ class CrawlStore:
         if cached and now - cached[0] < max_age:
             return cached[1]
         item = (
-            clients.client("dynamodb")
+            self.connection.client("dynamodb")
             .get_item(TableName=self.name, Key=clients.key(crawl_id=crawl_id), ConsistentRead=True)
             .get("Item")
         )
@@ -49,7 +57,7 @@ class CrawlStore:
         return config
 
     def put(self, config: CrawlConfig) -> None:
-        clients.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(config.to_item()))
+        self.connection.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(config.to_item()))
 
     def put_new(self, config: CrawlConfig, only: Collection[str] | None = None) -> bool:
         """Store a crawl's config unless it has one already; whether this call stored it.
@@ -57,6 +65,7 @@ class CrawlStore:
         With ``only``, just those settings: the others follow the defaults where the crawl is read.
         """
         return clients.conditional_write(
+            self.connection,
             "put_item",
             TableName=self.name,
             Item=clients.marshal(config.to_item(only)),
@@ -64,7 +73,7 @@ class CrawlStore:
         )
 
     def add_seed_host(self, crawl_id: str, host: str) -> None:
-        clients.client("dynamodb").update_item(
+        self.connection.client("dynamodb").update_item(
             TableName=self.name,
             Key=clients.key(crawl_id=crawl_id),
             UpdateExpression="ADD seed_hosts :h",
@@ -78,7 +87,7 @@ class CrawlStore:
         if state not in jobs.STATES:
             raise ValueError(f"crawl state must be one of {', '.join(jobs.STATES)}, not {state!r}")
         try:
-            clients.client("dynamodb").update_item(
+            self.connection.client("dynamodb").update_item(
                 TableName=self.name,
                 Key=clients.key(crawl_id=crawl_id),
                 UpdateExpression="SET #s = :s",
@@ -109,6 +118,7 @@ class CrawlStore:
             return
         names = {"#t": LOGGED_TOKEN} | {f"#c{i}": f"{settings.LOGGED_COUNTER_PREFIX}{o}" for i, o in enumerate(counts)}
         clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=clients.key(crawl_id=crawl_id),
@@ -135,4 +145,4 @@ class CrawlStore:
         admission lands between the attempt and its retry do the pages count
         twice (the budget then admits that many fewer).
         """
-        return clients.take_from_counter(self.name, clients.key(crawl_id=crawl_id), pages, max_pages)
+        return clients.take_from_counter(self.connection, self.name, clients.key(crawl_id=crawl_id), pages, max_pages)

@@ -36,12 +36,13 @@ def expiry(at: float) -> int:
 class DayItem:
     """Reads the day item, and moves its cursors."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
 
     def day(self) -> dict[str, Any]:
         raw = (
-            clients.client("dynamodb")
+            self.connection.client("dynamodb")
             .get_item(TableName=self.name, Key=clients.key(**DAY_KEY), ConsistentRead=True)
             .get("Item")
         )
@@ -67,6 +68,7 @@ class DayItem:
         same = "plan_anchor = :a0 AND plan_at = :t0 AND plan_rate = :r0"
         condition = f"attribute_not_exists(plan_rate) OR ({same})" if old == PlanClock() else same
         return clients.conditional_write(
+            self.connection,
             "update_item",
             token,
             TableName=self.name,
@@ -90,6 +92,7 @@ class DayItem:
 
     def _set_cursor(self, cursor: str, new: int, condition: str, **named: Any) -> None:
         clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=clients.key(**DAY_KEY),

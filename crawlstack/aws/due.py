@@ -43,6 +43,7 @@ class DueChecks(DayItem):
     def _claim(self, item: dict[str, Any], wall: float) -> bool:
         token = clients.new_token()
         return clients.conditional_write(
+            self.connection,
             "update_item",
             token,
             TableName=self.name,
@@ -57,6 +58,7 @@ class DueChecks(DayItem):
     def mark_sent(self, checks: list[tuple[str, float]], wall: float) -> None:
         for source_id, at in checks:
             clients.conditional_write(
+                self.connection,
                 "update_item",
                 TableName=self.name,
                 Key=clients.key(pk=f"plan#{minute(at)}", sk=f"{iso_time(at)}#{source_id}"),
@@ -89,7 +91,7 @@ class DueChecks(DayItem):
                 open_from = m if open_from is None else open_from
                 continue
             end(item["source_id"], slot(float(item["at"])))
-            clients.client("dynamodb").update_item(
+            self.connection.client("dynamodb").update_item(
                 TableName=self.name,
                 Key=clients.key(pk=item["pk"], sk=item["sk"]),
                 UpdateExpression="SET settled = :t",
@@ -103,7 +105,7 @@ class DueChecks(DayItem):
 
     def _scan(self, start: int, last: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each planned check of the minutes ``start`` to ``last`` (at most ``MAX_SCAN_MINUTES``), in time order."""
-        paginator = clients.client("dynamodb").get_paginator("query")
+        paginator = self.connection.client("dynamodb").get_paginator("query")
         for m in range(start, min(last, start + MAX_SCAN_MINUTES - 1) + 1):
             for page in paginator.paginate(
                 TableName=self.name,

@@ -41,7 +41,15 @@ def entry_size(entry: dict[str, Any]) -> int:
 
 
 class EventBus:
-    def __init__(self, bus: str, blobs: BlobStore, max_bytes: int = settings.EVENT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        bus: str,
+        blobs: BlobStore,
+        max_bytes: int = settings.EVENT_MAX_BYTES,
+        *,
+        connection: clients.Connection = clients.ENVIRONMENT,
+    ) -> None:
+        self.connection = connection
         self.bus = bus
         self.blobs = blobs
         self.max_bytes = max_bytes
@@ -66,7 +74,7 @@ class EventBus:
         for batch in _batches(entries, self.max_bytes):
             pending = batch
             for attempt in range(PUT_ATTEMPTS):
-                results = clients.client("events").put_events(Entries=[e for _, e in pending])["Entries"]
+                results = self.connection.client("events").put_events(Entries=[e for _, e in pending])["Entries"]
                 failed = [(p, r) for p, r in zip(pending, results, strict=True) if r.get("ErrorCode")]
                 put = [p for p, r in zip(pending, results, strict=True) if not r.get("ErrorCode")]
                 self.published += len(put)

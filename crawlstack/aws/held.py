@@ -15,7 +15,8 @@ class HeldStore:
     partition and order, and a held partition is never a host's.
     """
 
-    def __init__(self, table: str, crawls_table: str) -> None:
+    def __init__(self, table: str, crawls_table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
         # The hold's transaction checks the crawl's state there.
         self.crawls_table = crawls_table
@@ -27,7 +28,7 @@ class HeldStore:
         held rows: False then, and the caller carries on as for a running crawl.
         """
         try:
-            clients.client("dynamodb").transact_write_items(
+            self.connection.client("dynamodb").transact_write_items(
                 TransactItems=[
                     {
                         "ConditionCheck": {
@@ -56,7 +57,7 @@ class HeldStore:
         return True
 
     def held(self, crawl_id: str, limit: int) -> list[tuple[str, str]]:
-        resp = clients.client("dynamodb").query(
+        resp = self.connection.client("dynamodb").query(
             TableName=self.name,
             KeyConditionExpression="#h = :h",
             ExpressionAttributeNames={"#h": "host"},
@@ -68,6 +69,6 @@ class HeldStore:
         return [(row["order"], row["body"]) for row in rows]
 
     def release(self, crawl_id: str, key: str) -> None:
-        clients.client("dynamodb").delete_item(
+        self.connection.client("dynamodb").delete_item(
             TableName=self.name, Key=clients.key(host=jobs.held_host(crawl_id), order=key)
         )

@@ -11,7 +11,8 @@ from crawlstack.robots import RobotsRecord, pack_body, unpack_body
 class HostStore:
     """The hosts table's robots.txt cache: one item per origin (key ``{"host": origin, "kind": "robots"}``)."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
 
     @staticmethod
@@ -20,7 +21,7 @@ class HostStore:
 
     def get_robots(self, origin: str) -> RobotsRecord | None:
         item = (
-            clients.client("dynamodb")
+            self.connection.client("dynamodb")
             .get_item(TableName=self.name, Key=self._key(origin, "robots"), ConsistentRead=True)
             .get("Item")
         )
@@ -51,4 +52,4 @@ class HostStore:
         }
         if record.status is not None:
             item["status"] = record.status
-        clients.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(item))
+        self.connection.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal(item))

@@ -39,8 +39,8 @@ PLAN_LEASE_SECONDS = 2.0 * settings.FUNCTIONS["schedule"].timeout_seconds
 
 
 class DayPlan(DayItem):
-    def __init__(self, table: str, blobs: BlobStore) -> None:
-        super().__init__(table)
+    def __init__(self, table: str, blobs: BlobStore, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        super().__init__(table, connection=connection)
         self.blobs = blobs
         # The additions the last ``unplanned`` saw, which ``plan_first`` then marks planned.
         self._added_seen: Any = None
@@ -55,6 +55,7 @@ class DayPlan(DayItem):
         # Planned already (a second scheduler drew it too), or being planned: not twice.  The token
         # tells this call's own write, met again by botocore's retry after a lost reply.
         if not clients.conditional_write(
+            self.connection,
             "update_item",
             me,
             TableName=self.name,
@@ -116,6 +117,7 @@ class DayPlan(DayItem):
     def _spend(self, source_id: str, key: str, change: float, first: list[float], times: list[float]) -> None:
         """A source's tokens for the day, once (the condition names the plan), and its day's check times."""
         clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=source_key(source_id),
@@ -130,12 +132,15 @@ class DayPlan(DayItem):
     def _put_items(self, items: list[dict[str, Any]]) -> None:
         request = {self.name: [{"PutRequest": {"Item": clients.marshal(i)}} for i in items]}
         while request:
-            request = clients.client("dynamodb").batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+            request = (
+                self.connection.client("dynamodb").batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+            )
 
     def _move(self, me: str, condition: str, **named: Any) -> bool:
         """Note this planner's progress (``applied``, or taking the lease) if ``condition`` holds."""
         sets = ", ".join(f"{k} = :{k}" for k in named if k != "old")
         return clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=clients.key(**DAY_KEY),
@@ -146,6 +151,7 @@ class DayPlan(DayItem):
 
     def _set_day_if(self, me: str, expression: str, **named: Any) -> None:
         clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=clients.key(**DAY_KEY),
@@ -182,6 +188,7 @@ class DayPlan(DayItem):
 
     def _first(self, source_id: str, state: SourceState, times: list[float]) -> bool:
         return clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=source_key(source_id),
@@ -195,6 +202,7 @@ class DayPlan(DayItem):
 
     def _note_first_checks(self, added: float) -> None:
         clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=clients.key(**DAY_KEY),

@@ -18,7 +18,8 @@ class SendFailed(RuntimeError):
 class Queue:
     """An SQS queue that messages are sent to in batches of ten."""
 
-    def __init__(self, url: str, key: str) -> None:
+    def __init__(self, url: str, key: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.url = url
         # Which queue (``settings.QUEUES``), for messages.
         self.key = key
@@ -40,7 +41,7 @@ class Queue:
     def _send_batch(self, entries: list[dict[str, Any]]) -> int:
         pending = entries
         for attempt in range(4):
-            resp = clients.client("sqs").send_message_batch(QueueUrl=self.url, Entries=pending)
+            resp = self.connection.client("sqs").send_message_batch(QueueUrl=self.url, Entries=pending)
             failed = {f["Id"] for f in resp.get("Failed", [])}
             if not failed:
                 return len(entries)
@@ -54,7 +55,7 @@ class Queue:
         while len(out) < most:
             want = min(settings.SQS_BATCH_SIZE, most - len(out))
             got = (
-                clients.client("sqs")
+                self.connection.client("sqs")
                 .receive_message(
                     QueueUrl=self.url,
                     MaxNumberOfMessages=want,
@@ -72,20 +73,20 @@ class Queue:
     def delete(self, receipts: Sequence[str]) -> None:
         for start in range(0, len(receipts), settings.SQS_BATCH_SIZE):
             chunk = receipts[start : start + settings.SQS_BATCH_SIZE]
-            clients.client("sqs").delete_message_batch(
+            self.connection.client("sqs").delete_message_batch(
                 QueueUrl=self.url, Entries=[{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(chunk)]
             )
 
     def change_visibility(self, receipts: Sequence[str], timeout: int) -> None:
         for start in range(0, len(receipts), settings.SQS_BATCH_SIZE):
             chunk = receipts[start : start + settings.SQS_BATCH_SIZE]
-            clients.client("sqs").change_message_visibility_batch(
+            self.connection.client("sqs").change_message_visibility_batch(
                 QueueUrl=self.url,
                 Entries=[{"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": timeout} for i, r in enumerate(chunk)],
             )
 
     def depth(self) -> Depth:
-        attrs = clients.client("sqs").get_queue_attributes(
+        attrs = self.connection.client("sqs").get_queue_attributes(
             QueueUrl=self.url,
             AttributeNames=[
                 "ApproximateNumberOfMessages",

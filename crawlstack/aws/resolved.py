@@ -34,7 +34,8 @@ class ResolvedStore:
     SIZE_RETRIES = 2
     _NAME_OVERHEAD = len(FIELD_PREFIX) + len(SOURCE_PREFIX)
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
 
     @staticmethod
@@ -57,7 +58,7 @@ class ResolvedStore:
         record = self._record(crawl_id, record_id, attributes)
         if record.complete and "complete" not in attributes:
             # For readers of the table; the crawler itself derives it from want and fields.
-            clients.client("dynamodb").update_item(
+            self.connection.client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self.key(crawl_id, record_id),
                 UpdateExpression="SET complete = :t",
@@ -83,7 +84,7 @@ class ResolvedStore:
                 sets.append(f"#f{i} = if_not_exists(#f{i}, :v{i})")
                 sets.append(f"#s{i} = if_not_exists(#s{i}, :u)")
             try:
-                resp = clients.client("dynamodb").update_item(
+                resp = self.connection.client("dynamodb").update_item(
                     TableName=self.name,
                     Key=self.key(crawl_id, record_id),
                     UpdateExpression="SET " + ", ".join(sets),
@@ -110,7 +111,7 @@ class ResolvedStore:
         one, so what other merges add meanwhile cannot make it fail again.
         """
         item = (
-            clients.client("dynamodb")
+            self.connection.client("dynamodb")
             .get_item(TableName=self.name, Key=self.key(crawl_id, record_id), ConsistentRead=True)
             .get("Item")
         )
@@ -123,14 +124,14 @@ class ResolvedStore:
         ids = list(dict.fromkeys(record_ids))
         out: dict[str, ResolvedRecord] = {}
         keys = [self.key(crawl_id, rid) for rid in ids]
-        for item in clients.batch_get(self.name, keys, ConsistentRead=True):
+        for item in clients.batch_get(self.connection, self.name, keys, ConsistentRead=True):
             record = self._record(crawl_id, clients.attribute(item, "record_id"), item)
             out[record.record_id] = record
         return out
 
     def scan_crawl(self, crawl_id: str) -> Iterator[ResolvedRecord]:
         """Every record of a crawl (local mode's OUT/resolved.jsonl)."""
-        paginator = clients.client("dynamodb").get_paginator("scan")
+        paginator = self.connection.client("dynamodb").get_paginator("scan")
         for page in paginator.paginate(
             TableName=self.name,
             FilterExpression="crawl_id = :c",

@@ -13,7 +13,8 @@ from crawlstack.aws import clients
 class ResultStore:
     """The results table: one record per mapped page."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
 
     def put(self, record: dict[str, Any]) -> None:
@@ -25,7 +26,7 @@ class ResultStore:
         for limit in (storable.ITEM_LIMIT, storable.ITEM_LIMIT // 4, 0):
             item = storable.fit_record({"pk": f"{record['crawl_id']}#{record['fp']}", **record}, limit)
             try:
-                clients.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal_exact(item))
+                self.connection.client("dynamodb").put_item(TableName=self.name, Item=clients.marshal_exact(item))
                 return
             except ClientError as exc:
                 if limit == 0 or not clients.too_large(exc):

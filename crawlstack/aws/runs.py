@@ -32,7 +32,8 @@ KIND = "run"
 class RunStore:
     """One run item per host on the hosts table (key ``{"host": host, "kind": "run"}``)."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
 
     @staticmethod
@@ -42,7 +43,7 @@ class RunStore:
     def _update(self, host: str, **request: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """One conditional UpdateItem: (its returned attributes, None), or (None, the item it failed on)."""
         try:
-            resp = clients.client("dynamodb").update_item(
+            resp = self.connection.client("dynamodb").update_item(
                 TableName=self.name,
                 Key=self._key(host),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -122,7 +123,7 @@ class RunStore:
 
     def get(self, host: str) -> HostRun:
         item = (
-            clients.client("dynamodb")
+            self.connection.client("dynamodb")
             .get_item(TableName=self.name, Key=self._key(host), ConsistentRead=True)
             .get("Item")
         )

@@ -16,7 +16,10 @@ class ScopeStore:
       crawl has no item for the URL, so the crawl log says why it was dropped.
     """
 
-    def __init__(self, hosts_table: str, urls_table: str) -> None:
+    def __init__(
+        self, hosts_table: str, urls_table: str, *, connection: clients.Connection = clients.ENVIRONMENT
+    ) -> None:
+        self.connection = connection
         self.hosts_table = hosts_table
         self.urls_table = urls_table
 
@@ -27,8 +30,8 @@ class ScopeStore:
         token refuses a second add by the same call.
         """
         key = clients.key(host=host, kind=f"pages#{crawl_id}")
-        return clients.take_from_counter(self.hosts_table, key, pages, cap) is not None
+        return clients.take_from_counter(self.connection, self.hosts_table, key, pages, cap) is not None
 
     def note_drop(self, crawl_id: str, fp: str, url: str, depth: int, reason: str) -> bool:
         """Record a URL dropped before dedupe, only if the crawl has no item for it yet."""
-        return note_url(self.urls_table, crawl_id, fp, url, depth, "dropped", reason)
+        return note_url(self.connection, self.urls_table, crawl_id, fp, url, depth, "dropped", reason)

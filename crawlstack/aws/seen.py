@@ -41,8 +41,9 @@ def _digest(text: str) -> str:
 
 
 class SeenItems:
-    def __init__(self, table: str, publish: Publish) -> None:
+    def __init__(self, table: str, publish: Publish, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
         """``publish(events, went)``: puts events on the bus, telling ``went`` each put that succeeded."""
+        self.connection = connection
         self.name = table
         self.publish = publish
 
@@ -83,6 +84,7 @@ class SeenItems:
         token = clients.new_token()
         item = {"first_page": page_key, "first_seen": now, "identity": identity, "publishing_at": time.time()}
         if clients.conditional_write(
+            self.connection,
             "put_item",
             token,
             TableName=self.name,
@@ -90,13 +92,15 @@ class SeenItems:
             ConditionExpression="attribute_not_exists(sk)",
         ):
             return True, item
-        raw = clients.client("dynamodb").get_item(TableName=self.name, Key=key, ConsistentRead=True).get("Item")
+        ddb = self.connection.client("dynamodb")
+        raw = ddb.get_item(TableName=self.name, Key=key, ConsistentRead=True).get("Item")
         return False, clients.unmarshal(raw)
 
     def _take_lease(self, source_id: str, identity: str) -> bool:
         """Take an unpublished item's publishing lease, free or stale (its holder died before marking it)."""
         token, now = clients.new_token(), time.time()
         return clients.conditional_write(
+            self.connection,
             "update_item",
             token,
             TableName=self.name,
@@ -110,7 +114,7 @@ class SeenItems:
 
     def _mark_published(self, source_id: str, identities: list[str]) -> None:
         for identity in identities:
-            clients.client("dynamodb").update_item(
+            self.connection.client("dynamodb").update_item(
                 TableName=self.name,
                 Key=seen_key(source_id, identity),
                 UpdateExpression="SET published = :t",
@@ -121,7 +125,7 @@ class SeenItems:
         keys = {identity: seen_key(source_id, identity) for identity in identities}
         by_sk = {key["sk"]["S"]: identity for identity, key in keys.items()}
         found: dict[str, dict[str, Any]] = {}
-        for raw in clients.batch_get(self.name, list(keys.values()), ConsistentRead=True):
+        for raw in clients.batch_get(self.connection, self.name, list(keys.values()), ConsistentRead=True):
             item = clients.unmarshal(raw)
             found[by_sk[item["sk"]]] = item
         return found

@@ -33,14 +33,13 @@ def source_key(source_id: str) -> dict[str, Any]:
 class DynamoSources:
     """``watch.sources.SourceStore`` on the watch table."""
 
-    def __init__(self, table: str, ddb: Any = None) -> None:
-        """``ddb``: the caller's DynamoDB client (the CLI's, with its region and endpoint); default the shared one."""
+    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
-        self._ddb = ddb
 
     @property
     def ddb(self) -> Any:
-        return self._ddb if self._ddb is not None else clients.client("dynamodb")
+        return self.connection.client("dynamodb")
 
     def add_all(self, sources: list[Source]) -> None:
         """Every source or none: 100 to a transaction; a later batch refused undoes the earlier ones."""

@@ -14,7 +14,9 @@ from crawlstack.dispatch.ports import Claim
 from crawlstack.tries import UrlState
 
 
-def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str) -> bool:
+def note_url(
+    connection: clients.Connection, table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str
+) -> bool:
     """Note a URL the crawl passed over (``state`` with ``reason``), only if the crawl has no item for it yet.
 
     The note is ``claimable``: a later ``claim`` takes it over.  False when
@@ -35,6 +37,7 @@ def note_url(table: str, crawl_id: str, fp: str, url: str, depth: int, state: st
         clients.WRITE_TOKEN: token,
     }
     return clients.conditional_write(
+        connection,
         "put_item",
         token=token,
         TableName=table,
@@ -57,7 +60,8 @@ def _lost_claim(data: dict[str, Any]) -> Claim | None:
 class UrlStore:
     """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+        self.connection = connection
         self.name = table
 
     @staticmethod
@@ -100,7 +104,7 @@ class UrlStore:
             values |= {"me": claimer, "queued": "queued"}
             kwargs = {"ExpressionAttributeNames": {"#s": "state"}}
         try:
-            clients.client("dynamodb").put_item(
+            self.connection.client("dynamodb").put_item(
                 TableName=self.name,
                 Item=clients.marshal(item),
                 ConditionExpression=condition,
@@ -123,6 +127,7 @@ class UrlStore:
         wanted = list(dict.fromkeys(keys))
         found: dict[tuple[str, str], Claim | None] = dict.fromkeys(wanted)
         for raw in clients.batch_get(
+            self.connection,
             self.name,
             [self.key(crawl_id, fp) for crawl_id, fp in wanted],
             ProjectionExpression="pk, #d, #s, claimable, claimed_by",
@@ -135,7 +140,7 @@ class UrlStore:
 
     def seen(self, crawl_id: str, fp: str) -> Claim | None:
         item = (
-            clients.client("dynamodb")
+            self.connection.client("dynamodb")
             .get_item(
                 TableName=self.name,
                 Key=self.key(crawl_id, fp),
@@ -153,6 +158,7 @@ class UrlStore:
         followed from its shortest path however it was first found.
         """
         return clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=self.key(crawl_id, fp),
@@ -170,6 +176,7 @@ class UrlStore:
         found: dict[str, int] = {}
         prefix = f"{crawl_id}#"
         for raw in clients.batch_get(
+            self.connection,
             self.name,
             [self.key(crawl_id, fp) for fp in keys],
             ProjectionExpression="pk, #d",
@@ -185,6 +192,7 @@ class UrlStore:
         wanted = list(dict.fromkeys(keys))
         found: dict[tuple[str, str], UrlState] = {}
         for raw in clients.batch_get(
+            self.connection,
             self.name,
             [self.key(crawl_id, fp) for crawl_id, fp in wanted],
             ProjectionExpression="pk, #s, attempt, retry_at",
@@ -203,7 +211,7 @@ class UrlStore:
         # Names go through placeholders: several (status, state) are reserved words.
         names = {f"#a{i}": name for i, name in enumerate(present)}
         values = {f":a{i}": value for i, value in enumerate(present.values())}
-        clients.client("dynamodb").update_item(
+        self.connection.client("dynamodb").update_item(
             TableName=self.name,
             Key=self.key(crawl_id, fp),
             UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(present))),
@@ -215,6 +223,7 @@ class UrlStore:
         """What the URL's crawl-log line should say about its page beyond its outcome (values cut, timeouts)."""
         # Only on an item that exists: a note never makes a URL the crawl did not claim.
         clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=self.key(crawl_id, fp),
@@ -228,7 +237,7 @@ class UrlStore:
 
         The item is ``claimable``: a later ``claim`` takes it over.
         """
-        return note_url(self.name, crawl_id, fp, url, depth, "skipped", reason)
+        return note_url(self.connection, self.name, crawl_id, fp, url, depth, "skipped", reason)
 
     def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool:
         """Record a claimed, unfetched URL as skipped and ``claimable`` again.
@@ -240,6 +249,7 @@ class UrlStore:
         """
         token = clients.new_token()
         return clients.conditional_write(
+            self.connection,
             "update_item",
             token=token,
             TableName=self.name,
@@ -265,7 +275,7 @@ class UrlStore:
 
     def state(self, crawl_id: str, fp: str) -> str | None:
         item = (
-            clients.client("dynamodb")
+            self.connection.client("dynamodb")
             .get_item(
                 TableName=self.name,
                 Key=self.key(crawl_id, fp),
@@ -279,7 +289,7 @@ class UrlStore:
         return state
 
     def scan_crawl(self, crawl_id: str) -> Iterator[dict[str, Any]]:
-        paginator = clients.client("dynamodb").get_paginator("scan")
+        paginator = self.connection.client("dynamodb").get_paginator("scan")
         for page in paginator.paginate(
             TableName=self.name,
             FilterExpression="crawl_id = :c",

@@ -55,13 +55,21 @@ def validators_of(item: dict[str, Any]) -> Validators | None:
 class DynamoWatch:
     """``watch.scheduler.PlanStore`` and the check half of ``watch.pages.WatchStore`` on the watch table."""
 
-    def __init__(self, table: str, blobs: BlobStore, seen: SeenItems | None = None) -> None:
+    def __init__(
+        self,
+        table: str,
+        blobs: BlobStore,
+        seen: SeenItems | None = None,
+        *,
+        connection: clients.Connection = clients.ENVIRONMENT,
+    ) -> None:
         """``seen``: the items seen and their events (extract's side); the scheduler needs none."""
+        self.connection = connection
         self.name = table
         self.seen = seen
-        self.sources = DynamoSources(table)
-        self.plans = DayPlan(table, blobs)
-        self.due = DueChecks(table)
+        self.sources = DynamoSources(table, connection=connection)
+        self.plans = DayPlan(table, blobs, connection=connection)
+        self.due = DueChecks(table, connection=connection)
 
     # --- state ------------------------------------------------------------------
     def states(self) -> dict[str, tuple[SourceState, Validators | None]]:
@@ -75,13 +83,16 @@ class DynamoWatch:
         keys = [source_key(sid) for sid in source_ids]
         items = (
             clients.unmarshal(raw)
-            for raw in clients.batch_get(self.name, keys, ProjectionExpression="sk, etag, last_modified, highest_id")
+            for raw in clients.batch_get(
+                self.connection, self.name, keys, ProjectionExpression="sk, etag, last_modified, highest_id"
+            )
         )
         return {item["sk"]: known for item in items if (known := validators_of(item)) is not None}
 
     def set_validators(self, source_id: str, validators: Validators, first: SourceState) -> None:
         """Keep the last check's validators; nothing for a source removed meanwhile."""
         clients.conditional_write(
+            self.connection,
             "update_item",
             TableName=self.name,
             Key=source_key(source_id),
@@ -101,7 +112,7 @@ class DynamoWatch:
         return self.seen.record_page(source_id, page_key, identities, events, now)
 
     def page_done(self, source_id: str, slot: str, page: int, new_items: int) -> None:
-        clients.client("dynamodb").update_item(
+        self.connection.client("dynamodb").update_item(
             TableName=self.name,
             Key=clients.key(pk=f"check#{source_id}", sk=slot),
             UpdateExpression="SET #p = :n, expires_at = :x",
@@ -118,7 +129,7 @@ class DynamoWatch:
         source's state meanwhile (another check, the day's plan) moves its
         ``version``: the transaction is refused and tried again on the new state.
         """
-        ddb = clients.client("dynamodb")
+        ddb = self.connection.client("dynamodb")
         check_key = clients.key(pk=f"check#{source_id}", sk=slot)
         for attempt in range(_STATE_RETRIES):
             raw = ddb.get_item(TableName=self.name, Key=source_key(source_id), ConsistentRead=True).get("Item")

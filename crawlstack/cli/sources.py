@@ -116,7 +116,7 @@ def _deployed_sources(args: argparse.Namespace) -> int:
             raise UsageError(f"rules: {args.rules}: no such file or directory")
         checked = sources_from(entries, load_rules(args.rules, check_schema=True))
     table = stack.table("watch")
-    store = DynamoSources(table, stack.connection.client("dynamodb"))
+    store = DynamoSources(table, connection=stack.connection)
     with aws_errors(f"sources in {table}"):
         if args.sources_command == "add":
             try:

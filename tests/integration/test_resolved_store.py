@@ -74,8 +74,10 @@ class Recording:
 
 def recording(monkeypatch: pytest.MonkeyPatch, hold_back: int = 0) -> Recording:
     rec = Recording(aws.client("dynamodb"), hold_back)
-    real_client = aws.client
-    monkeypatch.setattr(aws.clients, "client", lambda service: rec if service == "dynamodb" else real_client(service))
+    real_client = aws.ENVIRONMENT.client
+    monkeypatch.setattr(
+        aws.ENVIRONMENT, "client", lambda service: rec if service == "dynamodb" else real_client(service)
+    )
     return rec
 
 

@@ -20,6 +20,16 @@ CRAWL = "itest"
 HUGE = "x" * 720_000
 
 
+def refusing(ddb: Any) -> aws.Connection:
+    """The environment's connection, but for ``ddb`` as its DynamoDB client."""
+
+    class Refusing(aws.Connection):
+        def client(self, service: str) -> Any:
+            return ddb if service == "dynamodb" else aws.client(service)
+
+    return Refusing()
+
+
 def stored_result(fp: str) -> dict[str, Any]:
     resp = aws.client("dynamodb").get_item(
         TableName=settings.TABLES["results"].name, Key={"pk": {"S": f"{CRAWL}#{fp}"}}, ConsistentRead=True
@@ -84,7 +94,7 @@ def test_result_store_stores_a_record_with_a_720kb_field_with_a_marker(
 
 
 def test_result_store_gives_way_sooner_when_dynamodb_still_finds_the_item_too_large(
-    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
+    stack: dict[str, str], stack_names: aws.StackNames
 ) -> None:
     real = aws.client("dynamodb")
     puts: list[dict[str, Any]] = []
@@ -102,13 +112,10 @@ def test_result_store_gives_way_sooner_when_dynamodb_still_finds_the_item_too_la
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
-    real_client = aws.client
-    monkeypatch.setattr(
-        aws.clients, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service)
+    aws.ResultStore(stack_names.results, connection=refusing(Refusing())).put(
+        record("f3", body="y" * 200_000, title="t")
     )
-    aws.ResultStore(stack_names.results).put(record("f3", body="y" * 200_000, title="t"))
     assert len(puts) == 2
-    monkeypatch.setattr(aws.clients, "client", real_client)
     assert stored_result("f3")["fields"] == {"body": omitted(200_000), "title": "t"}
 
 
@@ -146,7 +153,7 @@ def test_merge_into_an_item_earlier_pages_filled_gives_the_new_value_a_marker(
 
 
 def test_merge_makes_every_new_value_a_marker_when_refits_keep_failing(
-    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
+    stack: dict[str, str], stack_names: aws.StackNames
 ) -> None:
     real = aws.client("dynamodb")
     refused: list[str] = []
@@ -168,11 +175,7 @@ def test_merge_makes_every_new_value_a_marker_when_refits_keep_failing(
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
-    real_client = aws.client
-    monkeypatch.setattr(
-        aws.clients, "client", lambda service: Refusing() if service == "dynamodb" else real_client(service)
-    )
-    merged = aws.ResolvedStore(stack_names.resolved).merge(
+    merged = aws.ResolvedStore(stack_names.resolved, connection=refusing(Refusing())).merge(
         CRAWL, "r3", ("a", "b"), {"a": "a" * 5000, "b": "b"}, "http://a.test/1"
     )
     assert len(refused) == 2

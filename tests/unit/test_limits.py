@@ -34,7 +34,7 @@ def test_the_longest_ids_allowed_fit_every_key_built_from_them(monkeypatch: pyte
     assert max(map(_size, partition_keys)) <= limits.DYNAMODB_PARTITION_KEY_MAX_BYTES
 
     taken: list[dict[str, Any]] = []
-    monkeypatch.setattr(aws.clients, "take_from_counter", lambda table, key, pages, cap: taken.append(key))
+    monkeypatch.setattr(aws.clients, "take_from_counter", lambda connection, table, key, pages, cap: taken.append(key))
     aws.ScopeStore("hosts", "urls").count_host_page(LONGEST_CRAWL_ID, "a.test", 10)
     assert _size(taken[0]["kind"]["S"]) <= limits.DYNAMODB_SORT_KEY_MAX_BYTES
 
