@@ -20,78 +20,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
-
 from crawlstack import settings
 from crawlstack.aws.clients import Connection, unmarshal
-
-
-class DeployedError(Exception):
-    """A one-line failure; ``status`` is the exit status (2: the user's mistake, 1: at run time)."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@contextlib.contextmanager
-def aws_errors(what: str) -> Iterator[None]:
-    """Turn botocore's exceptions into one line naming what was being done."""
-    try:
-        yield
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        code, message = error.get("Code", "error"), error.get("Message", "") or str(exc)
-        raise DeployedError(f"{what}: {code}: {message}") from exc
-    except NoRegionError as exc:
-        raise DeployedError("no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), or pass --region", 2) from exc
-    except NoCredentialsError as exc:
-        raise DeployedError("no AWS credentials: configure them as for the aws CLI", 2) from exc
-    except BotoCoreError as exc:
-        raise DeployedError(f"{what}: {exc}") from exc
-
-
-class Stack:
-    """A deployed stack's outputs (DescribeStacks, read once)."""
-
-    def __init__(self, connection: Connection, name: str = settings.STACK_NAME) -> None:
-        self.connection = connection
-        self.name = name
-        self._outputs: dict[str, str] | None = None
-
-    @property
-    def outputs(self) -> dict[str, str]:
-        if self._outputs is None:
-            try:
-                with aws_errors(f"stack {self.name}"):
-                    cfn = self.connection.client("cloudformation")
-                    stacks = cfn.describe_stacks(StackName=self.name)["Stacks"]
-            except DeployedError as exc:
-                if "does not exist" in str(exc):
-                    raise DeployedError(
-                        f"no stack named {self.name!r} in this account and region (deploy it, or pass --stack NAME)", 2
-                    ) from exc
-                raise
-            self._outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-        return self._outputs
-
-    def output(self, key: str) -> str:
-        value = self.outputs.get(key)
-        if not value:
-            raise DeployedError(
-                f"stack {self.name!r} has no output {key!r}: deployed from an older version? (make infra-deploy)", 2
-            )
-        return value
-
-    def queue_url(self, key: str) -> str:
-        return self.output(settings.OUTPUT_QUEUE_URL[key])
-
-    def dlq_url(self, key: str) -> str:
-        return self.output(settings.OUTPUT_DLQ_URL[key])
-
-    def table(self, key: str) -> str:
-        return self.output(settings.OUTPUT_TABLE[key])
-
+from crawlstack.aws.errors import DeployedError, aws_errors
+from crawlstack.aws.stack import Stack as Stack  # the CLI imports it from here until it moves
 
 # --- SQS --------------------------------------------------------------------
 

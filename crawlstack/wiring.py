@@ -349,22 +349,26 @@ def reset() -> None:
     aws.reset_clients()
 
 
-def stop_crawl(crawl_id: str, names: aws.StackNames | None = None) -> None:
+def stop_crawl(
+    crawl_id: str, names: aws.StackNames | None = None, connection: aws.Connection = aws.ENVIRONMENT
+) -> None:
     """``crawlstack.jobs.stop`` on the stack ``names`` (default: the environment's) names (``crawl stop``)."""
     names = names or aws.StackNames.from_env()
-    jobs.stop(crawl_id, aws.CrawlStore(names.crawls))
+    jobs.stop(crawl_id, aws.CrawlStore(names.crawls, connection=connection))
 
 
-def resume_crawl(crawl_id: str, names: aws.StackNames | None = None) -> int:
+def resume_crawl(
+    crawl_id: str, names: aws.StackNames | None = None, connection: aws.Connection = aws.ENVIRONMENT
+) -> int:
     """``crawlstack.jobs.resume`` on the stack ``names`` (default: the environment's) names; held items sent back."""
     names = names or aws.StackNames.from_env()
-    fetch = aws.Queue(names.fetch_queue, "fetch")
+    stores = Stores.on_aws(names, connection)
     return jobs.resume(
         crawl_id,
-        aws.CrawlStore(names.crawls),
-        aws.HeldStore(names.parked, names.crawls),
-        aws.Queue(names.frontier_queue, "frontier"),
-        aws.BacklogStore(names.parked),
-        aws.RunStore(names.hosts),
-        lambda messages: fetch.send((msg.to_json(), 0) for msg in messages),
+        stores.crawls,
+        stores.held,
+        stores.frontier_queue,
+        stores.backlog,
+        stores.runs,
+        lambda messages: stores.fetch_queue.send((msg.to_json(), 0) for msg in messages),
     )

@@ -6,7 +6,7 @@ import pytest
 
 from crawlstack import settings
 from crawlstack.aws import StackNames
-from crawlstack.aws.names import dlq_env
+from crawlstack.aws.names import MissingOutput, dlq_env
 
 
 def _env() -> dict[str, str]:
@@ -42,3 +42,27 @@ def test_a_missing_or_empty_variable_is_one_line_naming_it(missing: str) -> None
     for env in ({k: v for k, v in _env().items() if k != missing}, {**_env(), missing: ""}):
         with pytest.raises(RuntimeError, match=f"^environment variable {missing} is not set$"):
             StackNames.from_env(env)
+
+
+def _outputs() -> dict[str, str]:
+    outputs = {name: f"table-{key}" for key, name in settings.OUTPUT_TABLE.items()}
+    outputs |= {name: f"https://queue/{key}" for key, name in settings.OUTPUT_QUEUE_URL.items()}
+    return outputs | {settings.OUTPUT_BUCKET: "pages", settings.OUTPUT_EVENT_BUS: "items"}
+
+
+def test_the_cli_reads_the_same_names_from_the_stacks_outputs() -> None:
+    from_outputs = StackNames.from_outputs(_outputs())
+    from_env = StackNames.from_env({**_env(), settings.ENV_EVENT_BUS: "items"})
+    assert from_outputs == from_env
+    with_dlq = StackNames.from_outputs({**_outputs(), settings.OUTPUT_DLQ_URL["fetch"]: "https://queue/fetch-dlq"})
+    assert with_dlq.dead_letter_queues == {"fetch": "https://queue/fetch-dlq"}
+
+
+@pytest.mark.parametrize(
+    "missing", [settings.OUTPUT_TABLE["urls"], settings.OUTPUT_QUEUE_URL["fetch"], settings.OUTPUT_BUCKET]
+)
+def test_a_missing_or_empty_output_is_named(missing: str) -> None:
+    for outputs in ({k: v for k, v in _outputs().items() if k != missing}, {**_outputs(), missing: ""}):
+        with pytest.raises(MissingOutput) as caught:
+            StackNames.from_outputs(outputs)
+        assert caught.value.key == missing
