@@ -6,11 +6,14 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawlstack import limits, settings
 from crawlstack.limits import integer_flag, number_flag
 from crawlstack.safe_text import terminal_text
+
+if TYPE_CHECKING:
+    from crawlstack.aws.stack import Stack
 
 
 class UsageError(Exception):
@@ -50,19 +53,20 @@ def add_athena_timeout(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def stack(args: argparse.Namespace) -> Any:
-    """The stack ``--stack`` names, through its outputs.
+def stack(args: argparse.Namespace) -> Stack:
+    """The stack ``--stack`` names, through its outputs, on a connection to ``--region`` and ``--endpoint-url``.
 
     Commands call it as ``common.stack``: one place where a test stands a fake stack in for every command.
     """
-    from crawlstack.deployed import Connection, Stack  # boto3: only for commands that reach a stack
+    from crawlstack.aws import Connection  # boto3: only for commands that reach a stack
+    from crawlstack.aws.stack import Stack
 
     return Stack(Connection(args.region, args.endpoint_url), args.stack)
 
 
 def deployed_call(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a deployed-stack command; its DeployedError is one line on stderr and its exit status."""
-    from crawlstack.deployed import DeployedError
+    from crawlstack.aws.errors import DeployedError
 
     try:
         return command(args)
