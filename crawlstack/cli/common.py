@@ -13,7 +13,9 @@ from crawlstack.limits import integer_flag, number_flag
 from crawlstack.safe_text import terminal_text
 
 if TYPE_CHECKING:
+    from crawlstack.aws import Queue
     from crawlstack.aws.stack import Stack
+    from crawlstack.queueing import Depth
 
 
 class UsageError(Exception):
@@ -62,6 +64,14 @@ def stack(args: argparse.Namespace) -> Stack:
     from crawlstack.aws.stack import Stack
 
     return Stack(Connection(args.region, args.endpoint_url), args.stack)
+
+
+def queue_depth(queue: Queue) -> Depth:
+    """A stack's queue's depth (``crawlstack.aws.Queue``); its failure is one line naming the queue."""
+    from crawlstack.aws.errors import aws_errors
+
+    with aws_errors(f"queue {queue.url}"):
+        return queue.depth()
 
 
 def deployed_call(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

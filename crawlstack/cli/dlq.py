@@ -43,24 +43,23 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawlstack.deployed import Queues
+    from crawlstack.aws import Queue
 
     if args.local:
         return _dlq_local(args)
     stack = common.stack(args)
-    queues = Queues(stack.connection)
     keys = [args.queue] if args.queue else list(settings.QUEUES)
     status = 0
     for key in keys:
-        dlq = stack.dlq_url(key)
+        dlq = Queue(stack.dlq_url(key), f"{key} DLQ", connection=stack.connection)
         if args.dlq_command == "show":
-            peeked = queues.peek(dlq, args.limit)
-            print(f"{key} dead-letter queue: {queues.depth(dlq).visible} messages" + (":" if peeked else ""))
+            peeked = dlq.peek(args.limit)
+            print(f"{key} dead-letter queue: {common.queue_depth(dlq).visible} messages" + (":" if peeked else ""))
             for m in peeked:
                 sent = datetime.fromtimestamp(m.sent_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 print(f"  received {m.receive_count}x, sent {sent}: {terminal_text(m.body)}")
         else:
-            moved = queues.move(dlq, stack.queue_url(key), args.limit)
+            moved = dlq.move_to(Queue(stack.queue_url(key), key, connection=stack.connection), args.limit)
             print(f"{key}: moved {moved.moved} messages back from its dead-letter queue")
             for failure in moved.failed:
                 print(f"crawlstack: {key}: not moved: {terminal_text(str(failure))}", file=sys.stderr)

@@ -44,7 +44,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawlstack.deployed import Queues, frontier_body
+    from crawlstack.aws import Queue
+    from crawlstack.deployed import frontier_body
 
     if args.rules and not Path(args.rules).exists():
         raise UsageError(f"rules: {args.rules}: no such file or directory")
@@ -63,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
     stack = common.stack(args)
     if given:
         _create_crawl(stack, CrawlConfig(crawl_id=args.crawl_id).with_values(**given), given)
-    url = stack.queue_url("frontier")
+    frontier = Queue(stack.queue_url("frontier"), "frontier", connection=stack.connection)
     bodies = [frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]
-    failed = Queues(stack.connection).send(url, bodies)
+    failed = frontier.try_send(bodies)
     crawl = args.crawl_id or "the stack's default crawl"
     print(f"seeded {len(bodies) - len(failed)} of {len(bodies)} URLs into {terminal_text(crawl)}")
     for body, reason in failed:

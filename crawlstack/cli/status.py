@@ -51,13 +51,15 @@ def run(args: argparse.Namespace) -> int:
             _print_crawls(found.url_states, found.extracted, found.crawls, args.crawl_id)
         _print_watch(found.sources)
         return 0
-    from crawlstack.deployed import Queues, Tables
+    from crawlstack.aws import Queue
+    from crawlstack.deployed import Tables
 
     stack = common.stack(args)
-    queues = Queues(stack.connection)
     rows = []
     for key in settings.QUEUES:
-        depth, dead = queues.depth(stack.queue_url(key)), queues.depth(stack.dlq_url(key))
+        queue = Queue(stack.queue_url(key), key, connection=stack.connection)
+        dlq = Queue(stack.dlq_url(key), f"{key} DLQ", connection=stack.connection)
+        depth, dead = common.queue_depth(queue), common.queue_depth(dlq)
         rows.append([key, depth.visible, depth.in_flight, depth.delayed, dead.visible + dead.in_flight])
     print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
     if args.no_counts:

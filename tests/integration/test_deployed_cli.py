@@ -272,7 +272,7 @@ def test_seed_creates_a_new_crawls_config_once(capsys: pytest.CaptureFixture[str
 
 def test_seed_reports_what_sqs_refused() -> None:
     # moto accepts every body, so a stand-in client refuses one entry, as SQS does per entry.
-    from crawlstack.deployed import Connection, Queues
+    from crawlstack.aws import Connection, Queue
 
     class RefusingSqs:
         def __init__(self) -> None:
@@ -285,7 +285,7 @@ def test_seed_reports_what_sqs_refused() -> None:
     fake = RefusingSqs()
     connection = Connection("us-east-1")
     connection._clients["sqs"] = fake
-    failed = Queues(connection).send("https://q", [f"body{i}" for i in range(23)])
+    failed = Queue("https://q", "frontier", connection=connection).try_send([f"body{i}" for i in range(23)])
     assert fake.batches == [10, 10, 3]
     assert failed == [(f"body{i}", "InvalidMessageContents") for i in (1, 11, 21)]
 
