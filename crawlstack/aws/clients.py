@@ -33,6 +33,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from crawlstack import settings, storable
+from crawlstack.aws.errors import aws_errors
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
 
@@ -166,6 +167,23 @@ def batch_get(
             time.sleep(min(0.05 * 2**attempt, 1.0))
         else:
             raise RuntimeError(f"table {table}: keys still unprocessed after {BATCH_GET_ATTEMPTS} tries")
+
+
+def scan(connection: Connection, **request: Any) -> Iterator[dict[str, Any]]:
+    """Every item a Scan gives, page by page, as DynamoDB gives it; for the CLI's reads.
+
+    A failure is a ``DeployedError`` naming the table (``aws_errors``).
+    """
+    with aws_errors(f"scan {request['TableName']}"):
+        for page in connection.client("dynamodb").get_paginator("scan").paginate(**request):
+            yield from page.get("Items", [])
+
+
+def of_crawl(crawl_id: str | None) -> dict[str, Any]:
+    """A Scan's filter to one crawl's items (their ``crawl_id``); none for every crawl's."""
+    if crawl_id is None:
+        return {}
+    return {"FilterExpression": "crawl_id = :c", "ExpressionAttributeValues": values(c=crawl_id)}
 
 
 def holds_token(item: dict[str, Any] | None, token: str) -> bool:

@@ -6,11 +6,13 @@ import os
 import threading
 import time
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from crawlstack import jobs, settings
 from crawlstack.aws import clients
+from crawlstack.aws.errors import aws_errors
 from crawlstack.config import CrawlConfig
 
 # The token of the write of the crawl item's counts of outcomes only the crawl log holds.
@@ -146,3 +148,25 @@ class CrawlStore:
         twice (the budget then admits that many fewer).
         """
         return clients.take_from_counter(self.connection, self.name, clients.key(crawl_id=crawl_id), pages, max_pages)
+
+    def items(self, crawl_id: str | None = None) -> dict[str, dict[str, Any]]:
+        """Crawl items by id, with their state and page budget counter (``crawlstack status``).
+
+        One crawl's is read whole; every crawl's is a Scan projecting what
+        ``status`` prints.
+        """
+        if crawl_id is not None:
+            with aws_errors(f"read {self.name}"):
+                ddb = self.connection.client("dynamodb")
+                item = ddb.get_item(TableName=self.name, Key=clients.key(crawl_id=crawl_id)).get("Item")
+            return {crawl_id: clients.unmarshal(item)} if item else {}
+        counters = ", ".join(f"{settings.LOGGED_COUNTER_PREFIX}{o}" for o in settings.LOGGED_OUTCOMES)
+        projection = {
+            "ProjectionExpression": f"crawl_id, #s, max_pages, pages_admitted, {counters}",
+            "ExpressionAttributeNames": {"#s": "state"},
+        }
+        found = {}
+        for item in clients.scan(self.connection, TableName=self.name, **projection):
+            data = clients.unmarshal(item)
+            found[str(data["crawl_id"])] = data
+        return found

@@ -141,6 +141,12 @@ class ResolvedStore:
             for item in page.get("Items", []):
                 yield self._record(crawl_id, clients.attribute(item, "record_id"), item)
 
+    def lines(self, crawl_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """Records as resolved.jsonl has them, with their crawl id, in table order (``crawlstack records``)."""
+        for item in clients.scan(self.connection, TableName=self.name, **clients.of_crawl(crawl_id)):
+            crawl, record_id = item["crawl_id"]["S"], item["record_id"]["S"]
+            yield {"crawl_id": crawl, **self._record(crawl, record_id, item).to_line()}
+
     @classmethod
     def _record(cls, crawl_id: str, record_id: str, item: dict[str, Any]) -> ResolvedRecord:
         data = clients.unmarshal(item)

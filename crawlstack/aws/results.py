@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -31,3 +33,33 @@ class ResultStore:
             except ClientError as exc:
                 if limit == 0 or not clients.too_large(exc):
                     raise
+
+    def count_by_crawl(self, crawl_id: str | None = None) -> dict[str, int]:
+        """Records per crawl (``crawlstack status``): a Scan projecting ``crawl_id``."""
+        counts: Counter[str] = Counter()
+        for item in clients.scan(
+            self.connection, TableName=self.name, ProjectionExpression="crawl_id", **clients.of_crawl(crawl_id)
+        ):
+            counts[item.get("crawl_id", {}).get("S", "?")] += 1
+        return dict(counts)
+
+    def records(self, crawl_id: str | None = None, mapping: str | None = None) -> Iterator[dict[str, Any]]:
+        """Records as records.jsonl has them (no key attributes), in table order (``crawlstack records``)."""
+        filters: list[str] = []
+        values: dict[str, Any] = {}
+        if crawl_id is not None:
+            filters.append("crawl_id = :c")
+            values |= clients.values(c=crawl_id)
+        if mapping is not None:
+            filters.append("#m = :m")  # ``mapping`` is a reserved word
+            values |= clients.values(m=mapping)
+        request: dict[str, Any] = {"TableName": self.name}
+        if filters:
+            request |= {"FilterExpression": " AND ".join(filters), "ExpressionAttributeValues": values}
+        if mapping is not None:
+            request["ExpressionAttributeNames"] = {"#m": "mapping"}
+        for item in clients.scan(self.connection, **request):
+            record = clients.unmarshal(item)
+            record.pop("pk", None)
+            record.pop("fp", None)
+            yield record

@@ -17,11 +17,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
+from crawlstack.aws.errors import aws_errors
 from crawlstack.watch.sources import DuplicateSource, Source
 
 SOURCE_PK = "source"
 # The watch's day item (crawlstack.aws.day); adding sources notes the time there for the scheduler.
 DAY_KEY = {"pk": "day", "sk": "current"}
+# A source's standing, as ``crawlstack status`` shows it: id, priority, tokens, next check, checks ended, items found.
+Standing = tuple[str, float | None, float | None, float | None, int, int]
 # TransactWriteItems takes at most 100 actions.
 _TRANSACTION = 100
 
@@ -115,6 +118,21 @@ class DynamoSources:
         for page in pages:
             for item in page.get("Items", []):
                 yield clients.unmarshal(item)
+
+    def standings(self, now: float) -> Iterator[Standing]:
+        """Each source's standing, its next check the first after ``now`` (epoch); a failure is one line."""
+        with aws_errors(f"sources in {self.name}"):
+            for item in self.items():
+                upcoming = [float(t) for t in item.get("next_checks") or () if float(t) > now]
+                priority, tokens = item.get("priority"), item.get("tokens")
+                yield (
+                    str(item["sk"]),
+                    float(priority) if priority is not None else None,
+                    float(tokens) if tokens is not None else None,
+                    min(upcoming) if upcoming else None,
+                    int(item.get("checks_done", 0)),
+                    int(item.get("items_found", 0)),
+                )
 
     def remove(self, source_id: str) -> bool:
         old = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -297,3 +298,12 @@ class UrlStore:
         ):
             for item in page.get("Items", []):
                 yield clients.unmarshal(item)
+
+    def count_states(self, crawl_id: str | None = None) -> dict[str, Counter[str]]:
+        """URLs per crawl and state (``crawlstack status``): one Scan reading every item (there is no counter)."""
+        projection = {"ProjectionExpression": "crawl_id, #s", "ExpressionAttributeNames": {"#s": "state"}}
+        counts: dict[str, Counter[str]] = {}
+        for item in clients.scan(self.connection, TableName=self.name, **projection, **clients.of_crawl(crawl_id)):
+            crawl = item.get("crawl_id", {}).get("S", "?")
+            counts.setdefault(crawl, Counter())[item.get("state", {}).get("S", "queued")] += 1
+        return counts

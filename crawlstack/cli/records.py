@@ -40,19 +40,21 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawlstack.deployed import Tables
-
     if args.resolved and args.mapping:
         raise UsageError("--mapping: resolved records merge pages of any mapping; leave it out with --resolved")
     found: Iterator[dict[str, Any]]
     if args.local:
         found = _local_records(Path(args.local), args.resolved, args.crawl_id, args.mapping)
     elif args.resolved:
+        from crawlstack.aws import ResolvedStore
+
         stack = common.stack(args)
-        found = Tables(stack.connection).resolved(stack.table("resolved"), args.crawl_id)
+        found = ResolvedStore(stack.table("resolved"), connection=stack.connection).lines(args.crawl_id)
     else:
+        from crawlstack.aws import ResultStore
+
         stack = common.stack(args)
-        found = Tables(stack.connection).records(stack.table("results"), args.crawl_id, args.mapping)
+        found = ResultStore(stack.table("results"), connection=stack.connection).records(args.crawl_id, args.mapping)
     if args.resolved:
         base = ["crawl_id", "record_id", "complete"]
     else:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,28 @@ from crawlstack.cli import common
 from crawlstack.cli.common import UsageError, print_table
 from crawlstack.limits import crawl_id_lookup_flag
 from crawlstack.safe_text import terminal_text
+
+# "retrying": a try failed with an HTTP error and the next is scheduled (crawlstack.fetch_outcomes); last,
+# as it came last.  "fetching" is written no more (a host's run reads a URL's state instead); the column
+# stays for items written before, and for scripts that read it.
+URL_STATES = ("queued", "fetching", "fetched", "skipped", "failed", "retrying")
+
+
+def url_counts(states: Mapping[str, int], crawl: Mapping[str, Any]) -> Counter[str]:
+    """A crawl's URLs by state: the urls table's, with the outcomes only the crawl log holds.
+
+    A page fetched or skipped on its first try keeps only its claim
+    (``queued``) in the urls table; the crawl item counts those outcomes
+    at each flush.  So they move from ``queued`` to their outcome here.
+    The counters count tries: after a crash, a page fetched again counts
+    twice (and ``queued`` is then that much short, never below zero).
+    """
+    counts = Counter({state: int(n) for state, n in states.items()})
+    for outcome in settings.LOGGED_OUTCOMES:
+        logged = int(crawl.get(f"{settings.LOGGED_COUNTER_PREFIX}{outcome}") or 0)
+        counts[outcome] += logged
+        counts["queued"] = max(0, counts["queued"] - logged)
+    return counts
 
 
 def register(sub: Any) -> None:
@@ -51,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
             _print_crawls(found.url_states, found.extracted, found.crawls, args.crawl_id)
         _print_watch(found.sources)
         return 0
+    from crawlstack import aws
     from crawlstack.aws import Queue
-    from crawlstack.deployed import Tables
 
     stack = common.stack(args)
     rows = []
@@ -64,17 +87,17 @@ def run(args: argparse.Namespace) -> int:
     print_table(["queue", "visible", "in flight", "delayed", "dead-lettered"], rows)
     if args.no_counts:
         return 0
-    tables = Tables(stack.connection)
-    states = tables.url_states(stack.table("urls"), args.crawl_id)
-    extracted = tables.count(stack.table("results"), args.crawl_id)
-    configs = tables.crawls(stack.table("crawls"), args.crawl_id)
+    on = stack.connection
+    states = aws.UrlStore(stack.table("urls"), connection=on).count_states(args.crawl_id)
+    extracted = aws.ResultStore(stack.table("results"), connection=on).count_by_crawl(args.crawl_id)
+    configs = aws.CrawlStore(stack.table("crawls"), connection=on).items(args.crawl_id)
     _print_crawls(states, extracted, configs, args.crawl_id)
     watch_table = stack.outputs.get(settings.OUTPUT_TABLE["watch"])
     if watch_table:
-        sources = tables.watch_sources(watch_table)
+        sources = list(aws.DynamoSources(watch_table, connection=on).standings(time.time()))
         schedule = stack.outputs.get(settings.OUTPUT_SCHEDULE)
         if sources and schedule:
-            from crawlstack.deployed import schedule_state
+            from crawlstack.aws.schedule import schedule_state
 
             state, expression = schedule_state(stack.connection, schedule)
             print(f"\nwatch: schedule {terminal_text(schedule)} {state.lower()}, {expression}")
@@ -104,8 +127,6 @@ def _print_crawls(
     states: dict[str, Counter[str]], extracted: dict[str, int], configs: dict[str, dict[str, Any]], crawl_id: str | None
 ) -> None:
     """URLs per state, records and the page budget of each crawl, as ``status`` prints them."""
-    from crawlstack.deployed import URL_STATES, url_counts
-
     crawls = sorted(set(states) | set(extracted) | set(configs) | ({crawl_id} if crawl_id else set()))
     print()
     if not crawls:

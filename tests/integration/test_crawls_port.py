@@ -1,7 +1,7 @@
 """The crawls table's contract on moto, on local mode's SQLite and on ``tests/fakes.py``'s ``FakeCrawls``.
 
 One suite for both, so the fake cannot drift from the adapter; ``crawlstack
-status`` reads these counts beside the urls table's (``deployed.url_counts``).
+status`` reads these counts beside the urls table's (``crawlstack.cli.status.url_counts``).
 """
 
 from __future__ import annotations

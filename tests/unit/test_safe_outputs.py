@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from crawlstack import cli, deployed
+from crawlstack import aws, cli
 from crawlstack.cli import common
 from crawlstack.safe_text import csv_cell, terminal_text
 
@@ -87,17 +87,17 @@ class _FakeStack:
         return key
 
 
-class _FakeTables:
-    def __init__(self, connection: Any) -> None:
+class _FakeResults:
+    def __init__(self, table: str, connection: Any) -> None:
         pass
 
-    def records(self, table: str, crawl_id: str | None, mapping: str | None) -> list[dict[str, Any]]:
+    def records(self, crawl_id: str | None, mapping: str | None) -> list[dict[str, Any]]:
         return [{"mapping": "m", "url": "https://a.test/", "crawl_id": "c", "depth": 0, "fields": {"t": HYPERLINK}}]
 
 
 def test_records_csv_escapes_formulas(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(common, "stack", lambda args: _FakeStack())
-    monkeypatch.setattr(deployed, "Tables", _FakeTables)
+    monkeypatch.setattr(aws, "ResultStore", _FakeResults)
     assert cli.main(["records", "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert rows[0]["fields.t"] == "'" + HYPERLINK

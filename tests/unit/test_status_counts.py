@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from crawlstack import settings
-from crawlstack.deployed import url_counts
+from crawlstack.cli.status import url_counts
 
 
 def test_status_moves_logged_outcomes_out_of_queued() -> None:
