@@ -464,7 +464,7 @@ OUTPUT_FUNCTION = {key: f"{key.capitalize()}FunctionName" for key in FUNCTIONS}
 OUTPUT_EVENT_BUS = "EventBusName"
 OUTPUT_SCHEDULE = "ScheduleName"
 
-# --- the CLI for a deployed stack (crawlstack.deployed) ---------------------
+# --- the CLI for a deployed stack (crawlstack.aws.stack, aws.athena) -------
 # Athena: the analytics construct creates a workgroup (with its own result
 # location) and a Glue database, and exports their names under these output
 # names; `crawlstack query` runs SQL there.  The Glue tables carry the names

@@ -27,6 +27,14 @@ class Column:
     type: str  # Hive's spelling
 
 
+@dataclass(frozen=True)
+class QueryResult:
+    """A query's answer, from either engine (``crawlstack.aws.athena``, ``crawlstack.local.query``)."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+
+
 RECORDS = settings.QUERY_TABLES["records"]
 CRAWL_LOG = settings.QUERY_TABLES["crawl_log"]
 

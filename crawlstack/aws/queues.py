@@ -118,7 +118,6 @@ class Queue:
             int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
         )
 
-
     # --- the CLI's: seed, dlq show|redrive ----------------------------------------
 
     def try_send(self, bodies: Iterable[str]) -> list[tuple[str, str]]:

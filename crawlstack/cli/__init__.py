@@ -4,7 +4,7 @@
     crawlstack rules validate PATH
     crawlstack rules test RULES_FILE_OR_DIR --url URL [--file SAVED_PAGE]
 
-For a deployed stack (its CloudFormation outputs, ``crawlstack.deployed``):
+For a deployed stack (its CloudFormation outputs, ``crawlstack.aws.stack``):
 
     crawlstack seed URL... [--crawl-id ID] [--seeds-file F]
     crawlstack status [ID] [--local OUT_DIR]

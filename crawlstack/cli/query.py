@@ -31,13 +31,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawlstack.deployed import Athena
-
     if args.local:
         from crawlstack.local.query import query_local  # DuckDB
 
         result = query_local(args.local, args.sql)
     else:
+        from crawlstack.aws.athena import Athena
+
         stack = common.stack(args)
         workgroup, database = stack.output(settings.OUTPUT_WORKGROUP), stack.output(settings.OUTPUT_GLUE_DATABASE)
         result = Athena(stack.connection).run(args.sql, workgroup, database, args.timeout)

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot read {out}: {exc.strerror or exc}") from exc
     else:
-        from crawlstack.deployed import Athena
+        from crawlstack.aws.athena import Athena
         from crawlstack.report.athena import from_athena
 
         if not args.out:

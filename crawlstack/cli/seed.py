@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawlstack.cli import common
 from crawlstack.cli.common import UsageError
@@ -20,6 +18,9 @@ from crawlstack.local.options import Seed
 from crawlstack.rules import RuleSet, load_rules
 from crawlstack.safe_text import terminal_text
 from crawlstack.urls import InvalidURL, canonicalize
+
+if TYPE_CHECKING:
+    from crawlstack.aws.stack import Stack
 
 
 def register(sub: Any) -> None:
@@ -45,7 +46,6 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from crawlstack.aws import Queue
-    from crawlstack.deployed import frontier_body
 
     if args.rules and not Path(args.rules).exists():
         raise UsageError(f"rules: {args.rules}: no such file or directory")
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if given:
         _create_crawl(stack, CrawlConfig(crawl_id=args.crawl_id).with_values(**given), given)
     frontier = Queue(stack.queue_url("frontier"), "frontier", connection=stack.connection)
-    bodies = [frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]
+    bodies = [_frontier_body(s.url, args.crawl_id, s.record_id, s.want) for s in seeds]
     failed = frontier.try_send(bodies)
     crawl = args.crawl_id or "the stack's default crawl"
     print(f"seeded {len(bodies) - len(failed)} of {len(bodies)} URLs into {terminal_text(crawl)}")
@@ -74,18 +74,18 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _create_crawl(stack: Any, config: CrawlConfig, given: Collection[str]) -> None:
+def _create_crawl(stack: Stack, config: CrawlConfig, given: Collection[str]) -> None:
     """Store a new crawl with the settings given, as a local crawl is stored (``Crawls.put_new``).
 
     Only those: the rest follow the stack's defaults. A crawl's config is
     fixed once stored, so an existing crawl is a user error (status 2).
     """
     from crawlstack.aws.crawls import CrawlStore
-    from crawlstack.deployed import DeployedError, aws_errors
+    from crawlstack.aws.errors import DeployedError, aws_errors
 
     table = stack.table("crawls")
-    with aws_errors(f"write {table}"), _stack_clients(stack.connection):
-        stored = CrawlStore(table).put_new(config, only=given)
+    with aws_errors(f"write {table}"):
+        stored = CrawlStore(table, connection=stack.connection).put_new(config, only=given)
     if not stored:
         raise DeployedError(
             f"crawl {config.crawl_id!r} already exists and its config is fixed; seed it without settings, "
@@ -94,25 +94,17 @@ def _create_crawl(stack: Any, config: CrawlConfig, given: Collection[str]) -> No
         )
 
 
-@contextlib.contextmanager
-def _stack_clients(connection: Any) -> Iterator[None]:
-    """``crawlstack.aws``'s clients on the stack's region and endpoint, as ``crawl stop|resume`` has them."""
-    from crawlstack import aws
+def _frontier_body(url: str, crawl_id: str | None, record_id: str | None, want: tuple[str, ...]) -> str:
+    """A seed's frontier message, as local mode sends it; without ``crawl_id`` it joins the stack's default crawl."""
+    from crawlstack.messages import FrontierMessage
 
-    env = {"AWS_ENDPOINT_URL": connection.endpoint_url, "AWS_DEFAULT_REGION": connection.region}
-    env = {key: value for key, value in env.items() if value}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    aws.reset_clients()
-    try:
-        yield
-    finally:
-        aws.reset_clients()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    message = FrontierMessage(url=url, depth=0, record_id=record_id, want=want)
+    data = json.loads(message.to_json())
+    if crawl_id is None:
+        data.pop("crawl_id", None)
+    else:
+        data["crawl_id"] = crawl_id
+    return json.dumps(data, separators=(",", ":"))
 
 
 # --- seeds files (crawl --local reads them too) ------------------------------------

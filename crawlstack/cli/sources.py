@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _deployed_sources(args: argparse.Namespace) -> int:
     """``sources`` against the stack's watch table: its schedule function picks up a new source's first check."""
+    from crawlstack.aws.errors import aws_errors
     from crawlstack.aws.sources import DynamoSources
-    from crawlstack.deployed import aws_errors
 
     stack = common.stack(args)
     entries = _source_entries(args) if args.sources_command == "add" else []

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawlstack import tables
-from crawlstack.deployed import DeployedError, QueryResult
+from crawlstack.aws.errors import DeployedError
+from crawlstack.tables import QueryResult
 
 _MAP = "MAP(VARCHAR, VARCHAR)"
 _HOST = "lower(regexp_extract(url, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?([^/:?#]+)', 1))"

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from crawlstack import tables
-from crawlstack.deployed import QueryResult
 from crawlstack.report.facts import CrawlFacts, UrlLines
+from crawlstack.tables import QueryResult
 
 Run = Callable[[str], QueryResult]
 

@@ -78,7 +78,9 @@ NOT_SHIPPED = (
     "crawlstack.local.billing",
     "crawlstack.local.runner",
     "crawlstack.demo",
-    "crawlstack.deployed",
+    "crawlstack.aws.stack",
+    "crawlstack.aws.athena",
+    "crawlstack.aws.schedule",
     "crawlstack.rules_tester",
 )
 

@@ -568,7 +568,8 @@ class _FakeAthena:
 
 
 def _athena(fake: _FakeAthena, sleeps: list[float]) -> Any:
-    from crawlstack.deployed import Athena, Connection
+    from crawlstack.aws import Connection
+    from crawlstack.aws.athena import Athena
 
     connection = Connection("us-east-1")
     connection._clients["athena"] = fake
@@ -576,7 +577,7 @@ def _athena(fake: _FakeAthena, sleeps: list[float]) -> Any:
 
 
 def test_athena_failures_say_why() -> None:
-    from crawlstack.deployed import DeployedError
+    from crawlstack.aws.errors import DeployedError
 
     sleeps: list[float] = []
     failed = {
@@ -593,7 +594,7 @@ def test_athena_failures_say_why() -> None:
 
 
 def test_athena_timeout_cancels_the_query() -> None:
-    from crawlstack.deployed import DeployedError
+    from crawlstack.aws.errors import DeployedError
 
     fake = _FakeAthena([{"State": "RUNNING"}])
     athena = _athena(fake, [])
