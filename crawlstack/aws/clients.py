@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 from botocore.config import Config
@@ -38,23 +38,44 @@ from crawlstack.aws.errors import aws_errors
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=50)
 
 
+class Credentials(NamedTuple):
+    """An access key (an emulator takes any), and its session token if it has one."""
+
+    key_id: str
+    secret: str
+    token: str | None = None
+
+
 class Connection:
-    """The boto3 clients of one region and endpoint; each made once, on first use.
+    """The boto3 clients of one region, endpoint and credentials; each made once, on first use.
 
     ``None`` leaves a setting to the environment and config files, as boto3
-    reads them.
+    reads them: ``credentials`` are given for an emulator (local mode's
+    ``--endpoint-url``).
     """
 
-    def __init__(self, region: str | None = None, endpoint_url: str | None = None) -> None:
+    def __init__(
+        self,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.region = region
         self.endpoint_url = endpoint_url
+        self.credentials = credentials
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def client(self, service: str) -> Any:
         with self._lock:
             if service not in self._clients:
-                session = boto3.session.Session(region_name=self.region)
+                key_id, secret, token = self.credentials or (None, None, None)
+                session = boto3.session.Session(
+                    region_name=self.region,
+                    aws_access_key_id=key_id,
+                    aws_secret_access_key=secret,
+                    aws_session_token=token,
+                )
                 self._clients[service] = session.client(  # type: ignore[call-overload]
                     service, endpoint_url=self.endpoint_url, config=_CONFIG
                 )

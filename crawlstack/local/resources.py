@@ -22,16 +22,18 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def create_all(visibility_timeout: int | None = None, exist_ok: bool = False) -> dict[str, str]:
-    """Create everything; returns the environment variables that name it.
+def create_all(
+    visibility_timeout: int | None = None, exist_ok: bool = False, connection: aws.Connection = aws.ENVIRONMENT
+) -> dict[str, str]:
+    """Create everything through ``connection``; returns the environment variables that name it.
 
     ``visibility_timeout`` overrides the queues' (local mode uses a short one
     so a failed batch comes back in seconds, not minutes).  ``exist_ok``
     keeps resources an external endpoint already has.
     """
-    sqs = aws.client("sqs")
-    ddb = aws.client("dynamodb")
-    s3 = aws.client("s3")
+    sqs = connection.client("sqs")
+    ddb = connection.client("dynamodb")
+    s3 = connection.client("s3")
     env: dict[str, str] = {}
 
     try:
@@ -95,7 +97,7 @@ def create_all(visibility_timeout: int | None = None, exist_ok: bool = False) ->
         env[settings.ENV_TABLE[table.key]] = table.name
 
     try:
-        aws.client("events").create_event_bus(Name=EVENT_BUS_NAME)
+        connection.client("events").create_event_bus(Name=EVENT_BUS_NAME)
     except ClientError as exc:
         if not (exist_ok and _code(exc) == "ResourceAlreadyExistsException"):
             raise

@@ -106,16 +106,28 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 def _emulator(endpoint_url: str | None) -> contextlib.AbstractContextManager[Any]:
-    if endpoint_url:
-        return _environment(
-            {
-                "AWS_ENDPOINT_URL": endpoint_url,
-                "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-                "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
-                "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
-            }
-        )
-    return EmbeddedAws()
+    """moto in this process; nothing to start for an external endpoint (``_connection`` reaches it)."""
+    return contextlib.nullcontext() if endpoint_url else EmbeddedAws()
+
+
+def _connection(endpoint_url: str | None) -> aws.Connection:
+    """The AWS a crawl on the AWS adapters runs on: moto in this process (the environment's), or ``endpoint_url``.
+
+    The endpoint is reached in the environment's region and with its keys,
+    else in us-east-1 with keys an emulator takes; nothing is written to the
+    environment.
+    """
+    if not endpoint_url:
+        return aws.ENVIRONMENT
+    return aws.Connection(
+        region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        endpoint_url=endpoint_url,
+        credentials=aws.Credentials(
+            os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+            os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+            os.environ.get("AWS_SESSION_TOKEN"),
+        ),
+    )
 
 
 def _emulator_stats(emulator: Any) -> dict[str, float] | None:
@@ -225,21 +237,27 @@ def _crawl_on_aws(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
 def _crawl_on_emulator(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     started = time.time()
     crawl_id = options.crawl_id or ("local" if not options.endpoint_url else f"local-{int(started * 1000)}")
+    connection = _connection(options.endpoint_url)
     with _emulator(options.endpoint_url) as emulator:
         aws.reset_clients()
-        wiring.reset()
-        names = _create_resources(options.endpoint_url is not None)
+        names = _create_resources(options.endpoint_url is not None, connection)
         stack = aws.StackNames.from_env(names)
-        stores = wiring.Stores.on_aws(stack)
+        stores = wiring.Stores.on_aws(stack, connection)
+        # The handlers' services on these stores, whose calls go through the crawl's connection.
+        wiring.use(lambda: stores)
         try:
             with _environment(names):
                 stores.crawls.put_new(_config(crawl_id, seeds, options))
                 _send_seeds(stores.frontier_queue, crawl_id, seeds)
                 with _environment(_handler_env(crawl_id, options)):
-                    pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency, names)
-                return _run(seeds, options, crawl_id, stores, pump, started=started, emulator=emulator)
+                    pump = _pump(
+                        stores, options.fetch_concurrency, options.extract_concurrency, names, connection=connection
+                    )
+                return _run(
+                    seeds, options, crawl_id, stores, pump, started=started, emulator=emulator, connection=connection
+                )
         finally:
-            wiring.reset()
+            wiring.use(None)
             aws.reset_clients()
 
 
@@ -276,8 +294,12 @@ def _run(
     emulator: Any,
     resumed: bool = False,
     fault: Callable[[], BaseException | None] | None = None,
+    connection: aws.Connection = aws.ENVIRONMENT,
 ) -> dict[str, Any]:
-    """Run the pump to the end (or a Ctrl-C), then write OUT/; the handlers build their services on ``stores``."""
+    """Run the pump to the end (or a Ctrl-C), then write OUT/; the handlers build their services on ``stores``.
+
+    ``connection``: the AWS calls' on the AWS adapters, made afresh if writing OUT/ keeps failing.
+    """
     rules = load_rules(options.rules_dir)
     out = Path(options.out_dir)
     no_room: list[StorageFull] = []  # a write to OUT/ beside the state's that found no room (metrics.jsonl)
@@ -324,7 +346,8 @@ def _run(
         # Taken before the outputs' own reads: the crawl's calls only.
         emulated = _emulator_stats(emulator)
         summary = _with_retries(
-            lambda: outputs.write_outputs(out, crawl_id, started, pump, stores, seeds, options, interrupted)
+            lambda: outputs.write_outputs(out, crawl_id, started, pump, stores, seeds, options, interrupted),
+            connection,
         )
         wiring.reset()
     summary["rules"] = len(rules)
@@ -355,9 +378,10 @@ def seed_hosts(urls: list[str]) -> frozenset[str]:
     return frozenset(hosts)
 
 
-def _create_resources(external: bool) -> dict[str, str]:
+def _create_resources(external: bool, connection: aws.Connection = aws.ENVIRONMENT) -> dict[str, str]:
     # An external endpoint may hold them from an earlier run already.
-    return resources.create_all(visibility_timeout=min(LOCAL_VISIBILITY_TIMEOUT.values()), exist_ok=external)
+    timeout = min(LOCAL_VISIBILITY_TIMEOUT.values())
+    return resources.create_all(visibility_timeout=timeout, exist_ok=external, connection=connection)
 
 
 def _pump(
@@ -366,6 +390,7 @@ def _pump(
     extract_concurrency: int = 1,
     names: dict[str, str] | None = None,
     time_scale: float = 1.0,
+    connection: aws.Connection = aws.ENVIRONMENT,
 ) -> EventPump:
     """The three event sources on ``stores``' queues; ``names``: the SQS queues', for their ARNs (AWS only).
 
@@ -381,7 +406,7 @@ def _pump(
     def source(key: str, handler: Callable[..., Any], concurrency: int, **extra: Any) -> Source:
         if names is not None:
             url = names[settings.ENV_QUEUE_URL[key]]
-            attrs = aws.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+            attrs = connection.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
             arn = attrs["Attributes"]["QueueArn"]
         else:
             url, arn = f"local:{key}", f"arn:aws:sqs:local:000000000000:{settings.QUEUES[key].name}"
@@ -427,7 +452,7 @@ def _pump(
 OUTPUT_TRIES = 5
 
 
-def _with_retries(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _with_retries(write: Callable[[], dict[str, Any]], connection: aws.Connection = aws.ENVIRONMENT) -> dict[str, Any]:
     """Run ``write`` (idempotent: every file is replaced whole) again, with fresh clients, while AWS calls fail."""
 
     for attempt in range(OUTPUT_TRIES):
@@ -437,6 +462,6 @@ def _with_retries(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             if attempt == OUTPUT_TRIES - 1:
                 raise
             print(f"crawlstack: warning: writing outputs: {exc}; trying again", file=sys.stderr)
-            aws.reset_clients()  # a fresh retry quota
+            connection.reset()  # fresh clients: a fresh retry quota
             time.sleep(2**attempt)
     raise AssertionError("unreachable")
