@@ -51,7 +51,9 @@ class Connection:
 
     ``None`` leaves a setting to the environment and config files, as boto3
     reads them: ``credentials`` are given for an emulator (local mode's
-    ``--endpoint-url``).
+    ``--endpoint-url``).  ``environment_endpoint=False`` ignores an endpoint
+    the environment names (``AWS_ENDPOINT_URL``): moto in this process
+    answers calls to AWS's own endpoints only.
     """
 
     def __init__(
@@ -59,10 +61,14 @@ class Connection:
         region: str | None = None,
         endpoint_url: str | None = None,
         credentials: Credentials | None = None,
+        environment_endpoint: bool = True,
     ) -> None:
         self.region = region
         self.endpoint_url = endpoint_url
         self.credentials = credentials
+        # botocore's type stubs predate the option.
+        ignoring = Config(ignore_configured_endpoint_urls=True)  # type: ignore[call-arg]
+        self._config = _CONFIG if environment_endpoint else _CONFIG.merge(ignoring)
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -77,7 +83,7 @@ class Connection:
                     aws_session_token=token,
                 )
                 self._clients[service] = session.client(  # type: ignore[call-overload]
-                    service, endpoint_url=self.endpoint_url, config=_CONFIG
+                    service, endpoint_url=self.endpoint_url, config=self._config
                 )
             return self._clients[service]
 

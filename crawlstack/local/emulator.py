@@ -14,29 +14,32 @@ short by design (ARCHITECTURE.md), and this keeps their cost small too.
 ``calls`` and ``seconds`` count the emulated requests and the time spent
 serving them inside that lock: the part of a local crawl no handler code can
 overlap with, which ``summary.json`` reports as ``emulator``.
+
+``connection`` reaches it whatever the environment says: a region, test keys,
+and AWS's own endpoints (an ``AWS_ENDPOINT_URL`` would lead past moto).
+Clients made otherwise (``aws.ENVIRONMENT``) need a region from the
+environment.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Any
 
-_FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+from crawlstack import aws
+
+REGION = "us-east-1"
 
 
 class EmbeddedAws:
-    """``with EmbeddedAws():`` every boto3 client created inside talks to moto."""
+    """``with EmbeddedAws():`` every boto3 client created inside talks to moto; ``connection`` makes them."""
 
     def __init__(self) -> None:
+        self.connection = aws.Connection(
+            region=REGION, credentials=aws.Credentials("testing", "testing", "testing"), environment_endpoint=False
+        )
         self._mock: Any = None
-        self._saved_env: dict[str, str | None] = {}
         self._original: Any = None
         self._clocks: dict[str, Any] = {}
         self.calls = 0
@@ -46,10 +49,6 @@ class EmbeddedAws:
         from moto import mock_aws
         from moto.core import models
 
-        for key, value in _FAKE_ENV.items():
-            self._saved_env[key] = os.environ.get(key)
-            os.environ[key] = value
-        self._saved_env["AWS_ENDPOINT_URL"] = os.environ.pop("AWS_ENDPOINT_URL", None)
         self._mock = mock_aws()
         self._mock.start()
         stubber = models.botocore_stubber
@@ -84,11 +83,6 @@ class EmbeddedAws:
         for name, original in self._clocks.items():
             setattr(sqs_models, name, original)
         self._mock.stop()
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _unix_time(dt: Any = None) -> float:

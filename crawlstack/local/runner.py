@@ -105,20 +105,20 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _emulator(endpoint_url: str | None) -> contextlib.AbstractContextManager[Any]:
+def _emulator(endpoint_url: str | None) -> contextlib.AbstractContextManager[EmbeddedAws | None]:
     """moto in this process; nothing to start for an external endpoint (``_connection`` reaches it)."""
     return contextlib.nullcontext() if endpoint_url else EmbeddedAws()
 
 
-def _connection(endpoint_url: str | None) -> aws.Connection:
-    """The AWS a crawl on the AWS adapters runs on: moto in this process (the environment's), or ``endpoint_url``.
+def _connection(endpoint_url: str | None, embedded: EmbeddedAws | None) -> aws.Connection:
+    """The AWS a crawl on the AWS adapters runs on: moto in this process (``embedded``), or ``endpoint_url``.
 
     The endpoint is reached in the environment's region and with its keys,
     else in us-east-1 with keys an emulator takes; nothing is written to the
     environment.
     """
-    if not endpoint_url:
-        return aws.ENVIRONMENT
+    if embedded is not None:
+        return embedded.connection
     return aws.Connection(
         region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         endpoint_url=endpoint_url,
@@ -237,8 +237,8 @@ def _crawl_on_aws(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
 def _crawl_on_emulator(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
     started = time.time()
     crawl_id = options.crawl_id or ("local" if not options.endpoint_url else f"local-{int(started * 1000)}")
-    connection = _connection(options.endpoint_url)
     with _emulator(options.endpoint_url) as emulator:
+        connection = _connection(options.endpoint_url, emulator)
         aws.reset_clients()
         names = _create_resources(options.endpoint_url is not None, connection)
         stack = aws.StackNames.from_env(names)

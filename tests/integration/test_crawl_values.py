@@ -46,7 +46,7 @@ def test_a_huge_field_and_a_number_out_of_range_in_one_batch_keep_every_record(
     def put(self: aws.ResultStore, record: dict[str, Any]) -> None:
         real_put(self, record)
         key = {"pk": {"S": f"{record['crawl_id']}#{record['fp']}"}}
-        item = aws.client("dynamodb").get_item(TableName=self.name, Key=key, ConsistentRead=True)["Item"]
+        item = self.connection.client("dynamodb").get_item(TableName=self.name, Key=key, ConsistentRead=True)["Item"]
         stored[record["url"]] = aws.unmarshal(item)["fields"]
 
     monkeypatch.setattr(aws.ResultStore, "put", put)

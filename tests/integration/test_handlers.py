@@ -113,6 +113,9 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
     monkeypatch.setenv(settings.ENV_DEFAULT_CRAWL_ID, CRAWL)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    # The adapters' default connection (the environment's) finds moto through these; EmbeddedAws writes none.
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with EmbeddedAws():
         wiring.reset()
         names = resources.create_all(visibility_timeout=30)

@@ -48,6 +48,9 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }.items():
         monkeypatch.setenv(key, value)
+    # The adapters' default connection (the environment's) finds moto through these; EmbeddedAws writes none.
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with EmbeddedAws():
         aws.reset_clients()
         wiring.reset()

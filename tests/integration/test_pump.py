@@ -16,7 +16,10 @@ from crawlstack.local.pump import EndpointUnavailable, EventPump, Source
 
 
 @pytest.fixture
-def sqs() -> Iterator[Any]:
+def sqs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    # The adapters' default connection (the environment's) finds moto through these; EmbeddedAws writes none.
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with EmbeddedAws():
         aws.reset_clients()
         yield aws.client("sqs")
