@@ -1,7 +1,7 @@
 """Small adapters over SQS, DynamoDB and S3; the only package that imports boto3.
 
-One module per table, queue or bucket, on the shared clients and helpers of
-``clients``.  ``from crawlstack import aws`` gives every adapter by name; each
+One module per table, queue or bucket, on the shared connection
+(``connection``) and helpers (``clients``).  ``from crawlstack import aws`` gives every adapter by name; each
 takes its table, queue URL or bucket in its constructor, from the one
 ``StackNames`` its caller read (``StackNames.from_env``), and the
 ``Connection`` its calls go through (keyword ``connection``, by default
@@ -12,19 +12,8 @@ from __future__ import annotations
 
 from crawlstack.aws.backlog import BacklogStore
 from crawlstack.aws.blobs import BlobStore
-from crawlstack.aws.clients import (
-    ENVIRONMENT,
-    NOTE_MAX_CHARS,
-    WRITE_TOKEN,
-    Connection,
-    Credentials,
-    client,
-    marshal,
-    marshal_exact,
-    new_token,
-    reset_clients,
-    unmarshal,
-)
+from crawlstack.aws.clients import NOTE_MAX_CHARS, WRITE_TOKEN, marshal, marshal_exact, new_token, unmarshal
+from crawlstack.aws.connection import ENVIRONMENT, Connection, Credentials, client, reset_clients
 from crawlstack.aws.crawls import CrawlStore
 from crawlstack.aws.events import EventBus, PublishFailed
 from crawlstack.aws.held import HeldStore

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from crawlstack.aws.clients import Connection
+from crawlstack.aws.connection import Connection
 from crawlstack.aws.errors import DeployedError, aws_errors
 from crawlstack.tables import QueryResult
 

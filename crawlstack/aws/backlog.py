@@ -37,6 +37,7 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.messages import FetchTask
 from crawlstack.runs.bundles import decode, encode, order_key, pack
 from crawlstack.runs.ports import Bundle
@@ -57,7 +58,7 @@ class BacklogStore:
         table: str,
         bundle_bytes: int = settings.BACKLOG_BUNDLE_BYTES,
         *,
-        connection: clients.Connection = clients.ENVIRONMENT,
+        connection: Connection = ENVIRONMENT,
     ) -> None:
         self.connection = connection
         self.name = table

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 
 
 class BlobStore:
     """The pages bucket."""
 
-    def __init__(self, bucket: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, bucket: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.bucket = bucket
 

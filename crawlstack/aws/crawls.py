@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from crawlstack import jobs, settings
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.errors import aws_errors
 from crawlstack.config import CrawlConfig
 
@@ -28,7 +29,7 @@ class CrawlStore:
         cache_seconds: float | None = None,
         env: Mapping[str, str] | None = None,
         *,
-        connection: clients.Connection = clients.ENVIRONMENT,
+        connection: Connection = ENVIRONMENT,
     ) -> None:
         self.connection = connection
         self.name = table

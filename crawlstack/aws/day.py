@@ -16,6 +16,7 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.sources import DAY_KEY
 from crawlstack.crawllog import iso_time
 from crawlstack.watch.plan_clock import PlanClock
@@ -36,7 +37,7 @@ def expiry(at: float) -> int:
 class DayItem:
     """Reads the day item, and moves its cursors."""
 
-    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
 

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from crawlstack import settings
-from crawlstack.aws import clients
 from crawlstack.aws.blobs import BlobStore
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 
 # Entries a put refuses (throttled, an internal error) are put again this many times before the page fails.
 PUT_ATTEMPTS = 4
@@ -47,7 +47,7 @@ class EventBus:
         blobs: BlobStore,
         max_bytes: int = settings.EVENT_MAX_BYTES,
         *,
-        connection: clients.Connection = clients.ENVIRONMENT,
+        connection: Connection = ENVIRONMENT,
     ) -> None:
         self.connection = connection
         self.bus = bus

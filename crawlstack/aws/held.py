@@ -6,6 +6,7 @@ from botocore.exceptions import ClientError
 
 from crawlstack import jobs
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 
 
 class HeldStore:
@@ -15,7 +16,7 @@ class HeldStore:
     partition and order, and a held partition is never a host's.
     """
 
-    def __init__(self, table: str, crawls_table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, crawls_table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
         # The hold's transaction checks the crawl's state there.

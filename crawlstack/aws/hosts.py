@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.robots import RobotsRecord, pack_body, unpack_body
 
 
 class HostStore:
     """The hosts table's robots.txt cache: one item per origin (key ``{"host": origin, "kind": "robots"}``)."""
 
-    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
 

@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.aws.blobs import BlobStore
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.day import DayItem, minute, plan_item
 from crawlstack.aws.sources import DAY_KEY, source_key
 from crawlstack.crawllog import iso_time
@@ -39,7 +40,7 @@ PLAN_LEASE_SECONDS = 2.0 * settings.FUNCTIONS["schedule"].timeout_seconds
 
 
 class DayPlan(DayItem):
-    def __init__(self, table: str, blobs: BlobStore, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, blobs: BlobStore, *, connection: Connection = ENVIRONMENT) -> None:
         super().__init__(table, connection=connection)
         self.blobs = blobs
         # The additions the last ``unplanned`` saw, which ``plan_first`` then marks planned.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crawlstack import settings
-from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.errors import aws_errors
 from crawlstack.queueing import Depth, Received
 
@@ -36,7 +36,7 @@ class Queue:
     # Long enough for one peek or move round to finish with the messages it received.
     HOLD_SECONDS = 30
 
-    def __init__(self, url: str, key: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, url: str, key: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.url = url
         # Which queue (``settings.QUEUES``), for messages.

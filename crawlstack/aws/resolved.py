@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 
 from crawlstack import storable
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.resolution import ResolvedRecord
 
 
@@ -34,7 +35,7 @@ class ResolvedStore:
     SIZE_RETRIES = 2
     _NAME_OVERHEAD = len(FIELD_PREFIX) + len(SOURCE_PREFIX)
 
-    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
 

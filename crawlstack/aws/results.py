@@ -10,12 +10,13 @@ from botocore.exceptions import ClientError
 
 from crawlstack import storable
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 
 
 class ResultStore:
     """The results table: one record per mapped page."""
 
-    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
 

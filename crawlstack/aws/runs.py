@@ -23,6 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.runs.ports import HostRun
 from crawlstack.settings import RUN_GRACE_SECONDS
 
@@ -32,7 +33,7 @@ KIND = "run"
 class RunStore:
     """One run item per host on the hosts table (key ``{"host": host, "kind": "run"}``)."""
 
-    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crawlstack.aws.clients import Connection
+from crawlstack.aws.connection import Connection
 from crawlstack.aws.errors import aws_errors
 
 

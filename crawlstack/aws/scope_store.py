@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.urls import note_url
 
 
@@ -16,9 +17,7 @@ class ScopeStore:
       crawl has no item for the URL, so the crawl log says why it was dropped.
     """
 
-    def __init__(
-        self, hosts_table: str, urls_table: str, *, connection: clients.Connection = clients.ENVIRONMENT
-    ) -> None:
+    def __init__(self, hosts_table: str, urls_table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.hosts_table = hosts_table
         self.urls_table = urls_table

@@ -23,6 +23,7 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 
 # A sort key may hold 1,024 bytes; longer identities (a long URL) are keyed by their hash.
 MAX_KEY_BYTES = 512
@@ -41,7 +42,7 @@ def _digest(text: str) -> str:
 
 
 class SeenItems:
-    def __init__(self, table: str, publish: Publish, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, publish: Publish, *, connection: Connection = ENVIRONMENT) -> None:
         """``publish(events, went)``: puts events on the bus, telling ``went`` each put that succeeded."""
         self.connection = connection
         self.name = table

@@ -17,6 +17,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.errors import aws_errors
 from crawlstack.watch.sources import DuplicateSource, Source
 
@@ -36,7 +37,7 @@ def source_key(source_id: str) -> dict[str, Any]:
 class DynamoSources:
     """``watch.sources.SourceStore`` on the watch table."""
 
-    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
 

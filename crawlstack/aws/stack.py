@@ -8,7 +8,7 @@ workgroup, the watch's schedule) are read by key.
 from __future__ import annotations
 
 from crawlstack import settings
-from crawlstack.aws.clients import Connection
+from crawlstack.aws.connection import Connection
 from crawlstack.aws.errors import DeployedError, aws_errors
 from crawlstack.aws.names import MissingOutput, StackNames
 

@@ -11,12 +11,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.dispatch.ports import Claim
 from crawlstack.tries import UrlState
 
 
 def note_url(
-    connection: clients.Connection, table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str
+    connection: Connection, table: str, crawl_id: str, fp: str, url: str, depth: int, state: str, reason: str
 ) -> bool:
     """Note a URL the crawl passed over (``state`` with ``reason``), only if the crawl has no item for it yet.
 
@@ -61,7 +62,7 @@ def _lost_claim(data: dict[str, Any]) -> Claim | None:
 class UrlStore:
     """The urls table: one item per crawl and URL, written once (dedupe), then its outcome."""
 
-    def __init__(self, table: str, *, connection: clients.Connection = clients.ENVIRONMENT) -> None:
+    def __init__(self, table: str, *, connection: Connection = ENVIRONMENT) -> None:
         self.connection = connection
         self.name = table
 

@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
 from crawlstack.aws.blobs import BlobStore
+from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.day import expiry
 from crawlstack.aws.due import DueChecks
 from crawlstack.aws.plan import DayPlan
@@ -61,7 +62,7 @@ class DynamoWatch:
         blobs: BlobStore,
         seen: SeenItems | None = None,
         *,
-        connection: clients.Connection = clients.ENVIRONMENT,
+        connection: Connection = ENVIRONMENT,
     ) -> None:
         """``seen``: the items seen and their events (extract's side); the scheduler needs none."""
         self.connection = connection

@@ -198,7 +198,7 @@ def test_botocore_retries_every_fault_shape_and_after_faults_did_the_work(
     faulty: FaultyEndpoint, plan: FaultPlan
 ) -> None:
     faulty.plan = plan
-    config = aws.clients._CONFIG
+    config = aws.connection._CONFIG
     clients = {s: boto3.client(s, endpoint_url=faulty.url, config=config, **CREDS) for s in ("dynamodb", "sqs", "s3")}
     queue = clients["sqs"].create_queue(QueueName=unique("q"))["QueueUrl"]
     calls: list[dict[str, Any]] = [
