@@ -31,12 +31,9 @@ from crawlstack.resolution import RECORD_COMPLETE
 
 if TYPE_CHECKING:  # extract writes lines too, and need not import the fetcher for it
     from crawlstack.fetch_outcomes import Fetched
+    from crawlstack.ports import Blobs
 
 CONTENT_TYPE = "application/x-ndjson"
-
-
-class Blobs(Protocol):
-    def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
 class ReadBlobs(Protocol):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -24,11 +24,9 @@ from typing import Any, Protocol
 from urllib.parse import urljoin
 
 from crawlstack import http, settings
-from crawlstack.config import CrawlConfig
 from crawlstack.errors import failure
 from crawlstack.headers import parse_location, parse_retry_after
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.tries import UrlState
 from crawlstack.warc import Exchange
 
 MAX_REDIRECT_HOPS = 5
@@ -62,28 +60,6 @@ URL_STATES = {"retry": "retrying"}
 
 class OutcomeUrls(Protocol):
     def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
-
-
-# The stores fetching uses.
-class Urls(Protocol):
-    def fetch_states(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], UrlState]:
-        """Each (crawl, fingerprint)'s state, by consistent reads (batched); a key with no item is left out."""
-        ...
-
-    def unclaim(self, crawl_id: str, fp: str, record_id: str, reason: str, stale_before: float) -> bool: ...
-    def set_outcome(self, crawl_id: str, fp: str, outcome: str, **fields: Any) -> None: ...
-
-
-class Crawls(Protocol):
-    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
-
-    def count_logged(self, crawl_id: str, counts: dict[str, int]) -> None:
-        """Add ``counts`` (outcome -> tries) to the crawl's counts of outcomes only the crawl log holds."""
-        ...
-
-
-class Blobs(Protocol):
-    def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
 FAILURE_CLASSES = (

@@ -31,12 +31,16 @@ from crawlstack.dispatch import (
     Robots,
     RunEnqueue,
     Scope,
+    ScopeRecords,
     flush_runs,
 )
+from crawlstack.jobs import Held
 from crawlstack.messages import RunMessage
+from crawlstack.ports import Blobs, Crawls, Hosts, Results, Urls
 from crawlstack.queueing import MessageQueue
-from crawlstack.resolution import CompletedRecords
+from crawlstack.resolution import CompletedRecords, ResolvedRecords
 from crawlstack.rules import RuleSet, load_rules
+from crawlstack.runs.ports import Backlog, Runs
 
 if TYPE_CHECKING:
     # Each handler imports the one it uses: dispatch needs neither (nor WARCs, warcio), fetch no extractor.
@@ -45,38 +49,26 @@ if TYPE_CHECKING:
     from crawlstack.runs.runner import HostRunner
     from crawlstack.watch.pages import CheckPages
 
-    # Each port's two implementations (the Lambda asset leaves local mode's out: scripts/build_lambda.py).
-    CrawlsPort = aws.CrawlStore | local.SqliteCrawls
-    UrlsPort = aws.UrlStore | local.SqliteUrls
-    HostsPort = aws.HostStore | local.SqliteHosts
-    ResolvedPort = aws.ResolvedStore | local.SqliteResolved
-    HeldPort = aws.HeldStore | local.SqliteHeld
-    RunsPort = aws.RunStore | local.SqliteRuns
-    BacklogPort = aws.BacklogStore | local.SqliteBacklog
-    ScopePort = aws.ScopeStore | local.SqliteScope
-    ResultsPort = aws.ResultStore | local.SqliteResults
-    BlobsPort = aws.BlobStore | local.LocalBlobs
-
 
 @dataclass(frozen=True)
 class Stores:
     """Every table, queue and bucket the handlers use, on one backend: AWS (``on_aws``) or local mode's own.
 
-    Each field is a port with two implementations under one conformance suite
-    (``tests/integration/test_*_port.py``); the union types let mypy check that
-    both give the domain code what it calls.
+    Each field is a port (``crawlstack.ports``) with two implementations under one
+    conformance suite (``tests/integration/test_*_port.py``); mypy checks each
+    implementation against its port where it is wired here.
     """
 
-    crawls: CrawlsPort
-    urls: UrlsPort
-    hosts: HostsPort
-    resolved: ResolvedPort
-    held: HeldPort
-    runs: RunsPort
-    backlog: BacklogPort
-    scope: ScopePort
-    results: ResultsPort
-    blobs: BlobsPort
+    crawls: Crawls
+    urls: Urls
+    hosts: Hosts
+    resolved: ResolvedRecords
+    held: Held
+    runs: Runs
+    backlog: Backlog
+    scope: ScopeRecords
+    results: Results
+    blobs: Blobs
     frontier_queue: MessageQueue
     fetch_queue: MessageQueue
     extract_queue: MessageQueue
@@ -129,19 +121,19 @@ class Services:
     stores: Stores
 
     @property
-    def crawls(self) -> CrawlsPort:
+    def crawls(self) -> Crawls:
         return self.stores.crawls
 
     @property
-    def urls(self) -> UrlsPort:
+    def urls(self) -> Urls:
         return self.stores.urls
 
     @property
-    def hosts(self) -> HostsPort:
+    def hosts(self) -> Hosts:
         return self.stores.hosts
 
     @property
-    def resolved(self) -> ResolvedPort:
+    def resolved(self) -> ResolvedRecords:
         return self.stores.resolved
 
     @cached_property
@@ -151,15 +143,15 @@ class Services:
         return CompletedRecords()
 
     @property
-    def held(self) -> HeldPort:
+    def held(self) -> Held:
         return self.stores.held
 
     @property
-    def runs(self) -> RunsPort:
+    def runs(self) -> Runs:
         return self.stores.runs
 
     @property
-    def backlog(self) -> BacklogPort:
+    def backlog(self) -> Backlog:
         return self.stores.backlog
 
     @cached_property

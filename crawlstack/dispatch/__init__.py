@@ -45,12 +45,13 @@ from crawlstack.dispatch.dispatcher import Dispatcher
 from crawlstack.dispatch.drops import DropNotes, NotedDrops
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.dispatch.ports import Crawls, RobotsCache, ScopeRecords, Urls
+from crawlstack.dispatch.ports import RobotsCache, ScopeRecords
 from crawlstack.dispatch.records import RecordComplete
 from crawlstack.dispatch.robots import ROBOTS_MISS_SECONDS, Robots
 from crawlstack.dispatch.run_enqueue import RunEnqueue, flush_runs
 from crawlstack.dispatch.scope import Scope
 from crawlstack.dispatch.turns import dispatch_in_turns
+from crawlstack.ports import Crawls, Urls
 
 __all__ = [
     "ROBOTS_MISS_SECONDS",

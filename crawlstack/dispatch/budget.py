@@ -37,7 +37,8 @@ import threading
 from crawlstack import settings
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.dispatch.ports import Crawls, ScopeRecords, Urls
+from crawlstack.dispatch.ports import ScopeRecords
+from crawlstack.ports import Crawls, Urls
 
 
 class BudgetAndCaps:

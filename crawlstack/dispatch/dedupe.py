@@ -33,7 +33,8 @@ from collections.abc import Iterable
 
 from crawlstack.dispatch.link import Decision, Link, Prefetched
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.dispatch.ports import Claim, Urls
+from crawlstack.dispatch.ports import Claim
+from crawlstack.ports import Urls
 
 # States in which a URL's page has not been extracted yet.
 UNFETCHED = frozenset({"queued", "retrying", "fetching"})

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.dispatch.ports import Urls
 from crawlstack.messages import FrontierMessage
+from crawlstack.ports import Urls
 from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
 
 

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from crawlstack import settings
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.dispatch.ports import RobotsCache, Urls
+from crawlstack.dispatch.ports import RobotsCache
+from crawlstack.ports import Urls
 from crawlstack.robots import RobotsPolicy, remember
 from crawlstack.urls import origin_of
 

@@ -28,8 +28,8 @@ from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.dispatch.drops import DropNotes
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.dispatch.ports import Crawls
 from crawlstack.jobs import Held, hold_message
+from crawlstack.ports import Crawls
 from crawlstack.rules import RuleSet
 from crawlstack.scope import out_of_scope, refusal
 from crawlstack.urls import url_port

@@ -25,9 +25,10 @@ from crawlstack.crawllog import PageFailure
 from crawlstack.extract.metadata import page_metadata
 from crawlstack.extract.outcomes import failure_reason, record_outcomes, stored_depths
 from crawlstack.extract.outlinks import SentLinks, SkippedLinks, frontier_batch, page_outlinks
-from crawlstack.extract.ports import Blobs, Crawls, PageOutcomes, Results
+from crawlstack.extract.ports import PageOutcomes
 from crawlstack.extract.records import Resolution, page_records, write_records
 from crawlstack.messages import CheckRef, FrontierMessage
+from crawlstack.ports import Blobs, Crawls, Results
 from crawlstack.resolution import ResolvedRecords
 from crawlstack.rules import Mapping, Page, RuleSet
 from crawlstack.rules.budget import page_budget

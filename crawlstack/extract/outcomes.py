@@ -15,7 +15,8 @@ from crawlstack import settings
 from crawlstack.crawllog import PageFailure, failure_objects
 from crawlstack.errors import failure
 from crawlstack.extract.metadata import page_metadata
-from crawlstack.extract.ports import Blobs, PageOutcomes
+from crawlstack.extract.ports import PageOutcomes
+from crawlstack.ports import Blobs
 from crawlstack.rules.budget import BudgetExceeded
 from crawlstack.warc import WarcPage
 

@@ -1,24 +1,9 @@
-"""The stores ``Extractor`` uses: the crawls, results and urls tables, and the bucket."""
+"""What ``Extractor`` uses of the urls table; the crawls and results tables and the bucket are ``crawlstack.ports``'."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any, Protocol
-
-from crawlstack.config import CrawlConfig
-
-
-class Crawls(Protocol):
-    def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
-
-
-class Results(Protocol):
-    def put(self, record: dict[str, Any]) -> None: ...
-
-
-class Blobs(Protocol):
-    def get(self, key: str, bucket: str | None = None) -> bytes: ...
-    def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
 class PageOutcomes(Protocol):

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from crawlstack import settings
-from crawlstack.extract.ports import Blobs
+from crawlstack.ports import Blobs
 from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
 from crawlstack.rules import Mapping, Page
 from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe

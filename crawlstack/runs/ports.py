@@ -163,3 +163,7 @@ class Backlog(Protocol):
     def delete(self, host: str, key: str) -> None:
         """A bundle whose every task was served and flushed."""
         ...
+
+    def waiting(self) -> int:
+        """Tasks waiting in every backlog (a scan: for a local crawl's summary, not a Lambda)."""
+        ...

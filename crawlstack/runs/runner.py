@@ -74,15 +74,15 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from crawlstack import http, settings
 from crawlstack.errors import failure
-from crawlstack.fetch_outcomes import Blobs, Crawls, Fetched, Urls
+from crawlstack.fetch_outcomes import Fetched
 from crawlstack.jobs import Held
 from crawlstack.messages import FetchTask, RunMessage
+from crawlstack.ports import Blobs, Crawls, Hosts, Urls
 from crawlstack.resolution import CompletedRecords, ResolvedRecords
-from crawlstack.robots import RobotsPolicy, RobotsRecord
+from crawlstack.robots import RobotsPolicy
 from crawlstack.runs.admission import new_run_id, run_expires
 from crawlstack.runs.flush import Flushed
 from crawlstack.runs.host import DEADLINE, DONE, LOST, RESCHEDULED, HostEnd, HostLoop
@@ -92,11 +92,6 @@ from crawlstack.runs.ports import Backlog, Runs
 REFUSED, FAILED = "refused", "failed"
 
 log = logging.getLogger(__name__)
-
-
-class RobotsStore(Protocol):
-    def get_robots(self, origin: str) -> RobotsRecord | None: ...
-    def put_robots(self, record: RobotsRecord) -> None: ...
 
 
 def sqs_delay(start: float, now: float) -> int:
@@ -160,7 +155,7 @@ class HostRunner:
         urls: Urls,
         crawls: Crawls,
         blobs: Blobs,
-        robots: RobotsStore,
+        robots: Hosts,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] | None = None,
         resolved: ResolvedRecords | None = None,

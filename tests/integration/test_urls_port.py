@@ -11,8 +11,9 @@ import pytest
 from fakes import FakeUrls
 
 from crawlstack.aws.urls import UrlStore
-from crawlstack.dispatch.ports import Claim, Urls
+from crawlstack.dispatch.ports import Claim
 from crawlstack.local.sqlite import SqliteUrls, StateDb
+from crawlstack.ports import Urls
 from crawlstack.resolution import RECORD_COMPLETE
 
 CRAWL = "c"
