@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -27,19 +28,24 @@ class CrawlStore:
         self,
         table: str,
         cache_seconds: float | None = None,
-        env: Mapping[str, str] | None = None,
+        defaults: CrawlConfig | None = None,
         *,
         connection: Connection = ENVIRONMENT,
     ) -> None:
         self.connection = connection
         self.name = table
-        # The environment a crawl's unstored settings default from (``CrawlConfig.defaults_from_env``);
-        # None: this process's, at each read.
-        self.env = env
+        # What a crawl's unstored settings default to: a function's, read once (``HandlerSettings``);
+        # None: this process's environment's (``CrawlConfig.defaults_from_env``), at each read.
+        self.defaults = defaults
         # The cache bounds how long a stop takes to reach this container.
         self.cache_seconds = jobs.STATE_CACHE_SECONDS if cache_seconds is None else cache_seconds
         self._cache: dict[str, tuple[float, CrawlConfig]] = {}
         self._lock = threading.Lock()
+
+    def _defaults(self, crawl_id: str) -> CrawlConfig:
+        if self.defaults is None:
+            return CrawlConfig.defaults_from_env(os.environ, crawl_id)
+        return replace(self.defaults, crawl_id=crawl_id or self.defaults.crawl_id)
 
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
         max_age = self.cache_seconds if max_age is None else max_age
@@ -53,7 +59,7 @@ class CrawlStore:
             .get_item(TableName=self.name, Key=clients.key(crawl_id=crawl_id), ConsistentRead=True)
             .get("Item")
         )
-        defaults = CrawlConfig.defaults_from_env(os.environ if self.env is None else self.env, crawl_id)
+        defaults = self._defaults(crawl_id)
         config = CrawlConfig.from_item(clients.unmarshal(item), defaults) if item else defaults
         with self._lock:
             self._cache[crawl_id] = (now, config)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -36,10 +37,11 @@ def _plain(value: Any) -> Any:
 
 
 class SqliteCrawls:
-    def __init__(self, db: StateDb, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, db: StateDb, defaults: CrawlConfig | None = None) -> None:
         self.db = db
-        # The environment a crawl's unstored settings default from; None: this process's, at each read.
-        self.env = env
+        # What a crawl's unstored settings default to: the handlers' (``HandlerSettings``);
+        # None: this process's environment's (``CrawlConfig.defaults_from_env``), at each read.
+        self.defaults = defaults
         db.ensure(SCHEMA)
         # Bumped after every write; a config read at one generation is good until the next.
         self._generation = 0
@@ -70,6 +72,11 @@ class SqliteCrawls:
             (crawl_id, json.dumps(item)),
         )
 
+    def _defaults(self, crawl_id: str) -> CrawlConfig:
+        if self.defaults is None:
+            return CrawlConfig.defaults_from_env(os.environ, crawl_id)
+        return replace(self.defaults, crawl_id=crawl_id or self.defaults.crawl_id)
+
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig:
         generation = self._generation
         cached = self._configs.get(crawl_id)
@@ -77,7 +84,7 @@ class SqliteCrawls:
             return cached[1]
         with self.db.reading() as conn:
             item = self._get(conn, crawl_id)
-        defaults = CrawlConfig.defaults_from_env(os.environ if self.env is None else self.env, crawl_id)
+        defaults = self._defaults(crawl_id)
         config = CrawlConfig.from_item(item, defaults) if item else defaults
         self._configs[crawl_id] = (generation, config)
         return config
