@@ -282,7 +282,7 @@ def simulate(sources: int, hosts: int, days: int, seed: int, minutes: int | None
     """
     import boto3
 
-    from crawlstack import aws, wiring
+    from crawlstack import aws
     from crawlstack.crawllog import iso_time
     from crawlstack.demo.server import LoopbackWeb
     from crawlstack.local import resources
@@ -292,6 +292,7 @@ def simulate(sources: int, hosts: int, days: int, seed: int, minutes: int | None
     from crawlstack.urls import canonicalize
     from crawlstack.watch.pages import WATCH_CRAWL_ID
     from crawlstack.watch.sources import Source
+    from functions import container
 
     if not 1 <= hosts <= 250:
         raise SystemExit("watch_cost: --hosts must be 1 to 250 (127.0.0.2 and up)")
@@ -317,7 +318,7 @@ def simulate(sources: int, hosts: int, days: int, seed: int, minutes: int | None
                 settings.ENV_DEFAULT_DELAY: "0",
             }
         )
-        wiring.reset()
+        container.reset()
         names = resources.create_all()
         os.environ.update(names)
         bus = names[settings.ENV_EVENT_BUS]
@@ -398,7 +399,7 @@ def simulate(sources: int, hosts: int, days: int, seed: int, minutes: int | None
                 sent = sum(d["sent"] for d, _ in ticks)
                 print(f"watch_cost: {(minute + 1) * step / 3600:g} h simulated, {sent} checks, "
                       f"{time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
-        wiring.reset()
+        container.reset()
     return {
         "ticks": ticks,
         "pipeline": {k: v for k, v in pipeline.items() if v},

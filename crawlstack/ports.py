@@ -18,7 +18,7 @@ Only typing here: every stage imports it, so it loads nothing at run time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -34,8 +34,11 @@ class Crawls(Protocol):
     def get(self, crawl_id: str, max_age: float | None = None) -> CrawlConfig: ...
     def put(self, config: CrawlConfig) -> None: ...
 
-    def put_new(self, config: CrawlConfig) -> bool:
-        """Store a crawl's config unless it has one already; whether this call stored it."""
+    def put_new(self, config: CrawlConfig, only: Collection[str] | None = None) -> bool:
+        """Store a crawl's config unless it has one already; whether this call stored it.
+
+        With ``only``, just those settings: the others follow the defaults where the crawl is read.
+        """
         ...
 
     def add_seed_host(self, crawl_id: str, host: str) -> None: ...

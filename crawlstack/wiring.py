@@ -1,14 +1,14 @@
-"""Builds the domain services on the AWS adapters, once per container.
+"""The composition root: the domain services built on one backend's stores, handed to whoever runs them.
 
-Handlers call ``services()``; local mode calls ``reset()`` between crawls,
-which is what a fresh Lambda container would give.  The rules directory comes
-from ``CRAWLSTACK_RULES_DIR`` and is compiled at cold start, so an invalid
-rule fails the container at once, with its one-line reason, not page by page.
+A Lambda builds its ``Services`` once per container, from the settings it
+read from its environment (``crawlstack.lambdas.environment``), and keeps
+them in its entry point (``functions/``); local mode builds them on its own
+stores for each crawl (``crawlstack.local.services``).  Nothing here is
+global: each handler body is given the services it runs on.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-
 from crawlstack import aws, jobs, settings
+from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import (
     BudgetAndCaps,
     Canonicalise,
@@ -35,19 +33,19 @@ from crawlstack.dispatch import (
     flush_runs,
 )
 from crawlstack.jobs import Held
-from crawlstack.messages import RunMessage
+from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.ports import Blobs, Crawls, Hosts, Results, Urls
 from crawlstack.queueing import MessageQueue
 from crawlstack.resolution import CompletedRecords, ResolvedRecords
-from crawlstack.rules import RuleSet, load_rules
+from crawlstack.rules import RuleSet
 from crawlstack.runs.ports import Backlog, Runs
 
 if TYPE_CHECKING:
     # Each handler imports the one it uses: dispatch needs neither (nor WARCs, warcio), fetch no extractor.
     from crawlstack.extract import Extractor
-    from crawlstack.local import sqlite as local
     from crawlstack.runs.runner import HostRunner
     from crawlstack.watch.pages import CheckPages
+    from crawlstack.watch.scheduler import PlanStore, SourceList
 
 
 @dataclass(frozen=True)
@@ -74,26 +72,18 @@ class Stores:
     extract_queue: MessageQueue
     # By queue key, where the backend knows them (a Lambda is not told its DLQs).
     dead_letter: Mapping[str, MessageQueue] = field(default_factory=dict)
-    # Local mode's journal of page requests (``HostRunner.on_request``), for resuming after a kill.
-    journal: local.SqliteJournal | None = None
-    # Local mode's pump: True when nothing but the fetch invocations can bring work (``HostRunner``).
-    settled: Callable[[], bool] | None = None
-    # How often host runs write: a write costs more on AWS than on the local backend.
-    pacing: settings.RunPacing = settings.DEPLOYED_PACING
-    # Local mode's backlog wakes a lingering host as its tasks are added (``HostRunner``).
-    wait_for_tasks: Callable[[str, float], object] | None = None
-    # A watch's extract side (crawlstack.watch.pages), given the frontier queue's send; None outside a watch.
-    checks: Callable[[Callable[[list[str]], object]], CheckPages] | None = None
-    # A deployed watch's sources and schedule (the schedule function's), and the bus new items go to.
-    sources: aws.DynamoSources | None = None
-    plans: aws.DynamoWatch | None = None
-    event_bus: aws.EventBus | None = None
 
     @classmethod
-    def on_aws(cls, names: aws.StackNames, connection: aws.Connection = aws.ENVIRONMENT) -> Stores:
-        """The AWS adapters on the stack ``names`` names, their calls through ``connection``."""
+    def on_aws(
+        cls,
+        names: aws.StackNames,
+        crawl_defaults: CrawlConfig | None = None,
+        connection: aws.Connection = aws.ENVIRONMENT,
+    ) -> Stores:
+        """The stack ``names``' adapters, their calls through ``connection``; a crawl's config is read with
+        ``crawl_defaults`` (the stack's)."""
         return cls(
-            crawls=aws.CrawlStore(names.crawls, connection=connection),
+            crawls=aws.CrawlStore(names.crawls, defaults=crawl_defaults, connection=connection),
             urls=aws.UrlStore(names.urls, connection=connection),
             hosts=aws.HostStore(names.hosts, connection=connection),
             resolved=aws.ResolvedStore(names.resolved, connection=connection),
@@ -110,15 +100,58 @@ class Stores:
                 key: aws.Queue(url, f"{key} DLQ", connection=connection)
                 for key, url in names.dead_letter_queues.items()
             },
-            **_watch_on_aws(names, connection),
         )
+
+
+@dataclass(frozen=True)
+class WatchPorts:
+    """A watch's side of the pipeline, where the backend has one (the stack's watch table, or local mode's state).
+
+    ``checks`` builds extract's side (``crawlstack.watch.pages``) on the frontier
+    queue's send; ``sources`` and ``plans`` are what the schedule function ticks
+    over; ``event_bus`` is where new items go on the stack (None: local mode's outbox).
+    """
+
+    checks: Callable[[Callable[[list[str]], object]], CheckPages]
+    sources: SourceList | None = None
+    plans: PlanStore | None = None
+    event_bus: aws.EventBus | None = None
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """What a backend tells the host runs beside its stores (``HostRunner``); a Lambda's are these defaults.
+
+    Local mode's (``crawlstack.local.backend.LocalState.run_hooks``): its journal of
+    requests (``on_request``), its pump's ``settled``, its pacing, and its
+    backlog's wake-up as tasks are added (``wait_for_tasks``).
+    """
+
+    on_request: Callable[[FetchTask], object] | None = None
+    settled: Callable[[], bool] | None = None
+    # How often host runs write: a write costs more on AWS than on the local backend.
+    pacing: settings.RunPacing = settings.DEPLOYED_PACING
+    wait_for_tasks: Callable[[str, float], object] | None = None
 
 
 @dataclass
 class Services:
+    """One container's services: each component built on first use, with the stores it uses."""
+
     rules: RuleSet
-    # The stores, built once (``services()``): a Lambda's from the stack's names, local mode's its own.
     stores: Stores
+    watch: WatchPorts | None = None
+    run_hooks: RunHooks = field(default_factory=RunHooks)
+    _done: set[str] = field(default_factory=set, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def once(self, key: str, do: Callable[[], object]) -> None:
+        """Run ``do`` the first time this container is asked ``key``; again if it raised."""
+        with self._lock:
+            if key in self._done:
+                return
+            do()
+            self._done.add(key)
 
     @property
     def crawls(self) -> Crawls:
@@ -186,10 +219,10 @@ class Services:
             # Redirects go out at each flush, wake-ups as each host is released: not at the invocation's end.
             send_frontier=self.frontier_queue.send,
             send_runs=self.fetch_queue.send,
-            on_request=self.stores.journal.started if self.stores.journal is not None else None,
-            settled=self.stores.settled,
-            pacing=self.stores.pacing,
-            wait_for_tasks=self.stores.wait_for_tasks,
+            on_request=self.run_hooks.on_request,
+            settled=self.run_hooks.settled,
+            pacing=self.run_hooks.pacing,
+            wait_for_tasks=self.run_hooks.wait_for_tasks,
         )
 
     @cached_property
@@ -197,9 +230,8 @@ class Services:
         from crawlstack.extract import Extractor
 
         frontier = self.stores.frontier_queue
-        checks = (
-            self.stores.checks(lambda bodies: frontier.send([(b, 0) for b in bodies])) if self.stores.checks else None
-        )
+        watch = self.watch
+        checks = watch.checks(lambda bodies: frontier.send([(b, 0) for b in bodies])) if watch else None
         return Extractor(
             self.crawls,
             self.stores.results,
@@ -218,53 +250,6 @@ class Services:
     def frontier_queue(self) -> MessageQueue:
         return self.stores.frontier_queue
 
-    def process_batch(
-        self,
-        event: dict[str, Any],
-        context: Any,
-        record_handler: Callable[[Any], None],
-        outbox: Outbox | None = None,
-        after_send: Callable[[], None] | None = None,
-        logger: Any = None,
-    ) -> PartialItemFailureResponse:
-        """Run ``record_handler`` over an SQS batch (Powertools, partial failures), then send ``outbox`` if given.
-
-        What finished records produced goes out even if the batch as a whole
-        fails: their URLs are claimed, and a redelivery would not admit them again.
-        ``after_send`` runs only once the sends succeeded.  Each failed
-        message is logged on ``logger`` with its one-line reason and receive
-        count, so a message that ends in the DLQ has its reason in the logs.
-        """
-
-        def logged(record: Any) -> None:
-            try:
-                record_handler(record)
-            except Exception as exc:
-                if logger is not None:
-                    text = str(exc).splitlines()[0] if str(exc) else ""
-                    logger.warning(
-                        "message failed, to be retried",
-                        message_id=record.message_id,
-                        receive_count=record.attributes.approximate_receive_count,
-                        reason=f"{type(exc).__name__}: {text}",
-                    )
-                raise
-
-        try:
-            return process_partial_response(
-                event=event,
-                record_handler=logged,
-                # One processor per invocation: it holds the batch's state, and
-                # local mode runs several invocations of one function at once.
-                processor=BatchProcessor(event_type=EventType.SQS),
-                context=context,
-            )
-        finally:
-            if outbox is not None:
-                self.flush(outbox)
-            if after_send is not None:
-                after_send()
-
     def flush(self, outbox: Outbox) -> None:
         """Send what a dispatch batch produced: frontier re-sends, then its tasks into their hosts' runs."""
         if outbox.frontier:
@@ -275,10 +260,10 @@ class Services:
         self.fetch_queue.send((msg.to_json(), delay) for msg in messages)
 
 
-def _watch_on_aws(names: aws.StackNames, connection: aws.Connection) -> dict[str, Any]:
+def watch_on_aws(names: aws.StackNames, connection: aws.Connection = aws.ENVIRONMENT) -> WatchPorts | None:
     """The watch's stores on the watch table, where the stack has one; its events on the stack's bus."""
     if not names.watch:
-        return {}
+        return None
     blobs = aws.BlobStore(names.bucket, connection=connection)
     bus = aws.EventBus(names.event_bus, blobs, connection=connection) if names.event_bus else None
 
@@ -294,51 +279,18 @@ def _watch_on_aws(names: aws.StackNames, connection: aws.Connection) -> dict[str
         store = aws.DynamoWatch(names.watch, blobs, seen, connection=connection)
         return CheckPages(aws.DynamoSources(names.watch, connection=connection), store, send, time.time)
 
-    return {
-        "checks": checks,
-        "sources": aws.DynamoSources(names.watch, connection=connection),
-        "plans": aws.DynamoWatch(names.watch, blobs, connection=connection),
-        "event_bus": bus,
-    }
+    return WatchPorts(
+        checks=checks,
+        sources=aws.DynamoSources(names.watch, connection=connection),
+        plans=aws.DynamoWatch(names.watch, blobs, connection=connection),
+        event_bus=bus,
+    )
 
 
-_services: Services | None = None
-# Local mode's backend, when it installed one (``use``); None: the AWS adapters on the environment's names.
-_stores: Callable[[], Stores] | None = None
-_lock = threading.Lock()
-
-
-def services() -> Services:
-    global _services
-    with _lock:
-        if _services is None:
-            rules_dir = os.environ.get(settings.ENV_RULES_DIR)
-            stores = _stores() if _stores is not None else Stores.on_aws(aws.StackNames.from_env())
-            _services = Services(load_rules(rules_dir) if rules_dir else RuleSet(), stores)
-        return _services
-
-
-def use(stores: Callable[[], Stores] | None) -> None:
-    """Build the services on ``stores()`` from now on (local mode's backend); None: back to the AWS adapters."""
-    global _stores
-    reset()
-    with _lock:
-        _stores = stores
-
-
-def stop_runs() -> None:
+def stop_runs(services: Services) -> None:
     """Stop the host runs in flight at their next wait (local mode's Ctrl-C); nothing if none were built."""
-    with _lock:
-        svc = _services
-    if svc is not None and "runner" in svc.__dict__:
-        svc.runner.stop()
-
-
-def reset() -> None:
-    global _services
-    with _lock:
-        _services = None
-    aws.reset_clients()
+    if "runner" in services.__dict__:
+        services.runner.stop()
 
 
 def stop_crawl(
@@ -354,7 +306,7 @@ def resume_crawl(
 ) -> int:
     """``crawlstack.jobs.resume`` on the stack ``names`` (default: the environment's) names; held items sent back."""
     names = names or aws.StackNames.from_env()
-    stores = Stores.on_aws(names, connection)
+    stores = Stores.on_aws(names, connection=connection)
     return jobs.resume(
         crawl_id,
         stores.crawls,

@@ -14,7 +14,9 @@
   reads back gone (``crawlstack.local.outdir``);
 * ``stores`` builds every port on it (``crawlstack.wiring.Stores``): the
   tables and queues in the database, the bucket as ``OUT/`` itself
-  (``LocalBlobs``);
+  (``LocalBlobs``); a crawl's config is read with ``crawl_defaults``;
+* ``journal`` notes each page request, so a resume knows what a kill left
+  unflushed, and ``run_hooks`` gives the host runs local mode's hooks;
 * ``save_crawl``/``load_crawl`` keep what a resume needs: the seeds, the
   options and the rule files' text, so ``--resume`` needs none of them again;
 * ``recover`` readies a killed crawl's state: messages its handlers held
@@ -34,11 +36,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
+from crawlstack.config import CrawlConfig
 from crawlstack.local import outdir
 from crawlstack.local.outdir import JOURNAL_FILE, STATE_FILE, StateError
 from crawlstack.local.sqlite import (
@@ -58,7 +62,7 @@ from crawlstack.local.sqlite import (
 )
 from crawlstack.messages import RunMessage
 from crawlstack.runs.admission import new_run_id, run_expires
-from crawlstack.wiring import Stores
+from crawlstack.wiring import RunHooks, Stores
 
 # "cstk": PRAGMA application_id of a crawlstack state database; user_version is its layout.
 APPLICATION_ID = 0x6373746B
@@ -115,12 +119,16 @@ def _check_ours(conn: sqlite3.Connection, path: Path, layout: bool = True) -> No
 class LocalState:
     """An output directory opened by one crawl: its lock, its database and its stores."""
 
-    def __init__(self, out: str | Path, mode: str) -> None:
+    def __init__(self, out: str | Path, mode: str, crawl_defaults: CrawlConfig | None = None) -> None:
         """``mode``: ``new`` (refused if ``out`` holds a crawl's state or outputs), ``overwrite`` or ``resume``.
 
         An overwritten crawl starts with what the earlier one wrote removed
         (``start_afresh``); a resumed one is checked as its outputs' own.
+        ``crawl_defaults``: what a crawl's config is read with where its
+        item has no value (the environment's if None); a resume, which
+        learns its settings from the state, may set it until ``stores`` is first called.
         """
+        self.crawl_defaults = crawl_defaults
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._lock_file = outdir.take_lock(self.out)
@@ -139,6 +147,7 @@ class LocalState:
             self._lock_file.close()
             raise
         self._stores: Stores | None = None
+        self._journal: SqliteJournal | None = None
 
     @staticmethod
     def open_db(path: Path, fresh: bool) -> StateDb:
@@ -178,8 +187,27 @@ class LocalState:
 
     def stores(self) -> Stores:
         if self._stores is None:
-            self._stores = local_stores(self.db, self.out)
+            self._stores = local_stores(self.db, self.out, self.crawl_defaults)
+            self._journal = SqliteJournal(self.db, self.out / JOURNAL_FILE)  # opened with the stores, as before
         return self._stores
+
+    @property
+    def journal(self) -> SqliteJournal:
+        """The page requests started and not yet flushed (``HostRunner.on_request``), for a resume after a kill."""
+        self.stores()
+        assert self._journal is not None
+        return self._journal
+
+    def run_hooks(self, settled: Callable[[], bool] | None = None) -> RunHooks:
+        """Local mode's hooks for the host runs: its journal, pacing and backlog's wake-up, the pump's ``settled``."""
+        backlog = self.stores().backlog
+        assert isinstance(backlog, SqliteBacklog)
+        return RunHooks(
+            on_request=self.journal.started,
+            settled=settled,
+            pacing=settings.LOCAL_PACING,
+            wait_for_tasks=backlog.wait_added,
+        )
 
     def save_crawl(self, crawl: SavedCrawl) -> None:
         write_meta(self.db, "crawl", crawl.__dict__)
@@ -197,8 +225,8 @@ class LocalState:
             assert isinstance(queue, SqliteQueue)
             queue.recover()  # a kill is not a failed delivery: the receives it cost are given back
         assert isinstance(stores.runs, SqliteRuns) and isinstance(stores.blobs, LocalBlobs)
-        assert isinstance(stores.backlog, SqliteBacklog) and stores.journal is not None
-        stores.journal.mark_in_flight(stores.backlog.tasks())
+        assert isinstance(stores.backlog, SqliteBacklog)
+        self.journal.mark_in_flight(stores.backlog.tasks())
         now = time.time()
         stores.runs.expire_leases(now)
         # A kill between a run's schedule (or release) and its message's send left a host with
@@ -223,13 +251,13 @@ class LocalState:
             conn.execute("INSERT OR REPLACE INTO crawl_meta (key, value) VALUES ('seeded', 'true')")
 
     def close(self) -> None:
-        if self._stores is not None and self._stores.journal is not None:
-            self._stores.journal.close()
+        if self._journal is not None:
+            self._journal.close()
         self.db.close()
         self._lock_file.close()  # closing the file releases its flock
 
 
-def local_stores(db: StateDb, out: Path) -> Stores:
+def local_stores(db: StateDb, out: Path, crawl_defaults: CrawlConfig | None = None) -> Stores:
     """Every port on the state database and ``out`` (``crawlstack.wiring.Stores``)."""
     dead = {key: SqliteQueue(db, f"{key}-dlq") for key in settings.QUEUES}
     queues = {
@@ -244,7 +272,7 @@ def local_stores(db: StateDb, out: Path) -> Stores:
         )
         for key, spec in settings.QUEUES.items()
     }
-    crawls = SqliteCrawls(db)
+    crawls = SqliteCrawls(db, crawl_defaults)
     urls = SqliteUrls(db)
     backlog = SqliteBacklog(db)
     return Stores(
@@ -262,9 +290,6 @@ def local_stores(db: StateDb, out: Path) -> Stores:
         fetch_queue=queues["fetch"],
         extract_queue=queues["extract"],
         dead_letter=dead,
-        journal=SqliteJournal(db, out / JOURNAL_FILE),
-        pacing=settings.LOCAL_PACING,
-        wait_for_tasks=backlog.wait_added,
     )
 
 

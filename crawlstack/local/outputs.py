@@ -69,7 +69,9 @@ def write_outputs(
     seeds: list[Seed],
     options: LocalOptions,
     interrupted: bool = False,
+    refetched: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
+    """Write OUT/'s files; ``refetched``: the URLs a kill left in flight, fetched again on resume (the journal's)."""
     out.mkdir(parents=True, exist_ok=True)
     blobs = stores.blobs
     # The local backend streamed the WARCs and records into OUT/ as the crawl went (LocalBlobs).
@@ -77,8 +79,6 @@ def write_outputs(
     log_items = sorted(stores.urls.scan_crawl(crawl_id), key=lambda i: (i.get("seen_at", 0), i["url"]))
     outcomes: Counter[str] = Counter()
     per_host: dict[str, Counter[str]] = {}
-    # Pages a kill left in flight, fetched again on resume (the local backend's journal).
-    refetched = stores.journal.refetched() if stores.journal is not None else set()
     endings = Endings(off_site=int(metric_total(out / "metrics.jsonl", "HrefsSkippedOffSite")))
     held_back = _held_back(stores, crawl_id)
     with replacing(out / "crawl-log.jsonl") as fh:

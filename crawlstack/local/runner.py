@@ -48,15 +48,16 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from crawlstack import aws, settings, wiring
+from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig, seed_port_key
+from crawlstack.lambdas.environment import HandlerSettings, services_on_aws
 from crawlstack.local import outputs, resources
 from crawlstack.local.backend import LocalState, SavedCrawl, start_afresh
 from crawlstack.local.billing import LogMeter
@@ -65,12 +66,15 @@ from crawlstack.local.metrics import MetricsFile, serialised_metrics
 from crawlstack.local.options import RESUME_OPTIONS, LocalOptions, Seed, restored_options, saved_options
 from crawlstack.local.outdir import holding
 from crawlstack.local.progress import progress, snapshot
-from crawlstack.local.pump import EventPump, Source
+from crawlstack.local.pump import EventPump, Handler, Source
+from crawlstack.local.services import handler_env, local_handlers, log_level
+from crawlstack.local.sqlite import SqliteJournal
 from crawlstack.local.sqlite.db import StorageFull, stops_when_full
 from crawlstack.messages import FrontierMessage
 from crawlstack.queueing import MessageQueue
 from crawlstack.rules import load_rules, rule_files
 from crawlstack.urls import canonicalize, host_of, url_port
+from crawlstack.wiring import Services, Stores, stop_runs
 
 # A failed batch comes back after this long (the deployed queues wait 6x the
 # function timeout).  Each must exceed what one invocation can take: a fetch
@@ -89,20 +93,6 @@ LOCAL_RETRY_SECONDS: dict[str, int | None] = {"frontier": 2, "fetch": 2, "extrac
 FRONTIER_HIGH_WATER = 200
 # Fetch waits while the extract queue holds this many WARCs or more.
 EXTRACT_HIGH_WATER = 20
-
-
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _emulator(endpoint_url: str | None) -> contextlib.AbstractContextManager[EmbeddedAws | None]:
@@ -147,7 +137,8 @@ def crawl_local(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
         if options.on_aws:
             return _crawl_on_aws(seeds, options)
         load_rules(options.rules_dir)  # raises RulesInvalid before OUT is touched
-        state = LocalState(options.out_dir, "overwrite" if options.overwrite else "new")
+        mode = "overwrite" if options.overwrite else "new"
+        state = LocalState(options.out_dir, mode, crawl_defaults=_handler_settings(options)[0].crawl_defaults)
         try:
             state.save_crawl(
                 SavedCrawl(
@@ -175,14 +166,17 @@ def _resume_local(options: LocalOptions) -> dict[str, Any]:
     state = LocalState(options.out_dir, "resume")
     try:
         saved = state.load_crawl()
+        kept = {k: getattr(options, k) for k in RESUME_OPTIONS} | restored_options(saved.options)
+        restored = LocalOptions(rules_dir=None, **kept)
+        # Before the checks below build the stores: the crawl's config is read with its own defaults.
+        state.crawl_defaults = _handler_settings(restored)[0].crawl_defaults
         # The crawl log's objects are read back for OUT/crawl-log.jsonl at the end.
         state.check_files(read_back=(settings.CRAWL_LOG_PREFIX,))
         state.recover()
         with tempfile.TemporaryDirectory(prefix="crawlstack-rules-") as rules_dir:
             for name, text in saved.rules.items():
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")
-            kept = {k: getattr(options, k) for k in RESUME_OPTIONS} | restored_options(saved.options)
-            restored = LocalOptions(rules_dir=rules_dir if saved.rules else None, **kept)
+            restored = replace(restored, rules_dir=rules_dir if saved.rules else None)
             seeds = [Seed(s["url"], s.get("record_id"), tuple(s.get("want") or ())) for s in saved.seeds]
             return _crawl_on_state(state, seeds, restored, resumed=True, started=saved.started)
     finally:
@@ -198,32 +192,30 @@ def _rule_texts(rules_dir: str | None) -> dict[str, str]:
 def _crawl_on_state(
     state: LocalState, seeds: list[Seed], options: LocalOptions, resumed: bool, started: float | None = None
 ) -> dict[str, Any]:
-    stores = state.stores()
     crawl_id = options.crawl_id or "local"
+    handler_settings, env = _handler_settings(options)
+    stores = state.stores()
     # A resume of a crawl stopped before its seeds were all sent sends them (again: dispatch dedupes).
     if not state.seeded():
         stores.crawls.put_new(_config(crawl_id, seeds, options))
         _send_seeds(stores.frontier_queue, crawl_id, seeds)
         state.mark_seeded()
-    with _environment(_handler_env(crawl_id, options)):  # the handlers' loggers take their level at import
-        pump = _pump(stores, options.fetch_concurrency, options.extract_concurrency)
+    handlers = local_handlers(lambda: svc, log_level(env))
+    pump = _pump(stores, handlers, options.fetch_concurrency, options.extract_concurrency)
     # A host's run need not linger for links once nothing but the runs is left (HostRunner.settled).
-    stores = replace(stores, settled=pump.settled)
-    wiring.use(lambda: stores)
-    try:
-        return _run(
-            seeds,
-            options,
-            crawl_id,
-            stores,
-            pump,
-            started=started if started is not None else time.time(),
-            emulator=None,
-            resumed=resumed,
-            fault=lambda: state.db.fault,
-        )
-    finally:
-        wiring.use(None)
+    svc = Services(handler_settings.rules(), stores, run_hooks=state.run_hooks(settled=pump.settled))
+    return _run(
+        seeds,
+        options,
+        crawl_id,
+        svc,
+        pump,
+        started=started if started is not None else time.time(),
+        emulator=None,
+        resumed=resumed,
+        fault=lambda: state.db.fault,
+        journal=state.journal,
+    )
 
 
 def _crawl_on_aws(seeds: list[Seed], options: LocalOptions) -> dict[str, Any]:
@@ -240,36 +232,26 @@ def _crawl_on_emulator(seeds: list[Seed], options: LocalOptions) -> dict[str, An
     with _emulator(options.endpoint_url) as emulator:
         connection = _connection(options.endpoint_url, emulator)
         aws.reset_clients()
-        names = _create_resources(options.endpoint_url is not None, connection)
-        stack = aws.StackNames.from_env(names)
-        stores = wiring.Stores.on_aws(stack, connection)
-        # The handlers' services on these stores, whose calls go through the crawl's connection.
-        wiring.use(lambda: stores)
         try:
-            with _environment(names):
-                stores.crawls.put_new(_config(crawl_id, seeds, options))
-                _send_seeds(stores.frontier_queue, crawl_id, seeds)
-                with _environment(_handler_env(crawl_id, options)):
-                    pump = _pump(
-                        stores, options.fetch_concurrency, options.extract_concurrency, names, connection=connection
-                    )
-                return _run(
-                    seeds, options, crawl_id, stores, pump, started=started, emulator=emulator, connection=connection
-                )
+            names = _create_resources(options.endpoint_url is not None, connection)
+            # The stack's names as a Lambda reads them, with what the crawl's options add.
+            env = handler_env(crawl_id, options.rules_dir, {**names, **options.extra_env})
+            # The handlers' services on the stack's adapters, whose calls go through the crawl's connection.
+            svc = services_on_aws(HandlerSettings.from_env(env), connection)
+            svc.crawls.put_new(_config(crawl_id, seeds, options))
+            _send_seeds(svc.frontier_queue, crawl_id, seeds)
+            handlers = local_handlers(lambda: svc, log_level(env))
+            concurrency = (options.fetch_concurrency, options.extract_concurrency)
+            pump = _pump(svc.stores, handlers, *concurrency, names, connection=connection)
+            return _run(seeds, options, crawl_id, svc, pump, started=started, emulator=emulator, connection=connection)
         finally:
-            wiring.use(None)
             aws.reset_clients()
 
 
-def _handler_env(crawl_id: str, options: LocalOptions) -> dict[str, str]:
-    """The environment the handlers read, as the stack sets it for the Lambdas."""
-    return {
-        settings.ENV_DEFAULT_CRAWL_ID: crawl_id,
-        settings.ENV_RULES_DIR: str(Path(options.rules_dir).resolve()) if options.rules_dir else "",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
-        **options.extra_env,
-    }
+def _handler_settings(options: LocalOptions) -> tuple[HandlerSettings, dict[str, str]]:
+    """What the handlers of a crawl on the local backend read (``handler_env``), and that mapping."""
+    env = handler_env(options.crawl_id or "local", options.rules_dir, options.extra_env)
+    return HandlerSettings.from_env(env, stack=False), env
 
 
 def _config(crawl_id: str, seeds: list[Seed], options: LocalOptions) -> CrawlConfig:
@@ -288,19 +270,21 @@ def _run(
     seeds: list[Seed],
     options: LocalOptions,
     crawl_id: str,
-    stores: wiring.Stores,
+    svc: Services,
     pump: EventPump,
     started: float,
     emulator: Any,
     resumed: bool = False,
     fault: Callable[[], BaseException | None] | None = None,
+    journal: SqliteJournal | None = None,
     connection: aws.Connection = aws.ENVIRONMENT,
 ) -> dict[str, Any]:
-    """Run the pump to the end (or a Ctrl-C), then write OUT/; the handlers build their services on ``stores``.
+    """Run the pump to the end (or a Ctrl-C), then write OUT/; the handlers run on ``svc``.
 
+    ``journal``: the local backend's, whose pages a kill left in flight are logged ``refetched``.
     ``connection``: the AWS calls' on the AWS adapters, made afresh if writing OUT/ keeps failing.
     """
-    rules = load_rules(options.rules_dir)
+    stores = svc.stores
     out = Path(options.out_dir)
     no_room: list[StorageFull] = []  # a write to OUT/ beside the state's that found no room (metrics.jsonl)
 
@@ -310,47 +294,52 @@ def _run(
     def failure() -> BaseException | None:
         return (fault() if fault is not None else None) or next(iter(no_room), None)
 
-    with _environment(_handler_env(crawl_id, options)):
-        wiring.reset()
-        # What the handlers log, as CloudWatch Logs would ingest it.
-        log_meter = LogMeter()
-        out.mkdir(parents=True, exist_ok=True)
-        interrupted = False
-        # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
-        # go to OUT/metrics.jsonl instead of the terminal.
-        with (
-            progress(
-                options.progress, lambda started: snapshot(wiring.services(), started), options.config.max_pages
-            ) as tick,
-            MetricsFile(out / "metrics.jsonl", append=resumed, note=note) as emf,
-            contextlib.redirect_stdout(cast(IO[str], emf)),
-            serialised_metrics(),
-            log_meter.counting(settings.FUNCTIONS),
-            warnings.catch_warnings(),
-        ):
-            # The three handlers share Powertools' metric set in one
-            # process (serialised_metrics keeps it consistent), so one
-            # may find it flushed by another: harmless.
-            warnings.filterwarnings("ignore", message="No application metrics to publish")
-            try:
-                pump.run(on_tick=tick, on_interrupt=wiring.stop_runs, fault=failure)
-                # A fault in the last round (a write whose failure its caller let pass) still stops it.
-                if (stop := failure()) is not None:
-                    raise stop
-            except KeyboardInterrupt:
-                if not pump.finished:
-                    raise  # a second Ctrl-C while batches were finishing: stop now
-                interrupted = True
-        if interrupted:
-            print(f"crawlstack: interrupted: writing what was done so far to {out}", file=sys.stderr)
-        # Taken before the outputs' own reads: the crawl's calls only.
-        emulated = _emulator_stats(emulator)
-        summary = _with_retries(
-            lambda: outputs.write_outputs(out, crawl_id, started, pump, stores, seeds, options, interrupted),
-            connection,
-        )
-        wiring.reset()
-    summary["rules"] = len(rules)
+    # What the handlers log, as CloudWatch Logs would ingest it.
+    log_meter = LogMeter()
+    out.mkdir(parents=True, exist_ok=True)
+    interrupted = False
+    # The handlers' CloudWatch metrics (EMF lines on stdout in Lambda)
+    # go to OUT/metrics.jsonl instead of the terminal.
+    with (
+        progress(options.progress, lambda started: snapshot(svc, started), options.config.max_pages) as tick,
+        MetricsFile(out / "metrics.jsonl", append=resumed, note=note) as emf,
+        contextlib.redirect_stdout(cast(IO[str], emf)),
+        serialised_metrics(),
+        log_meter.counting(settings.FUNCTIONS),
+        warnings.catch_warnings(),
+    ):
+        # The three handlers share Powertools' metric set in one
+        # process (serialised_metrics keeps it consistent), so one
+        # may find it flushed by another: harmless.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        try:
+            pump.run(on_tick=tick, on_interrupt=lambda: stop_runs(svc), fault=failure)
+            # A fault in the last round (a write whose failure its caller let pass) still stops it.
+            if (stop := failure()) is not None:
+                raise stop
+        except KeyboardInterrupt:
+            if not pump.finished:
+                raise  # a second Ctrl-C while batches were finishing: stop now
+            interrupted = True
+    if interrupted:
+        print(f"crawlstack: interrupted: writing what was done so far to {out}", file=sys.stderr)
+    # Taken before the outputs' own reads: the crawl's calls only.
+    emulated = _emulator_stats(emulator)
+    summary = _with_retries(
+        lambda: outputs.write_outputs(
+            out,
+            crawl_id,
+            started,
+            pump,
+            stores,
+            seeds,
+            options,
+            interrupted,
+            refetched=journal.refetched() if journal is not None else frozenset(),
+        ),
+        connection,
+    )
+    summary["rules"] = len(svc.rules)
     summary["interrupted"] = interrupted
     summary["resumed"] = resumed
     summary["emulator"] = emulated
@@ -385,22 +374,20 @@ def _create_resources(external: bool, connection: aws.Connection = aws.ENVIRONME
 
 
 def _pump(
-    stores: wiring.Stores,
+    stores: Stores,
+    handlers: Mapping[str, Handler],
     fetch_concurrency: int,
     extract_concurrency: int = 1,
     names: dict[str, str] | None = None,
     time_scale: float = 1.0,
     connection: aws.Connection = aws.ENVIRONMENT,
 ) -> EventPump:
-    """The three event sources on ``stores``' queues; ``names``: the SQS queues', for their ARNs (AWS only).
+    """The three event sources on ``stores``' queues, each invoking its function's handler (``local_handlers``).
 
-    ``time_scale``: a simulation's speed; a batching window is the mapping's
-    seconds of the simulation's time, as a host's delay is.
+    ``names``: the SQS queues', for their ARNs (AWS only).  ``time_scale``: a
+    simulation's speed; a batching window is the mapping's seconds of the
+    simulation's time, as a host's delay is.
     """
-    from functions.dispatch import handler as dispatch
-    from functions.extract import handler as extract
-    from functions.fetch import handler as fetch
-
     queues = {"frontier": stores.frontier_queue, "fetch": stores.fetch_queue, "extract": stores.extract_queue}
 
     def source(key: str, handler: Callable[..., Any], concurrency: int, **extra: Any) -> Source:
@@ -428,17 +415,17 @@ def _pump(
     # Dispatch first, so outlinks never pile up in the frontier queue.
     return EventPump(
         [
-            source("frontier", dispatch.handler, 2),
+            source("frontier", handlers["dispatch"], 2),
             source(
                 "extract",
-                extract.handler,
+                handlers["extract"],
                 max(1, extract_concurrency),
                 backpressure_from="frontier",
                 high_water=FRONTIER_HIGH_WATER,
             ),
             source(
                 "fetch",
-                fetch.handler,
+                handlers["fetch"],
                 max(1, fetch_concurrency),
                 backpressure_from="extract",
                 high_water=EXTRACT_HIGH_WATER,

@@ -41,18 +41,20 @@ import tempfile
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, cast
 
-from crawlstack import settings, wiring
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.crawl_settings import Setting, of_command
 from crawlstack.crawllog import iso_time
+from crawlstack.lambdas.environment import HandlerSettings
 from crawlstack.local.backend import LocalState, StateError, has_state, read_meta, write_meta
 from crawlstack.local.metrics import MetricsFile, serialised_metrics
 from crawlstack.local.pump import EventPump
-from crawlstack.local.runner import _environment, _pump, seed_hosts
+from crawlstack.local.runner import _pump, seed_hosts
+from crawlstack.local.services import handler_env, local_handlers
 from crawlstack.local.sources import stored_rules
 from crawlstack.local.sqlite.db import stops_when_full
 from crawlstack.local.sqlite.sources import SqliteSources
@@ -60,6 +62,7 @@ from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.local.watch_clock import ResumedClock, WatchClock, anchors, resume_clock
 from crawlstack.watch import scheduler
 from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
+from crawlstack.wiring import Services, WatchPorts, stop_runs
 
 PROGRESS_SECONDS = 10.0
 # A check still open this long after it was sent (wall time) met no extract: it ends with what its pages found.
@@ -151,7 +154,6 @@ def _watch_local(out: Path, options: WatchOptions) -> dict[str, Any]:
                 (Path(rules_dir) / name).write_text(text, encoding="utf-8")
             return _watch(state, sources, store, clock, end, options, kept, rules_dir)
     finally:
-        wiring.use(None)
         state.close()
 
 
@@ -206,7 +208,7 @@ def _watch(
 ) -> dict[str, Any]:
     out = Path(options.out)
     every = sources.list()
-    stores = replace(state.stores(), checks=lambda send: CheckPages(sources, store, send, clock.now, clock.of))
+    stores = state.stores()
     stores.crawls.put(
         CrawlConfig(
             crawl_id=WATCH_CRAWL_ID,
@@ -216,16 +218,16 @@ def _watch(
             time_scale=clock.speed,  # 1 in real time
         ).with_values(**kept.crawl_settings())
     )
-    env = {
-        settings.ENV_DEFAULT_CRAWL_ID: WATCH_CRAWL_ID,
-        settings.ENV_RULES_DIR: rules_dir,
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "WARNING",
-    }
-    with _environment(env):
-        pump = _pump(stores, options.fetch_concurrency, time_scale=clock.speed)
-    stores = replace(stores, settled=pump.settled)
-    wiring.use(lambda: stores)
+    handler_settings = HandlerSettings.from_env(handler_env(WATCH_CRAWL_ID, rules_dir), stack=False)
+    pump = _pump(stores, local_handlers(lambda: svc), options.fetch_concurrency, time_scale=clock.speed)
+    svc = Services(
+        handler_settings.rules(),
+        stores,
+        watch=WatchPorts(
+            checks=lambda send: CheckPages(sources, store, send, clock.now, clock.of), sources=sources, plans=store
+        ),
+        run_hooks=state.run_hooks(settled=pump.settled),
+    )
     sent = 0
     last_progress = time.monotonic()
     next_settle = 0.0
@@ -263,7 +265,6 @@ def _watch(
 
     interrupted = False
     with (
-        _environment(env),
         MetricsFile(out / "metrics.jsonl", append=True, note=state.db.note) as emf,
         contextlib.redirect_stdout(cast(IO[str], emf)),
         serialised_metrics(),
@@ -274,7 +275,7 @@ def _watch(
             pump.run(
                 on_tick=tick,
                 tick_seconds=tick_seconds(clock.speed),
-                on_interrupt=wiring.stop_runs,
+                on_interrupt=lambda: stop_runs(svc),
                 fault=lambda: state.db.fault,
                 stay=lambda: end is None or clock.now() < end,
             )

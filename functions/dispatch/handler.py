@@ -1,112 +1,20 @@
-"""Dispatch Lambda: frontier queue batch -> host backlogs and run messages (see crawlstack.dispatch).
-
-Like fetch and extract, a batch fails only the messages that raised
-(``batchItemFailures``), although it works across them: a message that is
-invalid (a lone surrogate in an id, say) is dropped at parsing; a batched
-read that fails leaves each message to read alone (``Dispatcher.prepare``);
-a link that fails fails its message (``dispatch_in_turns``); and a failed
-admission of the batch's tasks fails the messages whose tasks it may have
-left out (``RunAdmissions.unadmitted``).
-"""
+"""Dispatch Lambda's entry point: frontier batch -> host backlogs and run messages (crawlstack.lambdas.dispatch)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack.dispatch import Decision, Link, Outbox, dispatch_in_turns
-from crawlstack.messages import FrontierMessage, InvalidMessage, frontier_messages
-from crawlstack.wiring import services
-from functions.observability import for_service
+from crawlstack.lambdas import dispatch
+from crawlstack.lambdas.observability import for_service
+from functions import container
 
-# Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
-logger, tracer, metrics = for_service("dispatch")
-
-_METRIC = {"queued": "UrlsQueued", "deduped": "DedupeHits"}
-# A URL dropped or skipped, by why (Decision.kind).
-_KIND_METRIC = {
-    "invalid": "UrlsInvalid",
-    "scope": "UrlsOutOfScope",
-    "port": "UrlsPortRefused",
-    "trap": "UrlsTrapped",
-    "host-cap": "UrlsOverHostCap",
-    "budget": "UrlsOverBudget",
-    "robots": "RobotsBlocked",
-    "record-complete": "RecordCompleteSkips",
-}
+# Redacted logs, lazy X-Ray, the crawlstack namespace: crawlstack.lambdas.observability.
+observed = for_service("dispatch")
+logger, tracer, metrics = observed
 
 
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    svc = services()
-    outbox = Outbox()
-    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
-    # Each body parsed once (a bundle holds up to 50 links); one batched read of
-    # the records the batch resolves (invalid messages are reported below).
-    parsed = {(r.get("messageId"), r.get("body", "")): _messages(r.get("body", "")) for r in event.get("Records", [])}
-    # Each link made once: its canonical URL and fingerprint serve the batch's reads and its dispatch.
-    links = {
-        key: [Link(m, key[0] or "") for m in messages] for key, messages in parsed.items() if isinstance(messages, list)
-    }
-    svc.dispatcher.prepare(link for batch in links.values() for link in batch)
-    # A link bundle (crawlstack.messages) is one message: a link that fails
-    # fails it, and its redelivery finds the links before it already claimed.
-    # The whole batch at once, not per record: its messages take turns, a link from each at a time.
-    failed: dict[tuple[str, str], Exception] = dispatch_in_turns(
-        svc.dispatcher,
-        ((key, key[0] or "", batch) for key, batch in links.items()),
-        outbox,
-        on_decision=_count,
-        before=_bind_logs,
-    )
-    # Sent before the messages are reported, so a failed send fails only the messages whose tasks it held.
-    try:
-        svc.flush(outbox)
-    except Exception as exc:
-        senders = outbox.runs.unadmitted(exc)
-        cause = exc.__cause__ or exc
-        logger.warning("admitting the batch's tasks failed", reason=f"{type(cause).__name__}: {cause}"[:500])
-        failed.update({key: exc for key in links if (key[0] or "") in senders and key not in failed})
-
-    def record_handler(record: SQSRecord) -> None:
-        key = (record.message_id, record.body)
-        messages = parsed.get(key)
-        if isinstance(messages, InvalidMessage):
-            # It can never succeed: log it whole (it is the user's own
-            # message) and let it go rather than cycle it to the DLQ.
-            logger.error("invalid frontier message", reason=str(messages), body=record.body[:2000])
-            metrics.add_metric(name="InvalidMessages", unit=MetricUnit.Count, value=1)
-            return
-        if key in failed:
-            raise failed[key]
-
-    return svc.process_batch(event, context, record_handler, logger=logger)
-
-
-def _bind_logs(link: Link) -> None:
-    logger.append_keys(url=link.msg.url, crawl_id=link.msg.crawl_id)
-    # The URL's fingerprint (its key in the urls table) ties its log lines together across functions;
-    # worked out here once, dispatch uses it too.
-    logger.set_correlation_id(link.correlation_id)
-
-
-def _count(msg: FrontierMessage, decision: Decision) -> None:
-    logger.debug("dispatched", action=decision.action, reason=decision.reason)
-    if decision.kind in _KIND_METRIC:
-        metrics.add_metric(name=_KIND_METRIC[decision.kind], unit=MetricUnit.Count, value=1)
-    elif decision.action in _METRIC:
-        metrics.add_metric(name=_METRIC[decision.action], unit=MetricUnit.Count, value=1)
-
-
-def _messages(body: str) -> list[FrontierMessage] | InvalidMessage:
-    """A record's frontier messages (one, or a bundle's links), or why it has none."""
-    try:
-        return frontier_messages(body)
-    except InvalidMessage as exc:
-        return exc
+@observed.handler
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+    return dispatch.handle(container.services(), observed, event, context)

@@ -1,100 +1,20 @@
-"""Extract Lambda: S3 ObjectCreated (via the extract queue) -> records and outlinks."""
+"""Extract Lambda's entry point: S3 ObjectCreated notes -> records and outlinks (crawlstack.lambdas.extract)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crawlstack.dispatch import Outbox
-from crawlstack.extract import SkippedLinks
-from crawlstack.messages import FrontierMessage, created_objects, pack_links
-from crawlstack.warc import WarcUnreadable
-from crawlstack.wiring import Services, services
-from functions.observability import for_service
+from crawlstack.lambdas import extract
+from crawlstack.lambdas.observability import for_service
+from functions import container
 
-# Redacted logs, lazy X-Ray, the crawlstack namespace: functions.observability.
-logger, tracer, metrics = for_service("extract")
+# Redacted logs, lazy X-Ray, the crawlstack namespace: crawlstack.lambdas.observability.
+observed = for_service("extract")
+logger, tracer, metrics = observed
 
 
-def skipped_metric(kind: str) -> str:
-    """``HrefsSkipped`` + the class in CamelCase: ``percent-escape`` -> ``HrefsSkippedPercentEscape``."""
-    return "HrefsSkipped" + "".join(part.capitalize() for part in kind.split("-"))
-
-
-def _report_skipped(skipped: SkippedLinks) -> None:
-    """One metric per class and one log line per WARC, with a few examples, however many hrefs were skipped."""
-    if not skipped:
-        return
-    for kind, count in sorted(skipped.counts.items()):
-        metrics.add_metric(name=skipped_metric(kind), unit=MetricUnit.Count, value=count)
-    logger.info(
-        "links skipped",
-        counts=dict(sorted(skipped.counts.items())),
-        examples=[{"href": href, "reason": reason} for href, reason in skipped.sample],
-    )
-
-
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    svc = services()
-    outbox = Outbox()
-    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
-
-    sent: list[FrontierMessage] = []
-
-    def record_handler(record: SQSRecord) -> None:
-        for bucket, key in created_objects(record.body):
-            logger.append_keys(warc=key)
-            try:
-                extracted = svc.extractor.extract_object(bucket, key)
-            except WarcUnreadable as exc:
-                # Nothing of it was extracted: the message fails, and after its retries the
-                # extract DLQ keeps it (alarmed) for a look and a redrive; the object stays in S3.
-                logger.error("unreadable WARC", reason=str(exc))
-                metrics.add_metric(name="UnreadableWarcs", unit=MetricUnit.Count, value=1)
-                raise
-            for failed in extracted.failed:
-                logger.warning("page failed extraction", url=failed.url, reason=failed.reason)
-            if extracted.failed:
-                metrics.add_metric(name="PagesFailedExtraction", unit=MetricUnit.Count, value=len(extracted.failed))
-            outbox.frontier.extend((body, 0) for body in pack_links(extracted.outlinks))
-            sent.extend(extracted.outlinks)
-            metrics.add_metric(name="RecordsExtracted", unit=MetricUnit.Count, value=len(extracted.records))
-            metrics.add_metric(name="OutlinksFound", unit=MetricUnit.Count, value=len(extracted.outlinks))
-            _report_skipped(extracted.skipped)
-
-    try:
-        return svc.process_batch(
-            event,
-            context,
-            record_handler,
-            outbox,
-            after_send=lambda: svc.extractor.sent.remember(sent),
-            logger=logger,
-        )
-    finally:
-        _report_checks(svc)
-
-
-# A watch's counts, by metric name (the dashboard's checks panels, infra.monitoring).
-CHECK_METRICS = {"pages": "CheckPages", "not_modified": "CheckPagesNotModified", "new_items": "NewItems"}
-
-
-def _report_checks(svc: Services) -> None:
-    checks = svc.extractor.checks
-    if checks is not None:
-        for key, count in checks.take_counts().items():
-            metrics.add_metric(name=CHECK_METRICS[key], unit=MetricUnit.Count, value=count)
-    bus = svc.stores.event_bus
-    if bus is not None:
-        published, oversize = bus.take_counts()
-        if published:
-            metrics.add_metric(name="EventsPublished", unit=MetricUnit.Count, value=published)
-        if oversize:
-            metrics.add_metric(name="EventsOversize", unit=MetricUnit.Count, value=oversize)
+@observed.handler
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+    return extract.handle(container.services(), observed, event, context)

@@ -568,13 +568,14 @@ def test_dashboard_shows_queues_pipeline_metrics_and_errors(template):
     ):
         assert metric in body, metric
     assert f'\\"{settings.METRICS_NAMESPACE}\\"' in body
-    from functions.observability import for_service
+    from crawlstack.lambdas.observability import for_service
     from infra.monitoring import PIPELINE_METRICS
 
-    # Each metric is emitted by its service's handler, whose metrics (functions.observability)
-    # carry the service dimension and the namespace the dashboard reads.
+    # Each metric is emitted by its service's handler (its entry point and the body it calls), whose
+    # metrics (crawlstack.lambdas.observability) carry the service dimension and the namespace the dashboard reads.
     for service, name, _ in PIPELINE_METRICS:
         handler = (ROOT / "functions" / service / "handler.py").read_text()
+        handler += (ROOT / "crawlstack" / "lambdas" / f"{service}.py").read_text()
         assert f'"{name}"' in handler and f'for_service("{service}")' in handler, name
         metrics = for_service(service).metrics
         assert metrics.namespace == settings.METRICS_NAMESPACE and metrics.service == service, name

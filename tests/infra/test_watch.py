@@ -280,7 +280,7 @@ def test_dashboard_shows_checks_new_items_and_the_share_of_304s(resources):
 
 def test_every_watch_metric_is_emitted_by_code_its_handler_ships():
     """Each watch metric's name is in a module its service's handler ships (scripts/build_lambda.py's closure),
-    and the handler's metrics carry that service's dimension (functions.observability.for_service)."""
+    and the handler's metrics carry that service's dimension (crawlstack.lambdas.observability.for_service)."""
     spec = importlib.util.spec_from_file_location("build_lambda_for_watch", ROOT / "scripts" / "build_lambda.py")
     assert spec and spec.loader
     build = importlib.util.module_from_spec(spec)

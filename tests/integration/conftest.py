@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 from webs import ALLOW_LOOPBACK, UA, Crawl, CrawlResult, describe, read_jsonl, write_rules
 
-from crawlstack import aws, settings, wiring
+from crawlstack import aws, settings
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local import faulty, resources
 from crawlstack.local.emulator import EmbeddedAws
+from functions import container
 
 # A crawl that takes longer fails its test (with the server log and the crawl's stack) instead of hanging the run.
 CRAWL_TIMEOUT_SECONDS = float(os.environ.get("CRAWLSTACK_ITEST_TIMEOUT", "60"))
@@ -71,13 +72,13 @@ def _run_in_process(argv: list[str], timeout: float) -> tuple[int | None, str]:
 def handler_loggers() -> None:
     """Build the handlers' Powertools loggers once, before any test, on the session's stdout.
 
-    They are process-wide (named loggers; ``for_service`` caches them) and each
+    They are process-wide (named loggers: a later ``for_service`` reuses the first's setup) and each
     keeps the stream that was ``sys.stdout`` when it was built, as in Lambda.
     Left to the run's first in-process crawl, they kept that test's capsys
     stream, which closes when the test ends: every later crawl then failed on
     it ("I/O operation on closed file", LogMeter flushing the handler's stream).
     """
-    from functions.observability import for_service
+    from crawlstack.lambdas.observability import for_service
 
     for function in settings.FUNCTIONS:
         for_service(function)
@@ -92,14 +93,14 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with EmbeddedAws():
-        wiring.reset()
+        container.reset()
         names = resources.create_all(visibility_timeout=30)
         for key, value in names.items():
             monkeypatch.setenv(key, value)
         try:
             yield names
         finally:
-            wiring.reset()
+            container.reset()
 
 
 @pytest.fixture

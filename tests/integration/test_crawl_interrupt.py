@@ -20,10 +20,11 @@ import pytest
 from conftest import CRAWL_TIMEOUT_SECONDS, _run_in_process
 from webs import Crawl, describe, host_pattern, mapping, page, read_jsonl, robots, star_site
 
-from crawlstack import settings, wiring
+from crawlstack import settings
 from crawlstack.demo.server import LoopbackWeb, Response
-from crawlstack.local import outputs
+from crawlstack.local import outputs, runner
 from crawlstack.local.pump import EventPump, Source
+from crawlstack.wiring import Services
 
 A, B = "127.0.0.2", "127.0.0.3"
 PAGES = mapping("page", host_pattern(A, r"/p\d+\.html"), {"title": "//h1/text()"})
@@ -36,12 +37,19 @@ WAITING = {"/robots.txt": robots("User-agent: *\nCrawl-delay: 20\n"), "/": page(
 def interrupt_after_first_extract(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C at the first batch handed out after a records object was written."""
     real_invoke = EventPump._invoke
+    # The services the crawl's handlers run on, as local mode builds them.
+    built: list[Services] = []
+
+    def services(*args: Any, **kwargs: Any) -> Services:
+        built.append(Services(*args, **kwargs))
+        return built[-1]
 
     def invoke(self: EventPump, source: Source, messages: list[dict[str, Any]]) -> None:
-        if any(wiring.services().stores.blobs.keys(settings.RECORDS_PREFIX)):
+        if any(built[-1].stores.blobs.keys(settings.RECORDS_PREFIX)):
             raise KeyboardInterrupt
         real_invoke(self, source, messages)
 
+    monkeypatch.setattr(runner, "Services", services)
     monkeypatch.setattr(EventPump, "_invoke", invoke)
 
 

@@ -30,12 +30,13 @@ import requests
 from moto.server import ThreadedMotoServer
 from webs import Crawl, host_pattern, mapping, star_site, write_rules
 
-from crawlstack import aws, settings, wiring
+from crawlstack import aws, settings
 from crawlstack.cli import main
 from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local import resources
 from crawlstack.local.pump import LambdaContext
+from functions import container
 from functions.schedule import handler as schedule
 
 STACK = "CrawlstackTest"
@@ -766,12 +767,12 @@ def test_sources_on_the_stack_are_planned_by_its_schedule_and_shown_by_status(
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", deployed.endpoint)
     aws.reset_clients()
-    wiring.reset()
+    container.reset()
     try:
         spec = settings.FUNCTIONS["schedule"]
         assert schedule.handler({}, LambdaContext("schedule", spec.memory_mb, spec.timeout_seconds))["planned"] == 24
     finally:
-        wiring.reset()
+        container.reset()
         monkeypatch.delenv("AWS_ENDPOINT_URL")
     code, out, _ = run(capsys, deployed, "status", "--no-counts")
     assert code == 0 and "news" not in out  # --no-counts: queue depths only

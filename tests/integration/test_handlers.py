@@ -1,7 +1,7 @@
 """The three Lambda handlers on the embedded emulator (moto), with Lambda-shaped SQS events.
 
 Each test gets fresh queues, tables and bucket, and a fresh container
-(``wiring.reset()``), the way ``crawlstack.local.runner`` sets them up.
+(``container.reset()``), the way ``crawlstack.local.runner`` sets them up.
 Pages are served by a tiny HTTP server on 127.0.0.2, which the crawl's
 config lets through the address guard.  Dispatch puts what it admits in
 the host's backlog and sends a run message (``{"host", "run_id"}``) for a
@@ -25,16 +25,17 @@ from drains import drain as drain_queue
 from outcomes import crawl_outcomes
 from webs import describe, page, robots
 
-from crawlstack import aws, settings, wiring
+from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb, Response
 from crawlstack.local import resources
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.pump import LambdaContext
-from crawlstack.messages import FetchTask, FrontierMessage, RunMessage, frontier_messages
+from crawlstack.messages import FetchTask, FrontierMessage, RunMessage, created_objects, frontier_messages
 from crawlstack.urls import canonicalize, fingerprint
 from crawlstack.warc import read_warc
 from crawlstack.watch.sources import Source
+from functions import container
 from functions.dispatch import handler as dispatch
 from functions.extract import handler as extract
 from functions.fetch import handler as fetch
@@ -117,7 +118,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with EmbeddedAws():
-        wiring.reset()
+        container.reset()
         names = resources.create_all(visibility_timeout=30)
         for key, value in names.items():
             monkeypatch.setenv(key, value)
@@ -127,7 +128,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
         try:
             yield names
         finally:
-            wiring.reset()
+            container.reset()
 
 
 def queue_arn(names: dict[str, str], key: str) -> str:
@@ -203,7 +204,7 @@ def test_dispatch_partial_batch_response_queues_valid_seeds_only(
     stack: dict[str, str], site: Site, monkeypatch: pytest.MonkeyPatch, stack_names: aws.StackNames
 ) -> None:
     url = site.page("/", "home")
-    svc = wiring.services()
+    svc = container.services()
     real = svc.dispatcher.dispatch
 
     def flaky(msg: FrontierMessage, outbox: Any, message_id: str = "") -> Any:
@@ -263,7 +264,7 @@ def test_dispatch_queues_a_url_once_for_two_messages(stack: dict[str, str], site
     for message_id in ("m-1", "m-2"):
         event = sqs_event(stack, "frontier", seed(url), ids=[message_id])
         assert dispatch.handler(event, context("dispatch")) == {"batchItemFailures": []}
-    wiring.reset()  # a second container sees the same table
+    container.reset()  # a second container sees the same table
     event = sqs_event(stack, "frontier", seed(url.replace(ADDRESS, ADDRESS.upper()) + "#x"), ids=["m-3"])
     dispatch.handler(event, context("dispatch"))
     # One task in the backlog, one run started for it.
@@ -298,7 +299,7 @@ def test_a_batched_read_that_one_message_breaks_fails_only_that_message(
 ) -> None:
     # As DynamoDB refuses a whole BatchGetItem for one key it cannot take.
     a, b = site.page("/books/a.html", "a"), site.page("/books/b.html", "b")
-    resolved = wiring.services().dispatcher.record_complete.resolved  # type: ignore[union-attr]
+    resolved = container.services().dispatcher.record_complete.resolved  # type: ignore[union-attr]
     real = resolved.get_many
 
     def refuses_poison(crawl_id: str, record_ids: Any) -> Any:
@@ -322,7 +323,7 @@ def test_a_failed_admission_fails_only_the_messages_whose_tasks_it_held(
     other = "127.0.0.3"
     a, b = site.page("/books/a.html", "a"), site.page("/books/b.html", "b")
     elsewhere = site.base.replace(ADDRESS, other) + "/books/c.html"
-    store = wiring.services().backlog
+    store = container.services().backlog
     real = store.add
 
     def refuses_other(host: str, depth: int, tasks: Any) -> Any:
@@ -448,7 +449,7 @@ def test_robots_txt_is_fetched_by_the_run_and_its_cached_policy_serves_dispatch(
     assert (skipped["state"], skipped["reason"]) == ("skipped", "robots: disallowed by robots.txt")
 
     # A container that finds the run's cached robots.txt skips a disallowed URL at once: no backlog, no run.
-    wiring.reset()
+    container.reset()
     assert dispatch_and_collect(stack, later) == []
     assert backlog(stack) == []
     skipped = crawl_outcomes(stack_names, CRAWL)[canonicalize(later)]
@@ -497,7 +498,7 @@ def test_extract_writes_records_and_sends_outlinks(
     notifications = [m["Body"] for m in drain(stack, "extract")]
     assert len(notifications) == 2
     assert any("s3:TestEvent" in body for body in notifications)
-    assert extract.created_objects(notifications[-1]) == [(settings.BUCKET_NAME, key)]
+    assert created_objects(notifications[-1]) == [(settings.BUCKET_NAME, key)]
 
     event = sqs_event(stack, "extract", *notifications)
     assert extract.handler(event, context("extract")) == {"batchItemFailures": []}
@@ -579,7 +580,7 @@ def test_a_check_goes_from_the_schedule_through_the_handlers_to_events_on_the_bu
     (tmp_path / "rules" / "listing.json").write_text(json.dumps(LISTING_RULE), encoding="utf-8")
     monkeypatch.setenv(settings.ENV_ALLOW_PRIVATE, "127.0.0.0/8")
     monkeypatch.setenv(settings.ENV_DEFAULT_DELAY, "0")
-    wiring.reset()
+    container.reset()
     events, sqs = aws.client("events"), aws.client("sqs")
     target = sqs.create_queue(QueueName="items")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

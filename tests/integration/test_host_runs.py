@@ -17,13 +17,15 @@ from typing import Any
 import pytest
 from webs import assert_spacing, page, page_requests
 
-from crawlstack import aws, http, settings, wiring
+from crawlstack import aws, http, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb, Response
 from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.runs import host as host_module
 from crawlstack.runs.admission import RunAdmissions, admit
 from crawlstack.urls import canonicalize, fingerprint, host_of
+from crawlstack.wiring import Services
+from functions import container
 from functions.fetch import handler as fetch_handler
 
 HOST = "127.0.0.2"
@@ -47,7 +49,7 @@ class Context:
         return max(0, int((self.deadline - time.monotonic()) * 1000))
 
 
-def enqueue(svc: wiring.Services, urls: list[str], delay: float) -> list[RunMessage]:
+def enqueue(svc: Services, urls: list[str], delay: float) -> list[RunMessage]:
     """Claim ``urls`` and admit them to their hosts' backlogs, as dispatch does; the run messages won."""
     svc.crawls.put(CrawlConfig(crawl_id=CRAWL, delay=delay, user_agent=UA, allow_private=("127.0.0.0/8",)))
     admissions = RunAdmissions()
@@ -69,12 +71,12 @@ def event(*messages: RunMessage) -> dict[str, Any]:
 
 
 @pytest.fixture
-def svc(stack: dict[str, str]) -> Iterator[wiring.Services]:
-    yield wiring.services()
+def svc(stack: dict[str, str]) -> Iterator[Services]:
+    yield container.services()
 
 
 def test_two_fetch_invocations_racing_for_one_hosts_lease_fetch_each_page_once(
-    svc: wiring.Services, web: LoopbackWeb
+    svc: Services, web: LoopbackWeb
 ) -> None:
     web.add_host(HOST, {f"/p{i}": Response(page(f"p{i}"), delay=0.05) for i in range(6)})
     [msg] = enqueue(svc, [web.url(HOST, f"/p{i}") for i in range(6)], delay=0.3)
@@ -102,7 +104,7 @@ class Died(BaseException):
 
 
 def test_an_invocation_that_dies_mid_run_loses_no_url_and_the_next_holder_keeps_the_delay(
-    svc: wiring.Services, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
+    svc: Services, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     delay = 0.3  # under a lone host's break-even wait (crawlstack.runs.schedule): slept, not rescheduled
     web.add_host(HOST, {f"/p{i}": page(f"p{i}") for i in range(5)})
@@ -148,7 +150,7 @@ def test_an_invocation_that_dies_mid_run_loses_no_url_and_the_next_holder_keeps_
 
 
 def test_a_10000_url_backlog_costs_a_constant_number_of_queue_operations(
-    svc: wiring.Services, monkeypatch: pytest.MonkeyPatch
+    svc: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SQS calls grow with the invocations a backlog takes, not with its URLs; none are per URL."""
 

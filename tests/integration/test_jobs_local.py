@@ -20,7 +20,10 @@ from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb
 from crawlstack.local import runner
 from crawlstack.local.emulator import EmbeddedAws
+from crawlstack.local.services import local_handlers
 from crawlstack.messages import FrontierMessage
+from crawlstack.rules import RuleSet
+from crawlstack.wiring import Services, Stores
 
 ADDRESS = "127.0.0.7"
 CRAWL = "job"
@@ -53,7 +56,6 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with EmbeddedAws():
         aws.reset_clients()
-        wiring.reset()
         names = runner._create_resources(external=False)
         stack_names = aws.StackNames.from_env(names)
         for key, value in names.items():
@@ -72,7 +74,8 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
             aws.Queue(stack_names.frontier_queue, "frontier").send(
                 [(FrontierMessage(url=host.base_url + "/", crawl_id=CRAWL).to_json(), 0)]
             )
-            pump = runner._pump(wiring.Stores.on_aws(stack_names), 2, names=names)
+            svc = Services(RuleSet(), Stores.on_aws(stack_names))
+            pump = runner._pump(svc.stores, local_handlers(lambda: svc), 2, names=names)
             thread = threading.Thread(target=pump.run, daemon=True)
             thread.start()
             wait_for(lambda: len(page_requests(web, ADDRESS)) >= 6)
@@ -90,7 +93,7 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
 
             sent = wiring.resume_crawl(CRAWL)
             assert sent > 0
-            runner._pump(wiring.Stores.on_aws(stack_names), 2, names=names).run()
+            runner._pump(svc.stores, local_handlers(lambda: svc), 2, names=names).run()
 
             log = page_requests(web, ADDRESS)
             counts = Counter(e.bare_path for e in log)
@@ -102,5 +105,4 @@ def test_stop_midway_then_resume_fetches_every_page_once(web: LoopbackWeb, monke
             run = aws.RunStore(stack_names.hosts).get(ADDRESS)
             assert (run.run_id, run.holder) == (None, None)
         finally:
-            wiring.reset()
             aws.reset_clients()

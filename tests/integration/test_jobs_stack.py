@@ -18,6 +18,7 @@ from crawlstack import aws, jobs, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
 from crawlstack.urls import canonicalize, fingerprint
+from functions import container
 from functions.dispatch import handler as dispatch
 from functions.fetch import handler as fetch
 
@@ -92,7 +93,7 @@ def test_stop_holds_work_and_resume_sends_it_back_once(
 
     wiring.stop_crawl("c1")
     assert aws.CrawlStore(stack_names.crawls).get("c1", max_age=0).stopped
-    wiring.services().crawls._cache.clear()  # what STATE_CACHE_SECONDS later looks like
+    container.services().crawls._cache.clear()  # what STATE_CACHE_SECONDS later looks like
     dispatch_urls(emulated, "c1", c)  # a message arriving after the stop: held, unclaimed
     fetch_bodies(emulated, queued)  # tasks waiting since before the stop: held, no request, out of the backlog
     assert waiting(stack_names) == []
@@ -115,7 +116,7 @@ def test_stop_holds_work_and_resume_sends_it_back_once(
     assert sorted(t.url for t in waiting(stack_names)) == [canonicalize(a), canonicalize(b)]
     [run] = drain(emulated, "fetch")
     assert RunMessage.from_json(run["Body"]).run_id == aws.RunStore(stack_names.hosts).get(ADDRESS).run_id
-    wiring.services().crawls._cache.clear()
+    container.services().crawls._cache.clear()
     [frontier] = drain(emulated, "frontier")
     assert FrontierMessage.from_json(frontier["Body"]).url == canonicalize(c)
     assert dispatch.handler(sqs_event(emulated, "frontier", frontier["Body"]), context("dispatch")) == {

@@ -15,8 +15,7 @@ import pytest
 
 from crawlstack import settings
 from crawlstack.local.sqlite import LocalBlobs, SqliteJournal, SqliteQueue, StateDb
-from crawlstack.messages import FetchTask
-from functions.extract.handler import created_objects
+from crawlstack.messages import FetchTask, created_objects
 
 
 def blobs_in(out: Path) -> tuple[LocalBlobs, SqliteQueue, StateDb]:

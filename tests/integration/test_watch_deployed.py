@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 from drains import drain
 
-from crawlstack import aws, settings, wiring
+from crawlstack import aws, settings
 from crawlstack.aws import plan as plan_module
 from crawlstack.aws import seen as seen_module
 from crawlstack.crawllog import iso_time
@@ -26,6 +26,7 @@ from crawlstack.watch.check import event_id
 from crawlstack.watch.pages import WATCH_CRAWL_ID
 from crawlstack.watch.schedule import DAY, SourceState, check_ended
 from crawlstack.watch.sources import Source
+from functions import container
 from functions.schedule import handler as schedule
 
 T0 = 1_790_000_000.0
@@ -81,7 +82,7 @@ def test_a_check_whose_send_failed_is_sent_once_its_claim_is_old(
     watch: aws.StackNames, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tick_at(monkeypatch, T0)
-    queue = wiring.services().frontier_queue
+    queue = container.services().frontier_queue
     send = queue.send
 
     def refused(bodies: Any) -> None:

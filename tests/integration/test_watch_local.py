@@ -165,10 +165,12 @@ def test_a_simulations_batching_windows_are_of_its_own_time(tmp_path: Path) -> N
     from crawlstack import settings
     from crawlstack.local.backend import LocalState
     from crawlstack.local.runner import _pump
+    from crawlstack.local.services import local_handlers
 
     state = LocalState(tmp_path / "out", "new")
     try:
-        pump = _pump(state.stores(), 2, time_scale=1200.0)
+        # The pump is only looked at: no handler is invoked, so none needs services.
+        pump = _pump(state.stores(), local_handlers(lambda: None), 2, time_scale=1200.0)  # type: ignore[arg-type,return-value]
         windows = {source.key: source.batching_window for source in pump.sources}
     finally:
         state.close()
