@@ -300,7 +300,7 @@ class RunPacing:
 
     Deployed, a write is an S3 PUT of a WARC and of a crawl-log object, so
     writes are few.  On the local backend it is a file and a transaction;
-    writing often lets links flow back sooner (crawlstack.wiring.Stores).
+    writing often lets links flow back sooner (crawlstack.wiring.RunHooks).
     """
 
     flush_seconds: float = RUN_FLUSH_SECONDS
