@@ -213,7 +213,7 @@ def current_revision() -> str:
 
 def write_data(data: Path, pages: list[tuple[str, bytes]], mapping: dict[str, Any], content_type: str) -> None:
     """The children's input: the corpus (pickle), the mapping (JSON), the corpus as WARCs (warm-up and whole)."""
-    from crawlstack.warc import Exchange, write_warc
+    from crawlstack.fetch.warc import Exchange, write_warc
 
     def warc(subset: list[tuple[str, bytes]]) -> bytes:
         headers = [("Content-Type", content_type)]

@@ -135,7 +135,7 @@ def design_floor(
 
     * Per page, DynamoDB: the urls table's dedupe claim and the results
       table's record, a write unit each (a first try's outcome is the
-      crawl log's: ``crawlstack.fetch_outcomes.logged_only``).
+      crawl log's: ``crawlstack.fetch.outcomes.logged_only``).
     * Per flush, amortised over its ``hosts x RUN_FLUSH_SECONDS / delay``
       pages (at least one): three S3 PUTs (the WARC, its crawl-log object,
       extract's records object), extract's GET of the WARC, and the WARC's

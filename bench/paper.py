@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from crawlstack import settings
+from crawlstack.fetch.pacing import FLUSH_USD, break_even_wait
 from crawlstack.prices import PRICES
-from crawlstack.runs.schedule import FLUSH_USD, break_even_wait
 
 HOSTS = (1_000, 100_000)
 DELAYS = (5.0, 1.0)
@@ -95,7 +95,7 @@ CRAWL_ITEM_BASE_BYTES = 1024
 # a schedule and the bundle's delete once served (a write unit each), where the measured web shares them.
 ADMISSION_WORST_WRU = 3.0
 # Per flush of an invocation's hosts: the WARC, its crawl log and extract's records object (PUTs),
-# extract's GET of the WARC and its invocation (crawlstack.runs.schedule.FLUSH_USD), and the WARC's
+# extract's GET of the WARC and its invocation (crawlstack.fetch.pacing.FLUSH_USD), and the WARC's
 # message on the extract queue: S3's delivery, the event source's receive and delete.
 FLUSH_SQS_REQUESTS = 3
 # Per host per run: its lease, its release (the wake-up's new run id) and a renewal every RENEW_EVERY_S,
@@ -738,7 +738,7 @@ def notes(
         f"{int(LIMITS['payload_bytes'][0] // RUN_RECORD_BYTES):,} hosts a batch.",
         f"- Sleeping: a host of a full batch sleeps any wait under {break_even_wait(HOSTS_PER_INVOCATION):.0f} s "
         f"({break_even_wait(HOSTS_PER_INVOCATION, unflushed=True):.0f} s with work unflushed; "
-        "`crawlstack.runs.schedule.break_even_wait`), so "
+        "`crawlstack.fetch.pacing.break_even_wait`), so "
         + (
             "at these delays every host stays in its invocation"
             if all(r["gap"] <= break_even_wait(HOSTS_PER_INVOCATION) for r in rows)

@@ -183,7 +183,7 @@ def notes(m: dict[str, Any], p: dict[str, Any]) -> str:
         f"Fetch: {fetch_s:.2f} s an invocation of {per_fetch:.1f} checks, its hosts asleep {slept_each:.2f} s "
         f"each, side by side ({slept_each / max(1e-9, fetch_s):.0%} of the invocation; its RunSecondsSlept "
         "metric, summed over hosts, a check): a run waits for its pages' links only above the crawl's depth "
-        "limit, and a watch check, at depth 0 of a crawl of depth 0, has none (crawlstack.runs.host); the "
+        "limit, and a watch check, at depth 0 of a crawl of depth 0, has none (crawlstack.fetch.host_loop); the "
         f"checks' Query calls read {pipe.get('op:dynamodb:Query:ddb_rru', 0):.1f} units a check. "
         f"At {p['sources']:,} sources a tick would send about {checks / TICKS_A_DAY:.0f} checks, not {per_tick:.1f}: "
         "dispatch, fetch and extract would share invocations, queue requests and objects (a WARC a flush) "

@@ -283,8 +283,8 @@ def simulate(sources: int, hosts: int, days: int, seed: int, minutes: int | None
     import boto3
 
     from crawlstack import aws
-    from crawlstack.crawllog import iso_time
     from crawlstack.demo.server import LoopbackWeb
+    from crawlstack.fetch.crawllog import iso_time
     from crawlstack.local import resources
     from crawlstack.local.billing import LogMeter
     from crawlstack.local.faulty import FaultPlan, FaultyEndpoint, moto_server

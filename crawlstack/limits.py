@@ -36,7 +36,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from crawlstack import patterns
+from crawlstack.rules import patterns
 
 # --- the services' limits -------------------------------------------------------
 DYNAMODB_PARTITION_KEY_MAX_BYTES = 2048

@@ -25,7 +25,7 @@ Fetch task: a frontier message that passed scope, dedupe and robots.txt, with
 its canonical URL, fingerprint and host, waiting in its host's backlog.  Two
 fields are left out of its JSON at their defaults: ``attempt`` (1-based; a
 retry of an HTTP error is the same task with ``attempt`` + 1,
-``crawlstack.fetch_outcomes``) and ``adaptive_delay`` (read from tasks
+``crawlstack.fetch.outcomes``) and ``adaptive_delay`` (read from tasks
 written before host runs; the host's run keeps its slowed-down delay now).
 
 Run message: a host's run to work (``crawlstack.runs``)::
@@ -272,7 +272,7 @@ class FetchTask:
     referrer: str | None = None
     record_id: str | None = None
     want: tuple[str, ...] = field(default_factory=tuple)
-    # Which try this is at the URL (retries of HTTP errors, crawlstack.fetch_outcomes).
+    # Which try this is at the URL (retries of HTTP errors, crawlstack.fetch.outcomes).
     attempt: int = 1
     # The host's adaptive delay when the slot was reserved (0: not slowed down).
     adaptive_delay: float = 0.0

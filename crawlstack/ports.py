@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from crawlstack.config import CrawlConfig
     from crawlstack.dispatch.ports import Claim
-    from crawlstack.robots import RobotsRecord
-    from crawlstack.tries import UrlState
+    from crawlstack.fetch.robots_txt import RobotsRecord
+    from crawlstack.fetch.tries import UrlState
 
 
 class Crawls(Protocol):

@@ -1,7 +1,7 @@
 """AWS us-east-1 list prices, in dollars per unit: what the cost benchmark bills and a run's sleep is weighed against.
 
 One table for both, so the fetcher's choice between sleeping and being
-woken later (``crawlstack.runs.schedule``) prices the same calls the
+woken later (``crawlstack.fetch.pacing``) prices the same calls the
 benchmark counts (``crawlstack.local.billing``).
 """
 

@@ -35,9 +35,9 @@ from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from crawlstack import patterns, settings
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.rules import RuleSet
+from crawlstack.rules import RuleSet, patterns
 from crawlstack.urls import host_of, url_port
 
 

@@ -41,16 +41,16 @@ OUTLINK_CACHE_SIZE = 200_000
 # dispatch batch of 10 such messages stays well inside the function's timeout.
 LINKS_PER_FRONTIER_MESSAGE = 50
 # Pages of a host's cap (max_pages_per_host) a dispatch container takes with
-# one conditional write and admits from memory (crawlstack.dispatch.budget).
+# one conditional write and admits from memory (crawlstack.dispatch.caps).
 HOST_CAP_CHUNK = 16
 # Pages of the crawl's budget (max_pages) a dispatch container takes with one
 # conditional write: at most BUDGET_CHUNK, and at most 1/BUDGET_CHUNK_SHARE of
 # what the budget had left at its last take, so the pages a recycled
 # container takes with it are a small share of the budget, down to none
-# near its end (crawlstack.dispatch.budget).
+# near its end (crawlstack.dispatch.caps).
 BUDGET_CHUNK = 16
 BUDGET_CHUNK_SHARE = 64
-# Completed records (crawlstack.resolution) each dispatch and extract
+# Completed records (crawlstack.records.resolution) each dispatch and extract
 # container remembers, so their messages and pages cost no reads.
 COMPLETED_RECORD_CACHE_SIZE = 100_000
 
@@ -115,11 +115,11 @@ NOTE_MAX_CHARS = 1000
 INVALID_LINKS_FORWARDED_PER_PAGE = 20
 # Seconds one call of a user's regex (url_patterns, the regex and replace
 # processors, --allow/--deny) may run before it counts as no match
-# (crawlstack.patterns): a pattern that backtracks exponentially on a crafted
+# (crawlstack.rules.patterns): a pattern that backtracks exponentially on a crafted
 # href or page text costs this, not the Lambda's whole timeout.
 USER_PATTERN_TIMEOUT_SECONDS = 0.1
 # Copies a user's regex may stand for through its counted repeats, nested ones
-# multiplying (crawlstack.patterns): the engine unrolls them when compiling, so
+# multiplying (crawlstack.rules.patterns): the engine unrolls them when compiling, so
 # ((a{1000}){1000}){1000} would take gigabytes; 10,000 compile in a few MB.
 USER_PATTERN_MAX_COPIES = 10_000
 
@@ -138,7 +138,7 @@ ROBOTS_MEMORY_ORIGINS = 10_000
 # A 5xx or unreachable robots.txt disallows the host; retry it sooner than a
 # good one so a passing outage does not block a host for a day.
 ROBOTS_ERROR_TTL_SECONDS = 3600
-# Retries of HTTP errors (crawlstack.fetch_outcomes): 5xx, 429, 408 and network
+# Retries of HTTP errors (crawlstack.fetch.outcomes): 5xx, 429, 408 and network
 # timeouts or connection failures are tried at most RETRY_MAX_ATTEMPTS times
 # in all.  Attempt n that fails waits uniform(0, min(RETRY_MAX_BACKOFF_SECONDS,
 # RETRY_BASE_SECONDS * 2**n)) ("full jitter"), or the response's Retry-After if
@@ -149,7 +149,7 @@ RETRY_BASE_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 60.0
 RETRY_AFTER_MAX_SECONDS = 900.0
 RETRY_STATUSES = frozenset({408, 429, *range(500, 600)})
-# Adaptive delay (crawlstack.runs.host): a 429 or 503 multiplies the host's
+# Adaptive delay (crawlstack.fetch.host_loop): a 429 or 503 multiplies the host's
 # effective delay by ADAPTIVE_DELAY_FACTOR (at least ADAPTIVE_DELAY_FLOOR_SECONDS,
 # at most MAX_CRAWL_DELAY_SECONDS); each success multiplies it by
 # ADAPTIVE_DELAY_RECOVERY until it is back at the configured delay (for a
@@ -229,7 +229,7 @@ QUEUES = {
     # because at most 1,000 batches of one event source mapping run at once
     # (standard mode): 100 hosts a batch is 100,000 hosts at once before
     # provisioned pollers are needed; the break-even wait (sleeping against
-    # being woken, crawlstack.runs.schedule) grows with the hosts sharing it;
+    # being woken, crawlstack.fetch.pacing) grows with the hosts sharing it;
     # the event stays far under Lambda's 6 MB payload (a record is about
     # 1 KB); and 100 threads and connection pools fit 512 MB.  A window of
     # 1 s lets a batch gather the run messages a dispatch batch sends at once
@@ -260,7 +260,7 @@ QUEUES = {
 # waiting that much longer for the next admission to start it again.
 RUN_SCHEDULE_GRACE_SECONDS = FUNCTIONS["fetch"].timeout_seconds
 
-# A fetch invocation's host runs (crawlstack.runs.runner).  A lease is taken
+# A fetch invocation's host runs (crawlstack.fetch.host_runner).  A lease is taken
 # for RUN_LEASE_SECONDS and renewed before a request that would start with
 # less than RUN_LEASE_RENEW_BEFORE_SECONDS of it left (a request's
 # TOTAL_DEADLINE_SECONDS and a flush fit in it).  Fetched pages are flushed
@@ -279,7 +279,7 @@ RUN_LEASE_RENEW_BEFORE_SECONDS = 90.0
 RUN_FLUSH_SECONDS = 5.0
 RUN_FLUSH_BYTES = 4 * 1024 * 1024
 # The hosts of an invocation flush on one grid and share the flush's S3
-# objects (crawlstack.runs.objects): the first to write waits at most this
+# objects (crawlstack.fetch.flush_objects): the first to write waits at most this
 # long for the others with unflushed work.
 RUN_FLUSH_GATHER_SECONDS = 0.2
 # ...and its writes are at least this far apart: hosts that run dry one after
@@ -289,7 +289,7 @@ RUN_FLUSH_MIN_GAP_SECONDS = 1.0
 # links (flush, extract, dispatch) before its run ends, looking again every
 # RUN_LINGER_POLL_SECONDS (an eventually consistent Query each, half a read
 # unit), when the wait is cheaper slept than rescheduled
-# (crawlstack.runs.host, HostLoop._linger).
+# (crawlstack.fetch.host_loop, HostLoop._linger).
 RUN_LINGER_SECONDS = 3.0
 RUN_LINGER_POLL_SECONDS = 0.1
 
@@ -369,7 +369,7 @@ TABLES = {
     ),
 }
 
-# A first try's outcomes that the crawl log alone holds (crawlstack.fetch_outcomes.logged_only),
+# A first try's outcomes that the crawl log alone holds (crawlstack.fetch.outcomes.logged_only),
 # counted on the crawl's item in the crawls table as logged_<outcome> for `crawlstack status`.
 LOGGED_OUTCOMES = ("fetched", "skipped")
 LOGGED_COUNTER_PREFIX = "logged_"
@@ -380,7 +380,7 @@ PAGES_PREFIX = "pages/"
 # 50 KB page against 0.7 ms at 6, for a file 3% smaller: most of a page's CPU.
 WARC_GZIP_LEVEL = 6
 RECORDS_PREFIX = "records/"
-# One gzipped JSON-lines object per fetch batch and crawl (crawlstack.crawllog).
+# One gzipped JSON-lines object per fetch batch and crawl (crawlstack.fetch.crawllog).
 CRAWL_LOG_PREFIX = "crawl-log/"
 # Athena query results (the analytics construct's workgroup).
 ATHENA_RESULTS_PREFIX = "athena-results/"

@@ -36,14 +36,14 @@ from crawlstack.jobs import Held
 from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.ports import Blobs, Crawls, Hosts, Results, Urls
 from crawlstack.queueing import MessageQueue
-from crawlstack.resolution import CompletedRecords, ResolvedRecords
+from crawlstack.records.resolution import CompletedRecords, ResolvedRecords
 from crawlstack.rules import RuleSet
 from crawlstack.runs.ports import Backlog, Runs
 
 if TYPE_CHECKING:
     # Each handler imports the one it uses: dispatch needs neither (nor WARCs, warcio), fetch no extractor.
     from crawlstack.extract import Extractor
-    from crawlstack.runs.runner import HostRunner
+    from crawlstack.fetch.host_runner import HostRunner
     from crawlstack.watch.pages import CheckPages
     from crawlstack.watch.scheduler import PlanStore, SourceList
 
@@ -204,7 +204,7 @@ class Services:
 
     @cached_property
     def runner(self) -> HostRunner:
-        from crawlstack.runs.runner import HostRunner
+        from crawlstack.fetch.host_runner import HostRunner
 
         return HostRunner(
             self.runs,

@@ -10,7 +10,8 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from crawlstack import settings, tables
+from crawlstack import settings
+from crawlstack.records import tables
 
 JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
 TEXT_INPUT = "org.apache.hadoop.mapred.TextInputFormat"
@@ -120,7 +121,7 @@ class Analytics(Construct):
             self.named_queries[name] = query
 
     def _table(self, bucket: s3.Bucket, name: str, prefix: str) -> glue.CfnTable:
-        """The Glue table over ``prefix``, its columns as ``crawlstack.tables`` defines them for both engines."""
+        """The Glue table over ``prefix``, its columns as ``crawlstack.records.tables`` defines them for both."""
         location = bucket.s3_url_for_object(prefix.rstrip("/"))
         table = glue.CfnTable(
             self,

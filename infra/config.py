@@ -1,7 +1,7 @@
 """Deployment settings read from CDK context (``cdk.json`` or ``-c key=value``).
 
 The crawl settings the stack sets a default for are the schema's
-(``crawlstack.crawl_settings``, ``Setting.stack_default``): each is read from
+(``crawlstack.config.schema``, ``Setting.stack_default``): each is read from
 context ``crawlstack:<name>``, checked as its flag is, and given to every
 function as its environment variable (``StackConfig.crawl_environment``).
 """
@@ -18,7 +18,7 @@ from constructs import Node
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.crawl_settings import SETTINGS, Setting
+from crawlstack.config.schema import SETTINGS, Setting
 
 
 def stack_defaults() -> list[Setting]:

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from crawlstack import config  # noqa: E402,F401  (declares the settings)
-from crawlstack.crawl_settings import of_command  # noqa: E402
+from crawlstack.config.schema import of_command  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference.md"
 BLOCK = re.compile(r"(<!-- settings of (\w+)[^>]*-->\n)(.*?)(<!-- end of settings -->)", re.S)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawlstack.crawl_settings import INTEGER, Setting, register, unregister
+from crawlstack.config.schema import INTEGER, Setting, register, unregister
 
 # A setting no code reads, registered for one test: every form a setting takes must show it.
 THROWAWAY = Setting(

@@ -21,15 +21,15 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.crawllog import url_ends
 from crawlstack.dispatch.ports import Claim
+from crawlstack.fetch.crawllog import url_ends
+from crawlstack.fetch.robots_txt import RobotsRecord
+from crawlstack.fetch.tries import UrlState
 from crawlstack.jobs import UnknownCrawl
 from crawlstack.messages import FetchTask
-from crawlstack.resolution import ResolvedRecord
-from crawlstack.robots import RobotsRecord
+from crawlstack.records.resolution import ResolvedRecord
+from crawlstack.records.storable import fit_merge, fit_record, item_size
 from crawlstack.runs.ports import Bundle, HostRun
-from crawlstack.storable import fit_merge, fit_record, item_size
-from crawlstack.tries import UrlState
 
 
 @dataclass
@@ -298,7 +298,7 @@ def url_outcome(urls: FakeUrls, blobs: FakeBlobs, crawl_id: str, fp: str) -> dic
 class FakeResults:
     """The results table: one record per crawl and fingerprint (put_item overwrites).
 
-    Items are fitted as ``ResultStore`` fits them (``crawlstack.storable``), without its ``pk``.
+    Items are fitted as ``ResultStore`` fits them (``crawlstack.records.storable``), without its ``pk``.
     """
 
     def __init__(self) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from crawlstack.aws.connection import Connection
 from crawlstack.aws.errors import DeployedError, aws_errors
-from crawlstack.tables import QueryResult
+from crawlstack.records.tables import QueryResult
 
 
 class Athena:

@@ -23,9 +23,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from crawlstack import settings, storable
+from crawlstack import settings
 from crawlstack.aws.connection import Connection
 from crawlstack.aws.errors import aws_errors
+from crawlstack.records import storable
 
 # The attribute a conditional write stores its call's token in (see the module docstring).
 WRITE_TOKEN = "write_token"
@@ -196,7 +197,7 @@ def marshal(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def marshal_exact(item: dict[str, Any]) -> dict[str, Any]:
-    """``marshal`` for record values: fitted by ``crawlstack.storable`` and stored exactly, not rounded."""
+    """``marshal`` for record values: fitted by ``crawlstack.records.storable`` and stored exactly, not rounded."""
     return {k: _serialize(_exact(v)) for k, v in item.items() if v is not None}
 
 

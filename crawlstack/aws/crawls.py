@@ -115,7 +115,7 @@ class CrawlStore:
         """Add ``counts`` (outcome -> tries) to the crawl item's ``logged_<outcome>`` counters.
 
         Once per crawl per flush: the outcomes the crawl log alone holds
-        (``crawlstack.fetch_outcomes.logged_only``), which ``crawlstack
+        (``crawlstack.fetch.outcomes.logged_only``), which ``crawlstack
         status`` adds to the urls table's.  As with the page budget, the
         write stores its token (an attribute of its own) and its condition
         refuses a second add by the same call, so a retry after a lost

@@ -18,7 +18,7 @@ from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.sources import DAY_KEY
-from crawlstack.crawllog import iso_time
+from crawlstack.fetch.crawllog import iso_time
 from crawlstack.watch.plan_clock import PlanClock
 
 # Minutes of plan one scan looks through at most (a scheduler long down catches up over several ticks).

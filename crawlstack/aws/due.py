@@ -14,7 +14,7 @@ from typing import Any
 from crawlstack import settings
 from crawlstack.aws import clients
 from crawlstack.aws.day import MAX_SCAN_MINUTES, DayItem, minute
-from crawlstack.crawllog import iso_time
+from crawlstack.fetch.crawllog import iso_time
 
 
 class DueChecks(DayItem):

@@ -6,7 +6,7 @@ from typing import Any
 
 from crawlstack.aws import clients
 from crawlstack.aws.connection import ENVIRONMENT, Connection
-from crawlstack.robots import RobotsRecord, pack_body, unpack_body
+from crawlstack.fetch.robots_txt import RobotsRecord, pack_body, unpack_body
 
 
 class HostStore:

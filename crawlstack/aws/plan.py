@@ -28,7 +28,7 @@ from crawlstack.aws.blobs import BlobStore
 from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.aws.day import DayItem, minute, plan_item
 from crawlstack.aws.sources import DAY_KEY, source_key
-from crawlstack.crawllog import iso_time
+from crawlstack.fetch.crawllog import iso_time
 from crawlstack.watch.schedule import SourceState
 
 # Sources a planning chunk applies, its progress noted after each: 100,000 sources are 100 notes.

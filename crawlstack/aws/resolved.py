@@ -7,20 +7,20 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from crawlstack import storable
 from crawlstack.aws import clients
 from crawlstack.aws.connection import ENVIRONMENT, Connection
-from crawlstack.resolution import ResolvedRecord
+from crawlstack.records import storable
+from crawlstack.records.resolution import ResolvedRecord
 
 
 class ResolvedStore:
-    """The resolved table: one merged record per crawl and record id (``crawlstack.resolution``).
+    """The resolved table: one merged record per crawl and record id (``crawlstack.records.resolution``).
 
     Each field is two flat top-level attributes, ``field.<name>`` (the value)
     and ``source.<name>`` (the URL it came from): ``if_not_exists`` on a
     nested map path fails while the parent map is missing, flat names
     need no parent.  Names go through placeholders, so dots and reserved
-    words are literal.  Values are fitted as ``crawlstack.storable`` says:
+    words are literal.  Values are fitted as ``crawlstack.records.storable`` says:
     one too large for what is left of the item is stored as a marker.
     """
 

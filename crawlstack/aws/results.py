@@ -8,9 +8,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from crawlstack import storable
 from crawlstack.aws import clients
 from crawlstack.aws.connection import ENVIRONMENT, Connection
+from crawlstack.records import storable
 
 
 class ResultStore:
@@ -21,7 +21,7 @@ class ResultStore:
         self.name = table
 
     def put(self, record: dict[str, Any]) -> None:
-        """Store the record, fitted as ``crawlstack.storable`` says, so that a page's values never fail the write.
+        """Store the record, fitted as ``crawlstack.records.storable`` says: a page's values never fail the write.
 
         Should the size estimate run short of DynamoDB's own, a smaller budget
         gives way to markers sooner.

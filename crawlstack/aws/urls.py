@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from crawlstack.aws import clients
 from crawlstack.aws.connection import ENVIRONMENT, Connection
 from crawlstack.dispatch.ports import Claim
-from crawlstack.tries import UrlState
+from crawlstack.fetch.tries import UrlState
 
 
 def note_url(

@@ -35,8 +35,8 @@ from typing import Any, Protocol
 
 from crawlstack.cli import crawl, crawl_jobs, dlq, query, records, report, rules, seed, sources, status, watch
 from crawlstack.cli.common import UsageError, deployed_call
+from crawlstack.cli.safe_text import terminal_text
 from crawlstack.rules import RulesInvalid
-from crawlstack.safe_text import terminal_text
 
 
 class Command(Protocol):

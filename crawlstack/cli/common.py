@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crawlstack import limits, settings
+from crawlstack.cli.safe_text import terminal_text
 from crawlstack.limits import integer_flag, number_flag
-from crawlstack.safe_text import terminal_text
 
 if TYPE_CHECKING:
     from crawlstack.aws import Queue

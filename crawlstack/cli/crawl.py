@@ -17,12 +17,12 @@ from typing import Any
 from crawlstack import limits
 from crawlstack.cli.common import UsageError
 from crawlstack.cli.options import add_settings, check_config_size, given_settings, ranges_help
+from crawlstack.cli.safe_text import terminal_text
 from crawlstack.cli.seed import read_seeds
 from crawlstack.config import CrawlConfig
 from crawlstack.limits import integer_flag
 from crawlstack.local.options import LocalOptions
 from crawlstack.rules import load_rules
-from crawlstack.safe_text import terminal_text
 
 # ``crawl --local``'s exit status when it fetched no page at all: a crawl that ran but reached nothing.
 NOTHING_FETCHED = 3

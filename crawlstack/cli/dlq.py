@@ -11,7 +11,7 @@ from typing import Any
 from crawlstack import settings
 from crawlstack.cli import common
 from crawlstack.cli.common import UsageError, list_limit_flag
-from crawlstack.safe_text import terminal_text
+from crawlstack.cli.safe_text import terminal_text
 
 
 def register(sub: Any) -> None:

@@ -1,6 +1,6 @@
 """The crawl settings' flags of ``crawl --local``, ``seed`` and ``watch``, from their declarations.
 
-Each setting a command takes (``crawlstack.crawl_settings.of_command``)
+Each setting a command takes (``crawlstack.config.schema.of_command``)
 becomes one flag: its parser checks the setting's bounds
 (``crawlstack.limits``), and its value comes back as the setting holds it
 (``given_settings``).
@@ -14,7 +14,7 @@ from typing import Any
 
 from crawlstack import limits
 from crawlstack.cli.common import UsageError
-from crawlstack.crawl_settings import NUMBER, SUBSET, TEXT, TEXTS, Setting, of_command
+from crawlstack.config.schema import NUMBER, SUBSET, TEXT, TEXTS, Setting, of_command
 
 # Kinds whose values are text stored in the crawl's item (its size is checked up front).
 _TEXT_KINDS = (TEXT, TEXTS, SUBSET)

@@ -11,7 +11,7 @@ from typing import Any
 from crawlstack import settings
 from crawlstack.cli import common
 from crawlstack.cli.common import add_athena_timeout, cell, print_table
-from crawlstack.safe_text import csv_cell
+from crawlstack.cli.safe_text import csv_cell
 
 
 def register(sub: Any) -> None:

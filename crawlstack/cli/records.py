@@ -13,8 +13,8 @@ from typing import Any
 
 from crawlstack.cli import common
 from crawlstack.cli.common import UsageError, cell, list_limit_flag
+from crawlstack.cli.safe_text import csv_cell
 from crawlstack.limits import crawl_id_lookup_flag
-from crawlstack.safe_text import csv_cell
 
 
 def register(sub: Any) -> None:

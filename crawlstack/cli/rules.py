@@ -10,10 +10,10 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.cli.common import UsageError
-from crawlstack.crawl_settings import SETTINGS
+from crawlstack.cli.safe_text import terminal_text
+from crawlstack.config.schema import SETTINGS
 from crawlstack.limits import cidr_flag, port_flag, user_agent_flag
 from crawlstack.rules import load_rules
-from crawlstack.safe_text import terminal_text
 from crawlstack.urls import InvalidURL, canonicalize
 
 
@@ -75,7 +75,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _test(args: argparse.Namespace) -> int:
     # The tester's fetcher and the extractor (lxml): only for this command.
-    from crawlstack.rules_tester import PoliteFetcher, TesterError, guess_content_type, run_rules
+    from crawlstack.extract.rules_tester import PoliteFetcher, TesterError, guess_content_type, run_rules
 
     ruleset = load_rules(args.rules, check_schema=True)
     try:

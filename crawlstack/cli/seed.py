@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from crawlstack.cli import common
 from crawlstack.cli.common import UsageError
 from crawlstack.cli.options import add_settings, check_config_size, given_settings, ranges_help
+from crawlstack.cli.safe_text import terminal_text
 from crawlstack.config import CrawlConfig
 from crawlstack.limits import NOT_UTF8, crawl_id_flag, is_utf8_text, record_id_problem
 from crawlstack.local.options import Seed
 from crawlstack.rules import RuleSet, load_rules
-from crawlstack.safe_text import terminal_text
 from crawlstack.urls import InvalidURL, canonicalize
 
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ from typing import Any
 from crawlstack import settings
 from crawlstack.cli import common
 from crawlstack.cli.common import UsageError, print_table
+from crawlstack.cli.safe_text import terminal_text
 from crawlstack.limits import crawl_id_lookup_flag
-from crawlstack.safe_text import terminal_text
 
-# "retrying": a try failed with an HTTP error and the next is scheduled (crawlstack.fetch_outcomes); last,
+# "retrying": a try failed with an HTTP error and the next is scheduled (crawlstack.fetch.outcomes); last,
 # as it came last.  "fetching" is written no more (a host's run reads a URL's state instead); the column
 # stays for items written before, and for scripts that read it.
 URL_STATES = ("queued", "fetching", "fetched", "skipped", "failed", "retrying")
@@ -109,7 +109,7 @@ def _print_watch(sources: Sequence[tuple[str, float | None, float | None, float 
     """A watch's sources and where each stands, as ``status`` prints them (nothing without sources)."""
     if not sources:
         return
-    from crawlstack.crawllog import iso_time
+    from crawlstack.fetch.crawllog import iso_time
 
     print()
     rows = [

@@ -9,8 +9,8 @@ from typing import Any
 from crawlstack import limits
 from crawlstack.cli.common import UsageError
 from crawlstack.cli.options import add_settings, given_settings
+from crawlstack.cli.safe_text import terminal_text
 from crawlstack.limits import integer_flag, number_flag
-from crawlstack.safe_text import terminal_text
 
 
 def register(sub: Any) -> None:

@@ -15,7 +15,7 @@ order:
 4. ``RecordComplete``: a message for a record already complete is skipped,
    before any robots.txt request and without taking the URL's claim;
 5. ``Robots.load``: the origin's robots.txt if known yet (the host's run
-   fetches it; ``crawlstack.runs.host``);
+   fetches it; ``crawlstack.fetch.host_loop``);
 6. ``Dedupe``: the claim, a conditional put on the urls table;
 7. ``Robots.check``: a disallow recorded as the claimed URL's outcome;
 8. ``BudgetAndCaps.take``: the host's cap, then the page budget;
@@ -37,8 +37,8 @@ user's seed, a redirect target, a link sent before the flag existed) is
 canonicalised once.
 """
 
-from crawlstack.dispatch.budget import BudgetAndCaps
 from crawlstack.dispatch.canonicalise import Canonicalise
+from crawlstack.dispatch.caps import BudgetAndCaps
 from crawlstack.dispatch.chain import Chain, Step
 from crawlstack.dispatch.dedupe import Dedupe
 from crawlstack.dispatch.dispatcher import Dispatcher

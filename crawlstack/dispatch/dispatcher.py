@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from crawlstack.dispatch.budget import BudgetAndCaps
 from crawlstack.dispatch.canonicalise import Canonicalise
+from crawlstack.dispatch.caps import BudgetAndCaps
 from crawlstack.dispatch.chain import Chain, Step
 from crawlstack.dispatch.dedupe import Dedupe
 from crawlstack.dispatch.link import Decision, Link

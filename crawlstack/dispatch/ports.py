@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from crawlstack.robots import RobotsRecord
+from crawlstack.fetch.robots_txt import RobotsRecord
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """RecordComplete: a message for a record already complete is skipped, before robots.txt and dedupe.
 
 A message for a record (``record_id`` and ``want``) every wanted field of
-which is found (``crawlstack.resolution``) is skipped, before any
+which is found (``crawlstack.records.resolution``) is skipped, before any
 robots.txt request, without taking the URL's claim: another record (or a
 seed without one) may still need the page.  It is noted only where the
 crawl has no item for the URL yet, so the crawl log says why it was not
@@ -24,7 +24,7 @@ from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.messages import FrontierMessage
 from crawlstack.ports import Urls
-from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
+from crawlstack.records.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecords, read_complete
 
 
 class RecordComplete:

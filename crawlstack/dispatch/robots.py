@@ -1,7 +1,7 @@
-"""Robots: the origin's robots.txt (``crawlstack.robots``), when known, before the dedupe claim; its verdict after.
+"""Robots: the origin's robots.txt (``crawlstack.fetch.robots_txt``), if known, before the claim; its verdict after.
 
 Dispatch never fetches robots.txt: the host's run does, as the host's next
-request under its lease (``crawlstack.runs.host``), so the file's request
+request under its lease (``crawlstack.fetch.host_loop``), so the file's request
 is spaced like any other and made once per origin per expiry.  Here the
 policy is what this container remembers or the hosts table caches; a URL of
 an origin with none yet goes on, and its run checks it.
@@ -27,8 +27,8 @@ from crawlstack import settings
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.ports import RobotsCache
+from crawlstack.fetch.robots_txt import RobotsPolicy, remember
 from crawlstack.ports import Urls
-from crawlstack.robots import RobotsPolicy, remember
 from crawlstack.urls import origin_of
 
 ROBOTS_MISS_SECONDS = 5.0

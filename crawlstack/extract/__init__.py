@@ -9,6 +9,6 @@ stores of ``ports``.  The rules that read a page are ``crawlstack.rules``.
 
 from crawlstack.extract.extractor import Extracted, Extractor
 from crawlstack.extract.outlinks import SentLinks, SkippedLinks, page_links
-from crawlstack.extract.records import record_line, records_key
+from crawlstack.extract.page_records import record_line, records_key
 
 __all__ = ["Extracted", "Extractor", "SentLinks", "SkippedLinks", "page_links", "record_line", "records_key"]

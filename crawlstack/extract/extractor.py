@@ -2,7 +2,7 @@
 
 Each archived 2xx response is read in its own budget
 (``settings.EXTRACTION_BUDGET_SECONDS``, ``crawlstack.rules.budget``) and
-pattern context (``crawlstack.patterns``): whatever the page holds costs
+pattern context (``crawlstack.rules.patterns``): whatever the page holds costs
 that page alone, which fails with its crawl-log line while the rest of the
 WARC goes on.  A page's depth is the smallest it was found at before it was
 extracted: the urls table's, read once per WARC.  A watch's checked page
@@ -19,23 +19,23 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crawlstack import patterns, settings
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.crawllog import PageFailure
 from crawlstack.extract.metadata import page_metadata
 from crawlstack.extract.outcomes import failure_reason, record_outcomes, stored_depths
 from crawlstack.extract.outlinks import SentLinks, SkippedLinks, frontier_batch, page_outlinks
+from crawlstack.extract.page_records import Resolution, page_records, write_records
 from crawlstack.extract.ports import PageOutcomes
-from crawlstack.extract.records import Resolution, page_records, write_records
+from crawlstack.fetch.crawllog import PageFailure
+from crawlstack.fetch.warc import WarcPage, read_warc
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.ports import Blobs, Crawls, Results
-from crawlstack.resolution import ResolvedRecords
-from crawlstack.rules import Mapping, Page, RuleSet
+from crawlstack.records.resolution import ResolvedRecords
+from crawlstack.rules import Mapping, Page, RuleSet, patterns
 from crawlstack.rules.budget import page_budget
 from crawlstack.scope import rules_for
-from crawlstack.warc import WarcPage, read_warc
 
-# The statuses fetch follows (crawlstack.fetch_outcomes): their targets go on with a watch's check.
+# The statuses fetch follows (crawlstack.fetch.outcomes): their targets go on with a watch's check.
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 if TYPE_CHECKING:  # only a watch's extract has one; the handlers' asset need not ship it

@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 
 from crawlstack import settings
-from crawlstack.crawllog import PageFailure, failure_objects
 from crawlstack.errors import failure
 from crawlstack.extract.metadata import page_metadata
 from crawlstack.extract.ports import PageOutcomes
+from crawlstack.fetch.crawllog import PageFailure, failure_objects
+from crawlstack.fetch.warc import WarcPage
 from crawlstack.ports import Blobs
 from crawlstack.rules.budget import BudgetExceeded
-from crawlstack.warc import WarcPage
 
 
 def failure_reason(exc: Exception) -> str:

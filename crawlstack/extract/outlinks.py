@@ -35,7 +35,7 @@ from urllib.parse import urljoin
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.messages import FrontierMessage
-from crawlstack.resolution import CompletedRecords
+from crawlstack.records.resolution import CompletedRecords
 from crawlstack.rules import Mapping, Page, RuleSet, budget
 from crawlstack.scope import out_of_scope
 from crawlstack.urls import InvalidURL, resolve_link

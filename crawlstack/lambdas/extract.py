@@ -10,10 +10,10 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from crawlstack.dispatch import Outbox
 from crawlstack.extract import SkippedLinks
+from crawlstack.fetch.warc import WarcUnreadable
 from crawlstack.lambdas.batches import process_batch
 from crawlstack.lambdas.observability import Observability
 from crawlstack.messages import FrontierMessage, created_objects, pack_links
-from crawlstack.warc import WarcUnreadable
 from crawlstack.wiring import Services
 
 # A watch's counts, by metric name (the dashboard's checks panels, infra.monitoring).

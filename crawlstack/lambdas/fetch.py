@@ -1,4 +1,4 @@
-"""Fetch: a batch of host run messages -> each host worked through its backlog (see crawlstack.runs.runner).
+"""Fetch: a batch of host run messages -> each host worked through its backlog (see crawlstack.fetch.host_runner).
 
 A run message whose lease is refused (a stale or duplicate message, or a
 host another invocation holds) is done with.  A host whose run failed
@@ -17,11 +17,11 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from crawlstack.errors import failure
-from crawlstack.fetch_outcomes import Fetched, failure_class
+from crawlstack.fetch.outcomes import Fetched, failure_class
 from crawlstack.lambdas.batches import process_batch
 from crawlstack.lambdas.observability import Observability
 from crawlstack.messages import InvalidMessage, RunMessage
-from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.records.resolution import RECORD_COMPLETE
 from crawlstack.wiring import Services
 
 _OUTCOME_METRIC = {"fetched": "PagesFetched", "skipped": "PagesSkipped", "retry": "FetchRetries"}
@@ -51,7 +51,7 @@ def handle(svc: Services, obs: Observability, event: dict[str, Any], context: An
         logger.warning("host run failed", host=host, reason=failure(error))
     for end, count in Counter(result.ends.values()).items():  # done, rescheduled, deadline, lost, refused, failed
         metrics.add_metric(name=f"Runs{end.capitalize()}", unit=MetricUnit.Count, value=count)
-    # Sleep or be woken (crawlstack.runs.schedule.should_sleep): the waits slept; RunsRescheduled, the others.
+    # Sleep or be woken (crawlstack.fetch.pacing.should_sleep): the waits slept; RunsRescheduled, the others.
     if result.waits_slept:
         metrics.add_metric(name="RunWaitsSlept", unit=MetricUnit.Count, value=result.waits_slept)
         metrics.add_metric(name="RunSecondsSlept", unit=MetricUnit.Seconds, value=round(result.seconds_slept, 3))

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crawlstack import settings
+from crawlstack.fetch.warc import WarcUnreadable, read_warc
 from crawlstack.local.backend import LocalState, has_state, open_read_only
 from crawlstack.local.outdir import STATE_FILE, StateError, crawl_running
 from crawlstack.local.sqlite import FileBlobs, LocalBlobs, SqliteQueue, StateDb
 from crawlstack.local.sqlite.queues import DeadLetter
 from crawlstack.messages import created_objects
-from crawlstack.warc import WarcUnreadable, read_warc
 
 
 @dataclass(frozen=True)

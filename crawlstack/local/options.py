@@ -1,7 +1,7 @@
 """What a local crawl is asked to do: its seeds and options (``crawlstack crawl --local``'s flags).
 
 The crawl's settings are ``config``, a ``CrawlConfig`` of the settings
-``crawl`` takes (``crawlstack.crawl_settings``); the other fields are the
+``crawl`` takes (``crawlstack.config.schema``); the other fields are the
 run's own.  ``saved_options`` is what the crawl's state keeps for
 ``--resume``: those settings, by name, and ``SAVED_OPTIONS``;
 ``RESUME_OPTIONS`` are the ones a resume takes from its command line.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crawlstack.config import CrawlConfig
-from crawlstack.crawl_settings import of_command
+from crawlstack.config.schema import of_command
 
 
 @dataclass(frozen=True)

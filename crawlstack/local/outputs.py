@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from crawlstack import settings
-from crawlstack.crawllog import url_ends
-from crawlstack.endings import Endings
+from crawlstack.fetch.crawllog import url_ends
 from crawlstack.local.dead_letters import held_back_pages
 from crawlstack.local.metrics import metric_total
 from crawlstack.local.sqlite import LocalBlobs, SqliteQueue
-from crawlstack.resolution import ResolvedRecord
-from crawlstack.storable import OMITTED_PREFIX, json_safe
+from crawlstack.records.resolution import ResolvedRecord
+from crawlstack.records.storable import OMITTED_PREFIX, json_safe
+from crawlstack.report.endings import Endings
 from crawlstack.urls import host_of
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def _log_line(item: dict[str, Any], interrupted: bool) -> dict[str, Any]:
         if item.get(key) is not None and key not in line:
             line[key] = item[key]
     if item.get("attempt", 1) > 1:
-        # Tried more than once (retries of HTTP errors, crawlstack.fetch_outcomes).
+        # Tried more than once (retries of HTTP errors, crawlstack.fetch.outcomes).
         line["attempts"] = item["attempt"]
     *earlier, last = item.get("tries") or [None]
     if last is not None:

@@ -1,7 +1,7 @@
 """``crawlstack query --local OUT_DIR``: SQL on DuckDB over a local crawl's ``OUT/``.
 
 The views have the stack's Glue tables' names, columns and types, from the
-one definition in ``crawlstack.tables`` (partition columns ``crawl_id`` and
+one definition in ``crawlstack.records.tables`` (partition columns ``crawl_id`` and
 ``dt`` included), so the same SQL gives the same answer on both:
 
 * ``records``: ``records.jsonl``;
@@ -21,9 +21,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crawlstack import tables
 from crawlstack.aws.errors import DeployedError
-from crawlstack.tables import QueryResult
+from crawlstack.records import tables
+from crawlstack.records.tables import QueryResult
 
 _MAP = "MAP(VARCHAR, VARCHAR)"
 _HOST = "lower(regexp_extract(url, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?([^/:?#]+)', 1))"

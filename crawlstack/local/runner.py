@@ -15,14 +15,14 @@ queued, delayed or in flight, and writes ``OUT/`` (``crawlstack.local.outputs``)
 * ``records.jsonl``: one line per extracted record, appended as pages are
   extracted on the local backend;
 * ``crawl-log.jsonl``: one line per URL the crawl met (duplicates aside), from
-  the urls table and the crawl-log objects (``crawlstack.crawllog.outcome_of``):
+  the urls table and the crawl-log objects (``crawlstack.fetch.crawllog.outcome_of``):
   ``fetched``, ``skipped`` or ``failed``, or ``dropped`` by dispatch before
   dedupe (invalid, out of scope, a port not allowed, a spider trap, over the
   budget or its host's cap), each with its reason; ``started_at`` and
   ``fetched_at`` of its last try, ``earlier_tries`` and ``attempts`` when it
   was tried more than once; ``refetched`` when a kill made it go twice;
 * ``resolved.jsonl``: one line per seed ``record_id``, its merged fields
-  (``crawlstack.resolution``), sorted by record id;
+  (``crawlstack.records.resolution``), sorted by record id;
 * ``warc/*.warc.gz``: the fetched pages, one file per flush;
 * ``summary.json``: counts and timings;
 * ``report.html``: the crawl's plots (``crawlstack.report``), drawn from the files above, written last.
@@ -86,7 +86,7 @@ LOCAL_VISIBILITY_TIMEOUT = {
 }
 # A message a handler failed comes back after this long, not the visibility
 # timeout: the invocation is over (and on to the DLQ after maxReceiveCount).
-# A host whose run failed gave its lease back (crawlstack.runs.runner), so
+# A host whose run failed gave its lease back (crawlstack.fetch.host_runner), so
 # its redelivered run message may lease again at once.
 LOCAL_RETRY_SECONDS: dict[str, int | None] = {"frontier": 2, "fetch": 2, "extract": 2}
 # Extract waits while the frontier holds this many messages or more.

@@ -47,8 +47,8 @@ from typing import IO, Any, cast
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.crawl_settings import Setting, of_command
-from crawlstack.crawllog import iso_time
+from crawlstack.config.schema import Setting, of_command
+from crawlstack.fetch.crawllog import iso_time
 from crawlstack.lambdas.environment import HandlerSettings
 from crawlstack.local.backend import LocalState, StateError, has_state, read_meta, write_meta
 from crawlstack.local.metrics import MetricsFile, serialised_metrics
@@ -79,7 +79,7 @@ TICK_WALL_SECONDS = (0.01, 0.25)
 class WatchSettings:
     """What a watch keeps in its state for its next run (``watch_settings``): a flag given replaces it.
 
-    Besides ``checks_per_day``, the crawl settings ``watch`` takes (``crawlstack.crawl_settings``): a field
+    Besides ``checks_per_day``, the crawl settings ``watch`` takes (``crawlstack.config.schema``): a field
     each (tests/unit/test_watch_settings.py holds them to their declarations); one with no field here (a
     setting registered at run time) is in ``extra``.
     """

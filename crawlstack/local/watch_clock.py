@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from crawlstack import limits
-from crawlstack.crawllog import iso_time
+from crawlstack.fetch.crawllog import iso_time
 from crawlstack.local.outdir import StateError
 from crawlstack.watch.schedule import DAY
 

@@ -1,4 +1,4 @@
-"""A deployed crawl's report facts, from its Athena tables (``crawlstack.tables``).
+"""A deployed crawl's report facts, from its Athena tables (``crawlstack.records.tables``).
 
 Three queries: every crawl-log line of the crawl (one a try, and one for
 each page whose extraction failed), the records per mapping, and per
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from crawlstack import tables
+from crawlstack.records import tables
+from crawlstack.records.tables import QueryResult
 from crawlstack.report.facts import CrawlFacts, UrlLines
-from crawlstack.tables import QueryResult
 
 Run = Callable[[str], QueryResult]
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from crawlstack.endings import Endings
+from crawlstack.report.endings import Endings
 from crawlstack.urls import host_of
 
 MAX_TIMELINE_HOSTS = 40

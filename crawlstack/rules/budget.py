@@ -9,7 +9,7 @@ engine calls ``check()`` between steps and between values, which raises
 ``BudgetExceeded`` once the page has had its time, and the extractor turns
 that into the page's ``failed`` outcome.  No single call can outlast the
 budget by much: user regexes have their own per-call timeout
-(``crawlstack.patterns``) and element text is linear in the page's size.
+(``crawlstack.rules.patterns``) and element text is linear in the page's size.
 
 The budget lives in a context variable, so each thread (each pump worker
 or Lambda invocation) has its own, and code run outside a budget (``rules

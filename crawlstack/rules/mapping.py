@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawlstack import patterns, settings
+from crawlstack import settings
 from crawlstack.errors import failure
-from crawlstack.rules import budget, sizes
+from crawlstack.rules import budget, patterns, sizes
 from crawlstack.rules.page import Page, media_type
 from crawlstack.rules.processors import ProcessorError, Step, Values, compile_processor, is_node, text_of
 from crawlstack.rules.values import kept

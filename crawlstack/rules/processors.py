@@ -26,8 +26,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urljoin
 
 from lxml import etree
 
-from crawlstack import patterns
-from crawlstack.rules import budget, sizes
+from crawlstack.rules import budget, patterns, sizes
 from crawlstack.rules.page import Page
 from crawlstack.rules.values import finalize, is_node, text_of
 

@@ -40,7 +40,7 @@ does), since their runs exist now and nothing else would start them.
   propagates out of the batch's send and fails the batch: its messages are
   redelivered, their URLs claimed again under the same message ids
   (``crawlstack.dispatch.dedupe``), added again (a second copy of each
-  task, under new keys: the run fetches a URL once, ``crawlstack.tries``) and
+  task, under new keys: the run fetches a URL once, ``crawlstack.fetch.tries``) and
   scheduled again.  Only a batch that fails until its messages reach the
   DLQ strands its bundles; a sweep of hosts with a backlog and no run
   would recover those (not built).

@@ -97,7 +97,7 @@ class Runs(Protocol):
         the item before then shows that holder's own lease: what the first
         attempt found is gone, but a lease it took over had ended by ``now``.
         The item before tells the new holder when it may send its first
-        request (``crawlstack.runs.schedule.first_start``).
+        request (``crawlstack.fetch.pacing.first_start``).
         """
         ...
 

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crawlstack.urls import host_of
-from crawlstack.watch.budget import Check, grants, rate_estimate
+from crawlstack.watch.grants import Check, grants, rate_estimate
 from crawlstack.watch.sources import Source
 
 DAY = 86_400.0

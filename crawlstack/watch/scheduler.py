@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Protocol
 
 from crawlstack import settings
-from crawlstack.crawllog import iso_time
+from crawlstack.fetch.crawllog import iso_time
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.watch.check import Validators
 from crawlstack.watch.pages import WATCH_CRAWL_ID

@@ -81,7 +81,7 @@ NOT_SHIPPED = (
     "crawlstack.aws.stack",
     "crawlstack.aws.athena",
     "crawlstack.aws.schedule",
-    "crawlstack.rules_tester",
+    "crawlstack.extract.rules_tester",
 )
 
 
@@ -94,7 +94,7 @@ def test_code_asset_holds_exactly_what_the_handlers_import(build, tmp_path):
     assert not set(NOT_SHIPPED) & closure
     assert not (code / "crawlstack" / "demo").exists() and not (code / "crawlstack" / "local").exists()
     # Imported inside functions only (crawlstack.wiring, crawlstack.rules.mapping), still shipped.
-    assert {"crawlstack.runs.runner", "crawlstack.extract.extractor", "crawlstack.rules.schema"} <= closure
+    assert {"crawlstack.fetch.host_runner", "crawlstack.extract.extractor", "crawlstack.rules.schema"} <= closure
     # A shipped package's data files go with it.
     assert (code / "crawlstack" / "rules" / "schema.json").is_file()
 

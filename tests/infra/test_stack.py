@@ -21,7 +21,7 @@ import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Match, Template  # noqa: E402
 
 from crawlstack import settings  # noqa: E402
-from crawlstack import tables as schema  # noqa: E402
+from crawlstack.records import tables as schema  # noqa: E402
 from infra.config import (  # noqa: E402
     CTX_ALARM_EMAIL,
     CTX_DELAY,
@@ -585,8 +585,8 @@ def test_dashboard_shows_queues_pipeline_metrics_and_errors(template):
 
 
 def test_glue_tables_project_partitions_from_the_key_layout(stack, resources):
-    from crawlstack.crawllog import partition_path
     from crawlstack.extract import records_key
+    from crawlstack.fetch.crawllog import partition_path
 
     bucket_ref = {"Ref": lid(stack, stack.storage.bucket)}
     (database,) = of_type(resources, "AWS::Glue::Database").values()
@@ -622,7 +622,7 @@ def test_glue_tables_project_partitions_from_the_key_layout(stack, resources):
 
 
 def test_glue_tables_have_the_one_schema_query_local_uses_too(resources):
-    """The columns and types of crawlstack.tables, which local mode's DuckDB views also take."""
+    """The columns and types of crawlstack.records.tables, which local mode's DuckDB views also take."""
     glue_tables = {t["Properties"]["TableInput"]["Name"]: t for t in of_type(resources, "AWS::Glue::Table").values()}
     for name, columns in schema.COLUMNS.items():
         table = glue_tables[name]["Properties"]["TableInput"]

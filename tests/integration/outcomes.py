@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from crawlstack import aws
-from crawlstack.crawllog import url_ends
+from crawlstack.fetch.crawllog import url_ends
 
 
 def crawl_outcomes(names: aws.StackNames, crawl_id: str) -> dict[str, dict[str, Any]]:

@@ -11,7 +11,7 @@ from webs import Crawl, host_pattern, read_jsonl
 
 from crawlstack import aws, settings
 from crawlstack.demo.server import LoopbackWeb, Response
-from crawlstack.storable import omitted, size
+from crawlstack.records.storable import omitted, size
 
 A = "127.0.0.2"
 HUGE = "x" * 720_000

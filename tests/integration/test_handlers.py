@@ -28,12 +28,12 @@ from webs import describe, page, robots
 from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb, Response
+from crawlstack.fetch.warc import read_warc
 from crawlstack.local import resources
 from crawlstack.local.emulator import EmbeddedAws
 from crawlstack.local.pump import LambdaContext
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage, created_objects, frontier_messages
 from crawlstack.urls import canonicalize, fingerprint
-from crawlstack.warc import read_warc
 from crawlstack.watch.sources import Source
 from functions import container
 from functions.dispatch import handler as dispatch
@@ -461,7 +461,7 @@ def test_a_rescheduled_hosts_wake_up_goes_out_while_its_invocation_works_other_h
     stack: dict[str, str], web: LoopbackWeb
 ) -> None:
     # Two hosts in one invocation: A's one page is slow; B's Crawl-delay after its robots.txt is a wait
-    # cheaper to be woken from than to sleep through (crawlstack.runs.schedule), so B is released.
+    # cheaper to be woken from than to sleep through (crawlstack.fetch.pacing), so B is released.
     web.add_host("127.0.0.3", {"/slow.html": Response(page("slow"), delay=5.0)})
     web.add_host("127.0.0.4", {"/robots.txt": robots("User-agent: *\nCrawl-delay: 2\n"), "/b.html": page("b")})
     messages = dispatch_and_collect(stack, web.url("127.0.0.3", "/slow.html"), web.url("127.0.0.4", "/b.html"))

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from webs import assert_spacing, page, page_requests
 
-from crawlstack import aws, http, settings
+from crawlstack import aws, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.demo.server import LoopbackWeb, Response
+from crawlstack.fetch import host_loop as host_module
+from crawlstack.fetch import http
 from crawlstack.messages import FetchTask, RunMessage
-from crawlstack.runs import host as host_module
 from crawlstack.runs.admission import RunAdmissions, admit
 from crawlstack.urls import canonicalize, fingerprint, host_of
 from crawlstack.wiring import Services
@@ -106,7 +107,7 @@ class Died(BaseException):
 def test_an_invocation_that_dies_mid_run_loses_no_url_and_the_next_holder_keeps_the_delay(
     svc: Services, web: LoopbackWeb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    delay = 0.3  # under a lone host's break-even wait (crawlstack.runs.schedule): slept, not rescheduled
+    delay = 0.3  # under a lone host's break-even wait (crawlstack.fetch.pacing): slept, not rescheduled
     web.add_host(HOST, {f"/p{i}": page(f"p{i}") for i in range(5)})
     [msg] = enqueue(svc, [web.url(HOST, f"/p{i}") for i in range(5)], delay=delay)
     runner = svc.runner

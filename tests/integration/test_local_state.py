@@ -37,8 +37,8 @@ from webs import (
     write_rules,
 )
 
-from crawlstack.addresses import REFUSAL
 from crawlstack.demo.server import LoopbackWeb
+from crawlstack.fetch.addresses import REFUSAL
 from crawlstack.local.backend import STATE_FILE, LocalState
 from crawlstack.local.sqlite import SqliteJournal
 from crawlstack.local.sqlite.db import StateDb

@@ -21,7 +21,7 @@ import test_handlers
 from test_handlers import BOOK_RULE, Site, context, drain, s3_event, seed, sqs_event
 
 from crawlstack import aws, settings
-from crawlstack.warc import read_warc
+from crawlstack.fetch.warc import read_warc
 from functions.dispatch import handler as dispatch
 from functions.extract import handler as extract
 from functions.fetch import handler as fetch

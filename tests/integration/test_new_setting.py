@@ -19,7 +19,7 @@ import pytest
 
 from crawlstack import aws, cli
 from crawlstack.config import CrawlConfig
-from crawlstack.crawl_settings import Setting
+from crawlstack.config.schema import Setting
 from crawlstack.local import runner
 from crawlstack.local import watch as local_watch
 from crawlstack.local.options import restored_options, saved_options

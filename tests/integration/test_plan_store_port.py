@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from crawlstack import aws, settings
-from crawlstack.crawllog import iso_time
+from crawlstack.fetch.crawllog import iso_time
 from crawlstack.local.sqlite import StateDb
 from crawlstack.local.sqlite.sources import SqliteSources
 from crawlstack.local.sqlite.watch import SqliteWatch

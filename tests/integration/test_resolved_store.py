@@ -15,7 +15,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.local.pump import LambdaContext
 from crawlstack.local.sqlite import SqliteResolved, StateDb
 from crawlstack.messages import FrontierMessage
-from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.records.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
 from functions.dispatch import handler as dispatch
 

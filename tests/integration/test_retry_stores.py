@@ -1,6 +1,6 @@
 """The conditions retries rely on, on the embedded emulator and on the tests' fakes alike.
 
-``UrlStore.fetch_states`` (what ``crawlstack.tries.next_try`` decides a try
+``UrlStore.fetch_states`` (what ``crawlstack.fetch.tries.next_try`` decides a try
 on), the outcome of a try and ``unclaim`` of a URL waiting for a retry.
 Each test runs against ``crawlstack.aws`` (moto) and ``tests/fakes.py``, so
 the fakes keep DynamoDB's semantics.  The host's
@@ -18,9 +18,9 @@ import pytest
 from fakes import FakeUrls
 
 from crawlstack import aws
+from crawlstack.fetch.tries import UrlState, next_try
 from crawlstack.local.sqlite import SqliteUrls, StateDb
 from crawlstack.messages import FetchTask
-from crawlstack.tries import UrlState, next_try
 from crawlstack.urls import fingerprint
 
 CRAWL = "itest"

@@ -16,8 +16,8 @@ import pytest
 from fakes import FakeHosts
 
 from crawlstack import aws, settings
+from crawlstack.fetch.robots_txt import PARSED, RobotsPolicy, RobotsRecord
 from crawlstack.local.sqlite import SqliteHosts, StateDb
-from crawlstack.robots import PARSED, RobotsPolicy, RobotsRecord
 
 ORIGIN = "http://big.example"
 UA = "crawlstack/1.0"

@@ -2,7 +2,7 @@
 
 Every record is stored: NaN and infinities as null, numbers out of
 DynamoDB's range or precision as text, and a value too large for an item
-as the ``crawlstack.storable.omitted`` marker.
+as the ``crawlstack.records.storable.omitted`` marker.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from crawlstack import aws, settings
-from crawlstack.storable import OMITTED_PREFIX, omitted, size
+from crawlstack.records.storable import OMITTED_PREFIX, omitted, size
 
 CRAWL = "itest"
 HUGE = "x" * 720_000

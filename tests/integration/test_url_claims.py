@@ -23,7 +23,7 @@ from crawlstack.config import CrawlConfig
 from crawlstack.local.pump import LambdaContext
 from crawlstack.local.sqlite import SqliteUrls, StateDb
 from crawlstack.messages import FetchTask
-from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.records.resolution import RECORD_COMPLETE
 from crawlstack.runs.admission import RunAdmissions, admit
 from crawlstack.urls import fingerprint
 from functions.fetch import handler as fetch

@@ -14,7 +14,7 @@ from crawlstack.aws.urls import UrlStore
 from crawlstack.dispatch.ports import Claim
 from crawlstack.local.sqlite import SqliteUrls, StateDb
 from crawlstack.ports import Urls
-from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.records.resolution import RECORD_COMPLETE
 
 CRAWL = "c"
 URL = "http://a.example/x"

@@ -19,7 +19,7 @@ from drains import drain
 from crawlstack import aws, settings
 from crawlstack.aws import plan as plan_module
 from crawlstack.aws import seen as seen_module
-from crawlstack.crawllog import iso_time
+from crawlstack.fetch.crawllog import iso_time
 from crawlstack.local.pump import LambdaContext
 from crawlstack.messages import FrontierMessage
 from crawlstack.watch.check import event_id

@@ -10,12 +10,12 @@ from fakes import FakeBlobs, FakeCrawls, FakeResults
 
 from crawlstack.config import CrawlConfig
 from crawlstack.extract import Extractor
+from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.local.sqlite import StateDb
 from crawlstack.local.sqlite.watch import SqliteWatch
 from crawlstack.messages import CheckRef, FrontierMessage
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
-from crawlstack.warc import Exchange, write_warc
 from crawlstack.watch.check import Validators
 from crawlstack.watch.pages import WATCH_CRAWL_ID, CheckPages
 from crawlstack.watch.sources import Source

@@ -21,7 +21,7 @@ from crawlstack.dispatch import (
     Urls,
 )
 from crawlstack.jobs import Held
-from crawlstack.resolution import CompletedRecords, ResolvedRecords
+from crawlstack.records.resolution import CompletedRecords, ResolvedRecords
 from crawlstack.rules import RuleSet
 
 

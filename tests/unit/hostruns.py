@@ -1,7 +1,7 @@
 """Host runs on the fakes: a fake web patched over ``http.fetch``, a fake clock, and a runner on the fake stores.
 
 Shared by the tests of ``crawlstack.runs`` and of what a response means
-(``crawlstack.fetch_outcomes``): ``Env`` admits tasks as dispatch does (the
+(``crawlstack.fetch.outcomes``): ``Env`` admits tasks as dispatch does (the
 bundle first, then the run), runs ``HostRunner`` on the run messages, and
 wakes the hosts that were rescheduled (``Env.settle``), so a test drives a
 host's whole life through the runner.
@@ -27,12 +27,13 @@ from fakes import (
     url_outcome,
 )
 
-from crawlstack import http, settings
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
+from crawlstack.fetch import http
+from crawlstack.fetch.host_runner import HostRunner, RunResult
+from crawlstack.fetch.robots_txt import ALLOW_ALL, RobotsRecord
 from crawlstack.messages import FetchTask, RunMessage
-from crawlstack.resolution import CompletedRecords
-from crawlstack.robots import ALLOW_ALL, RobotsRecord
-from crawlstack.runs.runner import HostRunner, RunResult
+from crawlstack.records.resolution import CompletedRecords
 from crawlstack.urls import fingerprint
 
 UA = "crawlstack/test"
@@ -41,7 +42,7 @@ HOST = "example.com"
 
 
 class Web:
-    """Stands in for crawlstack.http.fetch: canned results per URL, and a log of calls (url, user agent, time)."""
+    """Stands in for crawlstack.fetch.http.fetch: canned results per URL, and a log of calls (url, user agent, time)."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock

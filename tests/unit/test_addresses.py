@@ -1,4 +1,4 @@
-"""crawlstack.addresses: the allow-list from the IANA special-purpose registries, row by row.
+"""crawlstack.fetch.addresses: the allow-list from the IANA special-purpose registries, row by row.
 
 Every answer here comes from the module's own table, never from
 ``ipaddress.is_global``/``is_private``, so it is the same on Python 3.11-3.13.
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from crawlstack import addresses, http
-from crawlstack.addresses import AddressGuard, AddressRefused, is_public, special_range, why_refused
+from crawlstack.fetch import addresses, http
+from crawlstack.fetch.addresses import AddressGuard, AddressRefused, is_public, special_range, why_refused
 
 # One address per table row, decided by that row, and whether it is public.
 # The rows that wrap IPv4 (mapped, NAT64, 6to4, Teredo) wrap a public one here; see the embedded tests.

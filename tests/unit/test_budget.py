@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from crawlstack.watch.budget import grants, rate_estimate
+from crawlstack.watch.grants import grants, rate_estimate
 from crawlstack.watch.schedule import DAY, Check, SourceState, plan_day, priority_after
 from crawlstack.watch.sources import Source
 

@@ -8,16 +8,16 @@ import pytest
 from dispatching import build_dispatcher
 from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeResults, FakeUrls
 
-from crawlstack import http
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Link, Outbox, dispatch_in_turns
 from crawlstack.dispatch import link as link_module
 from crawlstack.extract import Extractor
+from crawlstack.fetch import http
+from crawlstack.fetch.robots_txt import RobotsRecord
+from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.messages import FrontierMessage, frontier_messages, pack_links
-from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.urls import canonicalize, fingerprint, looks_canonical
-from crawlstack.warc import Exchange, write_warc
 
 
 def config(**kw: Any) -> CrawlConfig:

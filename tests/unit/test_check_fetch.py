@@ -8,10 +8,10 @@ import pytest
 from hostruns import Env
 
 from crawlstack.dispatch.link import Link
+from crawlstack.fetch.warc import read_warc
 from crawlstack.messages import CheckRef, FetchTask, FrontierMessage, InvalidMessage, frontier_messages
 from crawlstack.runs import bundles
 from crawlstack.urls import fingerprint
-from crawlstack.warc import read_warc
 
 CHECK = CheckRef("news", "2026-01-01T06:00:00Z", 1, '"v7"', "Wed, 21 Oct 2026 07:28:00 GMT")
 
@@ -60,8 +60,8 @@ def test_a_check_asks_conditionally_and_its_warc_says_which_check(monkeypatch: p
 
 
 def test_a_redirect_keeps_the_check_and_a_try_to_be_retried_is_marked() -> None:
-    from crawlstack import http
-    from crawlstack.fetch_outcomes import classify
+    from crawlstack.fetch import http
+    from crawlstack.fetch.outcomes import classify
 
     task = FetchTask(
         "http://news.example/latest", "fp", "news.example", 0, "watch", 0.0, check=json.dumps(CHECK.to_dict())

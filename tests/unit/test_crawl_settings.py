@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import pytest
 
-from crawlstack.crawl_settings import (
+from crawlstack.config.schema import (
     CAP,
     HOSTS,
     INTEGER,

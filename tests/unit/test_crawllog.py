@@ -10,13 +10,14 @@ import pytest
 from fakes import FakeBlobs
 from hostruns import HOST, Env
 
-from crawlstack import http, settings
-from crawlstack.crawllog import crawl_log_objects, log_only, outcome_of, url_ends, write_crawl_log
-from crawlstack.fetch_outcomes import Fetched
+from crawlstack import settings
+from crawlstack.fetch import http
+from crawlstack.fetch.crawllog import crawl_log_objects, log_only, outcome_of, url_ends, write_crawl_log
+from crawlstack.fetch.outcomes import Fetched
+from crawlstack.fetch.warc import Exchange
 from crawlstack.messages import FetchTask
-from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.records.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
-from crawlstack.warc import Exchange
 
 NOW = 1_700_000_000.0  # 2023-11-14
 

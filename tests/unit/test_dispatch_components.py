@@ -16,7 +16,7 @@ from fakes import (
     FakeUrls,
 )
 
-from crawlstack import http, jobs
+from crawlstack import jobs
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import (
     ROBOTS_MISS_SECONDS,
@@ -33,9 +33,10 @@ from crawlstack.dispatch import (
     RunEnqueue,
     Scope,
 )
+from crawlstack.fetch import http
+from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.messages import FrontierMessage
-from crawlstack.resolution import RECORD_COMPLETE
-from crawlstack.robots import RobotsRecord
+from crawlstack.records.resolution import RECORD_COMPLETE
 from crawlstack.rules import RuleSet
 from crawlstack.urls import fingerprint
 

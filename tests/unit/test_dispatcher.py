@@ -9,7 +9,6 @@ import pytest
 from dispatching import build_dispatcher
 from fakes import FakeBacklog, FakeClock, FakeCrawls, FakeHosts, FakeRuns, FakeScopeStore, FakeUrls
 
-from crawlstack import http
 from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import (
@@ -21,8 +20,9 @@ from crawlstack.dispatch import (
     dispatch_in_turns,
     flush_runs,
 )
+from crawlstack.fetch import http
+from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
-from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.urls import canonicalize, fingerprint

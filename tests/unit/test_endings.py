@@ -1,9 +1,9 @@
-"""The end-of-crawl summary's reasons and hints (``crawlstack.endings``)."""
+"""The end-of-crawl summary's reasons and hints (``crawlstack.report.endings``)."""
 
 from __future__ import annotations
 
-from crawlstack.addresses import REFUSAL
-from crawlstack.endings import TOP_REASONS, Endings, reason_class
+from crawlstack.fetch.addresses import REFUSAL
+from crawlstack.report.endings import TOP_REASONS, Endings, reason_class
 
 
 def test_a_reason_is_classed_without_the_url_or_value_it_names() -> None:

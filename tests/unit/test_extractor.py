@@ -12,10 +12,10 @@ from fakes import FakeBlobs, FakeCrawls, FakeResults
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.extract import Extractor, records_key
+from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.urls import fingerprint
-from crawlstack.warc import Exchange, write_warc
 
 KEY = "pages/dt=2024-01-02/abc.warc.gz"
 BOOK = compile_mapping(

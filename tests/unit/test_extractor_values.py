@@ -11,11 +11,11 @@ from fakes import FakeBlobs, FakeCrawls, FakeResolved, FakeResults
 
 from crawlstack.config import CrawlConfig
 from crawlstack.extract import Extractor
+from crawlstack.fetch.warc import Exchange, write_warc
+from crawlstack.records.storable import OMITTED_PREFIX, omitted, size
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
-from crawlstack.storable import OMITTED_PREFIX, omitted, size
 from crawlstack.urls import fingerprint
-from crawlstack.warc import Exchange, write_warc
 
 KEY = "pages/dt=2024-01-02/abc.warc.gz"
 HUGE = "x" * 720_000

@@ -1,7 +1,7 @@
 """What a response means for its task, through host runs on the fakes: outcomes, WARCs, redirects, skips.
 
 Each test drives ``HostRunner`` (``crawlstack.runs``) over a fake web; the
-classification itself is ``crawlstack.fetch_outcomes``.
+classification itself is ``crawlstack.fetch.outcomes``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 from hostruns import HOST, UA, Env
 
-from crawlstack import http, settings
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.fetch_outcomes import (
+from crawlstack.fetch import host_loop as host_module
+from crawlstack.fetch import http
+from crawlstack.fetch.host_runner import RunResult
+from crawlstack.fetch.outcomes import (
     FAILURE_CLASSES,
     MAX_REDIRECT_HOPS,
     UNUSABLE_LOCATION,
@@ -22,11 +25,9 @@ from crawlstack.fetch_outcomes import (
     failure_class,
     warc_key,
 )
+from crawlstack.fetch.warc import read_warc
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
-from crawlstack.resolution import RECORD_COMPLETE
-from crawlstack.runs import host as host_module
-from crawlstack.runs.runner import RunResult
-from crawlstack.warc import read_warc
+from crawlstack.records.resolution import RECORD_COMPLETE
 
 
 @pytest.fixture

@@ -29,9 +29,9 @@ from warcio.warcwriter import WARCWriter
 from crawlstack import settings as crawl_settings
 from crawlstack.config import CrawlConfig
 from crawlstack.extract import Extracted, Extractor
+from crawlstack.fetch.warc import Exchange, WarcUnreadable, read_warc, write_warc
 from crawlstack.rules import RuleSet, load_rules
 from crawlstack.urls import InvalidURL, canonicalize, fingerprint
-from crawlstack.warc import Exchange, WarcUnreadable, read_warc, write_warc
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_SETS = {"shipped": load_rules(ROOT / "rules"), "demo": load_rules(ROOT / "crawlstack" / "demo" / "rules")}

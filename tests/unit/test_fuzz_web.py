@@ -46,30 +46,30 @@ from hostruns import HOST, Env, fetched_of
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from crawlstack import http
 from crawlstack import settings as crawl_settings
-from crawlstack.addresses import embedded_ipv4, is_public, why_refused
 from crawlstack.config import CrawlConfig
 from crawlstack.extract import Extractor, SkippedLinks, page_links
-from crawlstack.fetch_outcomes import retry_after_seconds
-from crawlstack.headers import (
+from crawlstack.fetch import http
+from crawlstack.fetch.addresses import embedded_ipv4, is_public, why_refused
+from crawlstack.fetch.headers import (
     MAX_CHARSET_CHARS,
     normalized_content_type,
     parse_content_type,
     parse_crawl_delay,
     parse_retry_after,
 )
-from crawlstack.http import looks_binary
+from crawlstack.fetch.http import looks_binary
+from crawlstack.fetch.outcomes import retry_after_seconds
+from crawlstack.fetch.robots_txt import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord, redirect_refusal
+from crawlstack.fetch.warc import Exchange, read_warc, write_warc
 from crawlstack.local.outputs import json_lines
 from crawlstack.messages import FrontierMessage
-from crawlstack.robots import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord, redirect_refusal
+from crawlstack.records.storable import fit_record, json_safe
 from crawlstack.rules import RuleSet
 from crawlstack.rules.decoding import decode_page, text_encoding
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.rules.page import Page
-from crawlstack.storable import fit_record, json_safe
 from crawlstack.urls import REASON_KINDS, InvalidURL, canonicalize, host_of, resolve_link, url_port
-from crawlstack.warc import Exchange, read_warc, write_warc
 
 # Hypothesis warns when it prints a large example (a page hundreds of levels deep): expected here.
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")

@@ -11,7 +11,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from crawlstack import settings
-from crawlstack.headers import (
+from crawlstack.fetch.headers import (
     MAX_DIGITS,
     MAX_HEADER_VALUE_CHARS,
     normalized_content_type,
@@ -98,7 +98,7 @@ def test_retry_after_year_zero_does_not_raise() -> None:
 
 
 def test_an_absent_header_is_none_without_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="crawlstack.headers"):
+    with caplog.at_level(logging.WARNING, logger="crawlstack.fetch.headers"):
         assert parse_retry_after("", NOW) is None
         assert parse_content_length(" ") is None
         assert parse_content_type("") is None
@@ -108,7 +108,7 @@ def test_an_absent_header_is_none_without_a_log_line(caplog: pytest.LogCaptureFi
 
 
 def test_a_malformed_value_is_one_short_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="crawlstack.headers"):
+    with caplog.at_level(logging.WARNING, logger="crawlstack.fetch.headers"):
         assert parse_retry_after("²" + "x" * 10_000, NOW) is None
     [record] = caplog.records
     assert record.levelno == logging.WARNING

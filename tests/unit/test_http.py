@@ -1,4 +1,4 @@
-"""crawlstack.http against hostile answers from a loopback host: caps, bombs, drips, binary, the guard."""
+"""crawlstack.fetch.http against hostile answers from a loopback host: caps, bombs, drips, binary, the guard."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from crawlstack import http
 from crawlstack.demo.server import LoopbackWeb, Response
+from crawlstack.fetch import http
 
 UA = "crawlstack-test/1.0"
 HOST = "127.0.0.2"

@@ -11,15 +11,16 @@ import pytest
 from dispatching import build_dispatcher
 from fakes import FakeBacklog, FakeBlobs, FakeClock, FakeCrawls, FakeHeld, FakeHosts, FakeRuns, FakeUrls, url_outcome
 
-from crawlstack import http, jobs, settings
+from crawlstack import jobs, settings
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Outbox, dispatch_in_turns, flush_runs
+from crawlstack.fetch import http
+from crawlstack.fetch.host_runner import HostRunner
+from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage, frontier_messages
-from crawlstack.robots import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.runs.admission import AdmissionFailed
-from crawlstack.runs.runner import HostRunner
 from crawlstack.scope import out_of_scope, rules_for
 from crawlstack.urls import fingerprint
 

@@ -21,8 +21,8 @@ def _size(text: str) -> int:
 
 
 def test_the_longest_ids_allowed_fit_every_key_built_from_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crawlstack.crawllog import partition_path
     from crawlstack.extract import records_key
+    from crawlstack.fetch.crawllog import partition_path
 
     assert _size(LONGEST_CRAWL_ID) == limits.MAX_CRAWL_ID_BYTES
     partition_keys = [

@@ -18,12 +18,13 @@ from fakes import FakeBlobs, FakeCrawls, FakeResults, FakeUrls
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.extract import Extractor, outlinks, records
+from crawlstack.extract import Extractor, outlinks
 from crawlstack.extract import extractor as extractor_module
+from crawlstack.extract import page_records as records
+from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.rules import RuleSet, budget
 from crawlstack.rules.mapping import Mapping, compile_mapping
 from crawlstack.urls import fingerprint
-from crawlstack.warc import Exchange, write_warc
 
 KEY = "pages/dt=2024-01-02/batch.warc.gz"
 ITEM = compile_mapping(

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from crawlstack import patterns, settings
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.limits import regex_flag
-from crawlstack.rules import RuleSet
+from crawlstack.rules import RuleSet, patterns
 from crawlstack.rules.mapping import compile_mapping, compile_mapping_errors
 from crawlstack.rules.page import Page
 from crawlstack.rules.processors import compile_processor
@@ -93,7 +93,7 @@ def test_substitutes_as_re_does(pattern: str, replacement: str, text: str) -> No
 
 def test_a_time_out_is_logged_once_per_pattern_per_page(short_timeout: None, caplog: pytest.LogCaptureFixture) -> None:
     slow, other = patterns.compile(OVERLAPPING), patterns.compile(r"(\w\w|\w)+:")
-    with caplog.at_level(logging.WARNING, logger="crawlstack.patterns"):
+    with caplog.at_level(logging.WARNING, logger="crawlstack.rules.patterns"):
         with patterns.page_context("https://one.example/") as page:
             for _ in range(3):
                 slow.search(OVERLAPPING_TEXT)
@@ -114,7 +114,7 @@ def test_outside_a_page_a_time_out_is_logged_once_per_pattern(
     # Long and unique to this test: the log quotes it cut short, and no other test logged it.
     long_pattern = OVERLAPPING + "|" + "z" * 200 + "outside-a-page"
     pattern = patterns.compile(long_pattern)
-    with caplog.at_level(logging.WARNING, logger="crawlstack.patterns"):
+    with caplog.at_level(logging.WARNING, logger="crawlstack.rules.patterns"):
         assert pattern.search(OVERLAPPING_TEXT) is None
         assert pattern.search(OVERLAPPING_TEXT) is None
     lines = [r.getMessage() for r in caplog.records]
@@ -271,7 +271,7 @@ def test_the_cli_validates_allow_and_deny_with_the_crawl_engine() -> None:
 
 def test_a_call_that_timed_out_waiting_for_the_cpu_gets_a_second_go(short_timeout: None) -> None:
     """The timeout is wall-clock time: on a busy machine an ordinary match can run out of it off the CPU."""
-    from crawlstack.patterns import _bounded
+    from crawlstack.rules.patterns import _bounded
 
     calls: list[float] = []
 
@@ -286,7 +286,7 @@ def test_a_call_that_timed_out_waiting_for_the_cpu_gets_a_second_go(short_timeou
 
 
 def test_a_call_that_spent_its_time_backtracking_is_not_tried_again(short_timeout: None) -> None:
-    from crawlstack.patterns import _bounded
+    from crawlstack.rules.patterns import _bounded
 
     calls: list[float] = []
 

@@ -502,8 +502,8 @@ def test_parse_date_without_a_year_takes_the_current_one() -> None:
 
 
 def test_rules_test_shows_every_item_of_a_listing() -> None:
+    from crawlstack.extract.rules_tester import run_rules
     from crawlstack.rules import RuleSet
-    from crawlstack.rules_tester import run_rules
 
     rules = RuleSet((compile_mapping("t.json", listing_mapping()),))
     result = run_rules(rules, "http://forum.example/latest", LISTING, "text/html")

@@ -1,4 +1,4 @@
-"""``query --local`` reads OUT/ with the query tables' one schema (crawlstack.tables): types kept."""
+"""``query --local`` reads OUT/ with the query tables' one schema (crawlstack.records.tables): types kept."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from crawlstack import tables
 from crawlstack.extract import record_line
 from crawlstack.local.query import query_local
-from crawlstack.tables import numbers_of
+from crawlstack.records import tables
+from crawlstack.records.tables import numbers_of
 
 
 def write_lines(path: Path, lines: list[dict[str, object]]) -> None:

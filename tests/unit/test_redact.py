@@ -11,8 +11,15 @@ from aws_lambda_powertools import Logger
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawlstack import redact
-from crawlstack.redact import REDACTED, redact_text, redact_value, redacted_logs, secret_name, secret_value
+from crawlstack.observability import redact
+from crawlstack.observability.redact import (
+    REDACTED,
+    redact_text,
+    redact_value,
+    redacted_logs,
+    secret_name,
+    secret_value,
+)
 
 # AWS's documented example key id, built here so the repository scan (test_security) finds no key id in the code.
 EXAMPLE_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"

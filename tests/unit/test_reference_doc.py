@@ -29,7 +29,7 @@ import pytest
 
 from crawlstack import cli
 from crawlstack.cli import crawl, crawl_jobs
-from crawlstack.crawl_settings import COMMANDS
+from crawlstack.config.schema import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference.md"

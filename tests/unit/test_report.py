@@ -10,11 +10,11 @@ from typing import Any
 
 from hostile_report import HOSTILE, hostile_facts
 
+from crawlstack.records.tables import QueryResult
 from crawlstack.report import from_out, render, report_out
 from crawlstack.report.athena import from_athena, queries
 from crawlstack.report.facts import empty, epoch
 from crawlstack.report.page import figures
-from crawlstack.tables import QueryResult
 
 
 def write(path: Path, lines: list[dict[str, Any]]) -> None:

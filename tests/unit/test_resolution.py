@@ -8,17 +8,18 @@ import pytest
 from dispatching import build_dispatcher
 from fakes import FakeBlobs, FakeClock, FakeCrawls, FakeHosts, FakeResolved, FakeResults, FakeUrls
 
-from crawlstack import aws, http, settings, wiring
+from crawlstack import aws, settings, wiring
 from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Link, Outbox
 from crawlstack.extract import Extracted, Extractor
+from crawlstack.fetch import http
+from crawlstack.fetch.robots_txt import RobotsRecord
+from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.messages import FrontierMessage
-from crawlstack.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecord, found, found_fields
-from crawlstack.robots import RobotsRecord
+from crawlstack.records.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecord, found, found_fields
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.urls import fingerprint
-from crawlstack.warc import Exchange, write_warc
 
 
 def xpath_field(name: str, expression: str) -> dict[str, Any]:

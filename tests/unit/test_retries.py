@@ -17,17 +17,17 @@ import pytest
 from hostruns import HOST, Env, fetched_of
 
 from crawlstack import settings
-from crawlstack.fetch_outcomes import (
+from crawlstack.fetch import pacing as schedule
+from crawlstack.fetch.host_runner import RunResult
+from crawlstack.fetch.outcomes import (
     FAILURE_CLASSES,
     backoff_ceiling,
     failure_class,
     retry_after_seconds,
     warc_key,
 )
+from crawlstack.fetch.warc import read_warc
 from crawlstack.messages import FetchTask, InvalidMessage, RunMessage
-from crawlstack.runs import schedule
-from crawlstack.runs.runner import RunResult
-from crawlstack.warc import read_warc
 
 UNAVAILABLE = [("Content-Type", "text/html"), ("Retry-After", "7")]
 

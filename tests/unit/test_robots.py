@@ -9,7 +9,7 @@ from protego import Protego
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.robots import (
+from crawlstack.fetch.robots_txt import (
     ALLOW_ALL,
     DISALLOW_ALL,
     PARSED,

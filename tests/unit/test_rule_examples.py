@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from crawlstack.extract.rules_tester import guess_content_type, run_rules
 from crawlstack.rules import load_rules
-from crawlstack.rules_tester import guess_content_type, run_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from crawlstack.extract.rules_tester import run_rules
 from crawlstack.rules import Page, RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.rules.schema import load_schema, schema_errors
-from crawlstack.rules_tester import run_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "rules.md"

@@ -14,8 +14,8 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.run_enqueue import RunEnqueue, flush_runs
+from crawlstack.fetch.robots_txt import RobotsPolicy, RobotsRecord
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
-from crawlstack.robots import RobotsPolicy, RobotsRecord
 from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, admit, has_live_run, run_expires
 from crawlstack.runs.ports import HostRun
 from crawlstack.urls import fingerprint
@@ -214,7 +214,7 @@ def test_a_failed_schedule_leaves_the_bundle_and_the_redelivery_starts_the_run()
     assert admit(gathered(task("a.com", "x")), backlog, runs, NOW + 30.0, lambda: "again") == [
         RunMessage("a.com", "again")
     ]
-    assert bundles(backlog, "a.com") == [("x",), ("x",)]  # a second copy: the run fetches it once (crawlstack.tries)
+    assert bundles(backlog, "a.com") == [("x",), ("x",)]  # a second copy: the run fetches it once (fetch.tries)
 
 
 # --- the lost wake-up ---------------------------------------------------------------------------

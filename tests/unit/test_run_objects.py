@@ -1,4 +1,4 @@
-"""The hosts of one invocation share their flushes' S3 objects (``crawlstack.runs.objects``)."""
+"""The hosts of one invocation share their flushes' S3 objects (``crawlstack.fetch.flush_objects``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from fakes import FakeBlobs
 from hostruns import Env, SharedClock
 
 from crawlstack import settings
-from crawlstack.fetch_outcomes import Fetched
+from crawlstack.fetch.flush_objects import Group
+from crawlstack.fetch.outcomes import Fetched
+from crawlstack.fetch.warc import Exchange, read_warc
 from crawlstack.messages import FetchTask
-from crawlstack.runs.objects import Group
-from crawlstack.warc import Exchange, read_warc
 
 
 def fetched(host: str, path: str) -> Fetched:

@@ -1,6 +1,6 @@
 """A host's pace in its runs: slowed down on 429 and 503, recovering on success, paused by Retry-After.
 
-Sleeping or being woken later is ``crawlstack.runs.schedule``'s choice of
+Sleeping or being woken later is ``crawlstack.fetch.pacing``'s choice of
 cost; here every wait within the invocation is slept (``always_sleep``), so
 the request log shows the pace itself.
 """
@@ -13,8 +13,8 @@ import pytest
 from hostruns import HOST, Env, fetched_of
 
 from crawlstack import settings
-from crawlstack.runs import host as host_module
-from crawlstack.runs.host import recovered, slowed
+from crawlstack.fetch import host_loop as host_module
+from crawlstack.fetch.host_loop import recovered, slowed
 
 BUSY = [("Content-Type", "text/html"), ("Retry-After", "30")]
 

@@ -11,13 +11,14 @@ import pytest
 from fakes import FakeRuns
 from hostruns import HOST, UA, Env, SharedClock
 
-from crawlstack import http, jobs, settings
+from crawlstack import jobs, settings
 from crawlstack.config import CrawlConfig
+from crawlstack.fetch import http
+from crawlstack.fetch.pacing import break_even_wait
+from crawlstack.fetch.warc import read_warc
 from crawlstack.messages import FrontierMessage, InvalidMessage, RunMessage
-from crawlstack.resolution import RECORD_COMPLETE
-from crawlstack.runs.schedule import break_even_wait
+from crawlstack.records.resolution import RECORD_COMPLETE
 from crawlstack.urls import fingerprint
-from crawlstack.warc import read_warc
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crawlstack import settings
-from crawlstack.prices import PRICES
-from crawlstack.runs.ports import HostRun
-from crawlstack.runs.schedule import (
+from crawlstack.fetch.pacing import (
     FLUSH_USD,
     RESCHEDULE_USD,
     break_even_wait,
@@ -15,6 +13,8 @@ from crawlstack.runs.schedule import (
     should_sleep,
     sleep_usd,
 )
+from crawlstack.prices import PRICES
+from crawlstack.runs.ports import HostRun
 
 NOW = 1_000.0
 

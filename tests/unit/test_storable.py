@@ -1,4 +1,4 @@
-"""crawlstack.storable: record values fitted to what JSON and a DynamoDB item can hold."""
+"""crawlstack.records.storable: record values fitted to what JSON and a DynamoDB item can hold."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fakes import FakeResolved, FakeResults
 
-from crawlstack.storable import (
+from crawlstack.records.storable import (
     ITEM_LIMIT,
     OMITTED_PREFIX,
     dynamo_number,

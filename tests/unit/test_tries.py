@@ -1,11 +1,11 @@
-"""Which try a fetch task is, against the URL's state (``crawlstack.tries.next_try``)."""
+"""Which try a fetch task is, against the URL's state (``crawlstack.fetch.tries.next_try``)."""
 
 from __future__ import annotations
 
 import pytest
 
+from crawlstack.fetch.tries import UrlState, next_try
 from crawlstack.messages import FetchTask
-from crawlstack.tries import UrlState, next_try
 
 TASK = FetchTask("http://a.example/x", "fp", "a.example", 1, "c", 0.0)
 

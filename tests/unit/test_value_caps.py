@@ -23,12 +23,12 @@ from lxml import etree
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.extract import Extractor
+from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.rules import RuleSet, budget
 from crawlstack.rules.mapping import Mapping, compile_mapping
 from crawlstack.rules.page import Page
 from crawlstack.rules.processors import compile_processor, text_of
 from crawlstack.urls import fingerprint
-from crawlstack.warc import Exchange, write_warc
 
 URL = "http://shop.example/hostile"
 KEY = "pages/dt=2024-01-02/caps.warc.gz"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
-from crawlstack.warc import METADATA_TYPE, Exchange, WarcPage, WarcUnreadable, read_warc, write_warc
+from crawlstack.fetch.warc import METADATA_TYPE, Exchange, WarcPage, WarcUnreadable, read_warc, write_warc
 
 
 def exchange(i: int, **overrides: object) -> Exchange:

@@ -84,8 +84,8 @@ def main() -> None:
 
     from crawlstack.config import CrawlConfig
     from crawlstack.extract import Extractor
+    from crawlstack.fetch.warc import Exchange, write_warc
     from crawlstack.rules import RuleSet, load_rules
-    from crawlstack.warc import Exchange, write_warc
 
     rules = RuleSet((_mapping(), *load_rules(ROOT / "rules")))  # type: ignore[arg-type]
     config = CrawlConfig(crawl_id="c", max_depth=3, seed_hosts=frozenset({"shapes.example"}))

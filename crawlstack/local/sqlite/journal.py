@@ -5,7 +5,7 @@ request (``HostRunner.on_request``), which appends a line to a file: an
 append reaches the kernel at once, so it survives the process being killed
 (as the state database's commits do), and takes no lock of the database.
 A try whose task a kill left in its host's backlog (its flush never deleted
-it: ``crawlstack.runs.flush``) is fetched again by the resumed crawl;
+it: ``crawlstack.fetch.flush``) is fetched again by the resumed crawl;
 ``mark_in_flight`` finds those from the backlog's tasks and keeps their
 URLs in the database, and ``refetched`` names them for the crawl log.
 """

@@ -1,4 +1,4 @@
-"""The resolved table on SQLite: one merged record per crawl and record id (``crawlstack.resolution``).
+"""The resolved table on SQLite: one merged record per crawl and record id (``crawlstack.records.resolution``).
 
 A record is one JSON document: ``want`` (kept from its first page), and
 per field the first value merged and the URL it came from.  A merge reads
@@ -14,9 +14,9 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from crawlstack import storable
 from crawlstack.local.sqlite.db import StateDb
-from crawlstack.resolution import ResolvedRecord
+from crawlstack.records import storable
+from crawlstack.records.resolution import ResolvedRecord
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS resolved ("

@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from crawlstack import storable
 from crawlstack.local.sqlite.db import StateDb
+from crawlstack.records import storable
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS results ("

@@ -20,8 +20,8 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.dispatch.ports import Claim
+from crawlstack.fetch.tries import UrlState
 from crawlstack.local.sqlite.db import StateDb
-from crawlstack.tries import UrlState
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS urls ("

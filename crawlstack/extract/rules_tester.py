@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
-from crawlstack import http, settings
+from crawlstack import settings
 from crawlstack.config import CrawlConfig, seed_port_key
 from crawlstack.extract import page_links
-from crawlstack.fetch_outcomes import MAX_REDIRECT_HOPS
-from crawlstack.headers import normalized_content_type, parse_location
-from crawlstack.robots import RobotsPolicy, RobotsRecord, redirect_refusal
+from crawlstack.fetch import http
+from crawlstack.fetch.headers import normalized_content_type, parse_location
+from crawlstack.fetch.outcomes import MAX_REDIRECT_HOPS
+from crawlstack.fetch.robots_txt import RobotsPolicy, RobotsRecord, redirect_refusal
 from crawlstack.rules import Page, RuleSet
 from crawlstack.scope import out_of_scope
 from crawlstack.urls import InvalidURL, canonicalize, host_of, origin_of, url_port
@@ -148,6 +149,6 @@ class PoliteFetcher:
                 raise TesterError(f"{url}: binary body claiming to be {result.content_type or 'text'}")
             if result.corrupt:
                 raise TesterError(f"{url}: {result.error}")
-            # The Content-Type as extract sees it from the WARC (crawlstack.warc).
+            # The Content-Type as extract sees it from the WARC (crawlstack.fetch.warc).
             return Fetched(url, result.status, normalized_content_type(result.header("content-type")), result.body)
         raise TesterError(f"{url}: more than {MAX_REDIRECT_HOPS} redirects")

@@ -8,15 +8,15 @@
    error; a host named twice in the batch is leased once, under whichever
    of its messages carries its current run.
 2. Every leased host is worked at once, a thread each, each sequential
-   (``crawlstack.runs.host``): requests spaced by max(delay, Crawl-delay,
+   (``crawlstack.fetch.host_loop``): requests spaced by max(delay, Crawl-delay,
    adaptive delay), the first one at ``first_start`` (exact across
    holders), so the sleeping is shared by all the hosts of the invocation.
 3. Every ``settings.RUN_FLUSH_SECONDS`` (on one grid for all the hosts) or
    ``RUN_FLUSH_BYTES``, and whenever a host stops: a WARC, the crawl log,
-   redirects, outcomes, retries, then the backlog (``crawlstack.runs.flush``),
+   redirects, outcomes, retries, then the backlog (``crawlstack.fetch.flush``),
    so extraction and outlinks never wait for the invocation to end.  The
    hosts flushing at once share one WARC and crawl-log object
-   (``crawlstack.runs.objects``); their outcomes, bundles and leases stay
+   (``crawlstack.fetch.flush_objects``); their outcomes, bundles and leases stay
    each host's own.
 4. Each host's end:
 
@@ -75,18 +75,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from crawlstack import http, settings
+from crawlstack import settings
 from crawlstack.errors import failure
-from crawlstack.fetch_outcomes import Fetched
+from crawlstack.fetch import http
+from crawlstack.fetch.flush import Flushed
+from crawlstack.fetch.flush_objects import Group
+from crawlstack.fetch.host_loop import DEADLINE, DONE, LOST, RESCHEDULED, HostEnd, HostLoop
+from crawlstack.fetch.outcomes import Fetched
+from crawlstack.fetch.robots_txt import RobotsPolicy
 from crawlstack.jobs import Held
 from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.ports import Blobs, Crawls, Hosts, Urls
-from crawlstack.resolution import CompletedRecords, ResolvedRecords
-from crawlstack.robots import RobotsPolicy
+from crawlstack.records.resolution import CompletedRecords, ResolvedRecords
 from crawlstack.runs.admission import new_run_id, run_expires
-from crawlstack.runs.flush import Flushed
-from crawlstack.runs.host import DEADLINE, DONE, LOST, RESCHEDULED, HostEnd, HostLoop
-from crawlstack.runs.objects import Group
 from crawlstack.runs.ports import Backlog, Runs
 
 REFUSED, FAILED = "refused", "failed"
@@ -143,7 +144,7 @@ class HostCount:
             return self.lingering >= self.working
 
 
-# Why a robots.txt redirect to a URL is not followed, or None (``crawlstack.robots.redirect_refusal``).
+# Why a robots.txt redirect to a URL is not followed, or None (``crawlstack.fetch.robots_txt.redirect_refusal``).
 RedirectCheck = Callable[[str], str | None]
 
 
@@ -241,7 +242,7 @@ class HostRunner:
         """One invocation's run messages, worked until their backlogs end or ``deadline`` (a clock time) nears.
 
         ``memory_mb``: the function's memory (the Lambda context's), which
-        prices its sleep (``crawlstack.runs.schedule``); None: the settings'.
+        prices its sleep (``crawlstack.fetch.pacing``); None: the settings'.
 
         Each invocation works on a copy of the runner: it shares the
         container's memory (robots.txt policies, records seen complete) and

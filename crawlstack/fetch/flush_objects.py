@@ -39,10 +39,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from crawlstack.crawllog import CONTENT_TYPE, crawl_log_objects
 from crawlstack.errors import failure
-from crawlstack.fetch_outcomes import Fetched, logged_only, warc_key
-from crawlstack.warc import write_warc
+from crawlstack.fetch.crawllog import CONTENT_TYPE, crawl_log_objects
+from crawlstack.fetch.outcomes import Fetched, logged_only, warc_key
+from crawlstack.fetch.warc import write_warc
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ a hostile file all the same, the file is read as empty, allow all (what
 Google does with robots.txt content it cannot parse); should it raise on
 one URL, that URL is disallowed (the answer is unknown, and not fetching is
 the polite side); a Crawl-delay it raises on, or that is not finite and
-non-negative, is none (``crawlstack.headers.parse_crawl_delay``).
+non-negative, is none (``crawlstack.fetch.headers.parse_crawl_delay``).
 
 The cache keeps the body gzipped (``pack_body``) so a 500 KiB robots.txt
 fits one DynamoDB item (400 KB); a body that does not fit even compressed
@@ -53,7 +53,7 @@ from protego import Protego
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.headers import parse_crawl_delay
+from crawlstack.fetch.headers import parse_crawl_delay
 from crawlstack.urls import InvalidURL, canonicalize, host_of, url_port
 
 ALLOW_ALL = "allow-all"

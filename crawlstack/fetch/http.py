@@ -5,7 +5,7 @@ Settings: ``settings.MAX_BODY_BYTES``, ``CONNECT_TIMEOUT_SECONDS``,
 ``ROBOTS_MAX_BYTES``, ``ROBOTS_MAX_REDIRECTS``; per crawl, ``allow_private``
 CIDRs.
 
-* **Address guard** (``crawlstack.addresses``).  Every new connection
+* **Address guard** (``crawlstack.fetch.addresses``).  Every new connection
   resolves the host, refuses it unless every address is public by an
   allow-list kept from the IANA special-purpose registries (IPv4 wrapped in
   IPv6 judged as itself) or an ``allow_private`` CIDR holds it, and then
@@ -54,8 +54,8 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from crawlstack import settings
-from crawlstack.addresses import AddressGuard, AddressRefused
-from crawlstack.headers import parse_content_type, parse_location
+from crawlstack.fetch.addresses import AddressGuard, AddressRefused
+from crawlstack.fetch.headers import parse_content_type, parse_location
 
 ROBOTS_TIMEOUTS = (5.0, 10.0)
 # The reason of a fetch whose status line and headers had not all arrived at the deadline.

@@ -3,7 +3,7 @@
 The crawler runs next to cloud metadata services, VPC peers and whatever a
 user's own network holds, so every address a host resolves to is judged
 before a connection is made (``AddressGuard`` below, used by
-``crawlstack.http``).  The judgement is an *allow-list*:
+``crawlstack.fetch.http``).  The judgement is an *allow-list*:
 
 * The IANA special-purpose address registries (iana-ipv4-special-registry and
   iana-ipv6-special-registry), plus the multicast, site-local and reserved

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawlstack.addresses import REFUSAL
+from crawlstack.fetch.addresses import REFUSAL
 
 # Reasons listed per outcome.
 TOP_REASONS = 5

@@ -3,7 +3,7 @@
 Per fetch batch and crawl, one gzipped JSON-lines object
 ``crawl-log/crawl_id=<id>/dt=<YYYY-MM-DD>/<batch hash>.jsonl.gz`` with one
 line per task outcome (fetched, skipped, failed, and retry: a try that
-failed and is tried again, ``crawlstack.fetch_outcomes``).  The key layout is what the
+failed and is tried again, ``crawlstack.fetch.outcomes``).  The key layout is what the
 Glue table's partition projection expects (``infra/analytics.py``); the
 name is a hash of the batch's tasks, never anything from a URL, so a
 redelivered batch overwrites its own object instead of adding lines twice.
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from crawlstack import settings
-from crawlstack.resolution import RECORD_COMPLETE
+from crawlstack.records.resolution import RECORD_COMPLETE
 
 if TYPE_CHECKING:  # extract writes lines too, and need not import the fetcher for it
-    from crawlstack.fetch_outcomes import Fetched
+    from crawlstack.fetch.outcomes import Fetched
     from crawlstack.ports import Blobs
 
 CONTENT_TYPE = "application/x-ndjson"

@@ -28,7 +28,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from crawlstack import settings
-from crawlstack.headers import normalized_content_type
+from crawlstack.fetch.headers import normalized_content_type
 
 METADATA_TYPE = "application/vnd.crawlstack.metadata+json"
 

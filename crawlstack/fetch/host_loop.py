@@ -5,7 +5,7 @@
 
 * a task of a stopped crawl is held (``crawlstack.jobs.hold_task``), no request;
 * a task of a complete record is given up, "record complete", no request
-  (``crawlstack.resolution``; one read per peek of bundles);
+  (``crawlstack.records.resolution``; one read per peek of bundles);
 * the origin's robots.txt, if the cache has none (or an expired one), is
   fetched as the host's next request (spaced like any other) and cached; a
   task it disallows is skipped with its reason ("robots: disallowed by
@@ -17,7 +17,7 @@
   (``should_sleep``, priced against the hosts working in the invocation) or
   the host is rescheduled; then the request (unless the URL's state, read
   once per peek for a retry, says this try is done: ``next_try``), its outcome
-  (``crawlstack.fetch_outcomes``).  A 429 or 503 doubles the adaptive delay
+  (``crawlstack.fetch.outcomes``).  A 429 or 503 doubles the adaptive delay
   (each in a row again, up to the cap: the host's requests are sequential,
   so each went at the pace the one before set), a success lets it decay; a
   Retry-After sets the host's pause.
@@ -25,7 +25,7 @@
 It ends in one of: ``done`` (backlog empty), ``rescheduled`` (a wait cheaper
 to be woken from), ``deadline`` (the invocation's end is near), ``lost``
 (the lease could not be renewed).  What each writes is the runner's
-(``crawlstack.runs.runner``); flushing is the ledger's (``crawlstack.runs.flush``).
+(``crawlstack.fetch.host_runner``); flushing is the ledger's (``crawlstack.fetch.flush``).
 """
 
 from __future__ import annotations
@@ -34,23 +34,24 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from crawlstack import http, settings
+from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.errors import failure
-from crawlstack.fetch_outcomes import URL_STATES, Fetched, classify, guarded_fetch, pause_after
-from crawlstack.headers import parse_retry_after
+from crawlstack.fetch import http
+from crawlstack.fetch.flush import Ledger
+from crawlstack.fetch.headers import parse_retry_after
+from crawlstack.fetch.outcomes import URL_STATES, Fetched, classify, guarded_fetch, pause_after
+from crawlstack.fetch.pacing import first_start, should_sleep
+from crawlstack.fetch.robots_txt import RobotsPolicy, RobotsRecord, redirect_refusal, remember
+from crawlstack.fetch.tries import UrlState, next_try
 from crawlstack.jobs import hold_task
 from crawlstack.messages import FetchTask
-from crawlstack.resolution import RECORD_COMPLETE, read_complete
-from crawlstack.robots import RobotsPolicy, RobotsRecord, redirect_refusal, remember
-from crawlstack.runs.flush import Ledger
+from crawlstack.records.resolution import RECORD_COMPLETE, read_complete
 from crawlstack.runs.ports import Bundle, HostRun
-from crawlstack.runs.schedule import first_start, should_sleep
-from crawlstack.tries import UrlState, next_try
 from crawlstack.urls import origin_of
 
 if TYPE_CHECKING:
-    from crawlstack.runs.runner import HostRunner
+    from crawlstack.fetch.host_runner import HostRunner
 
 DONE, RESCHEDULED, DEADLINE, LOST = "done", "rescheduled", "deadline", "lost"
 

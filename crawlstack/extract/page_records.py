@@ -5,13 +5,13 @@ match runs its fields (``page_records``); the record goes to the results
 table and, with the rest of the WARC's records of its crawl, into one
 gzipped JSON-lines object under ``records/crawl_id=<id>/dt=<day>/`` (for
 Athena; ``write_records``).  Records are strict JSON: NaN and infinities are
-null (``crawlstack.storable``), and a record's fields are in the order its
+null (``crawlstack.records.storable``), and a record's fields are in the order its
 mapping lists them.  The records object is written before the results table:
 it keeps every record in full, where a value too large for a DynamoDB item
 gives way to a marker.
 
 A mapped page whose WARC metadata carries a ``record_id`` also merges its
-found fields into that record (``Resolution``; ``crawlstack.resolution``);
+found fields into that record (``Resolution``; ``crawlstack.records.resolution``);
 once the record is complete, that page and any later page of the record give
 no outlinks.
 
@@ -31,10 +31,10 @@ from urllib.parse import quote
 
 from crawlstack import settings
 from crawlstack.ports import Blobs
-from crawlstack.resolution import CompletedRecords, ResolvedRecords, found_fields
+from crawlstack.records.resolution import CompletedRecords, ResolvedRecords, found_fields
+from crawlstack.records.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
+from crawlstack.records.tables import numbers_of
 from crawlstack.rules import Mapping, Page
-from crawlstack.storable import MAX_VALUE_DEPTH, bounded_fields, json_safe
-from crawlstack.tables import numbers_of
 
 
 def page_records(
@@ -77,14 +77,15 @@ def records_key(warc_key: str, crawl_id: str) -> str:
     day = next((p[3:] for p in parts if p.startswith("dt=")), None)
     if day is None:
         return f"{settings.RECORDS_PREFIX}crawl_id={quote(crawl_id, safe='-_.')}/{name}"
-    # Same spelling of the crawl id as the crawl log's (crawlstack.crawllog).
+    # Same spelling of the crawl id as the crawl log's (crawlstack.fetch.crawllog).
     return f"{settings.RECORDS_PREFIX}crawl_id={quote(crawl_id, safe='-_.')}/dt={day}/{name}"
 
 
 def record_line(record: dict[str, Any]) -> str:
     """One line of a records object: strict JSON, keys in the record's own order (fields in mapping order).
 
-    ``numbers`` follows ``fields``: its numeric values, for the query tables' typed column (``crawlstack.tables``).
+    ``numbers`` follows ``fields``: its numeric values, for the query tables' typed column
+    (``crawlstack.records.tables``).
     """
     line: dict[str, Any] = {}
     for key, value in json_safe(record).items():

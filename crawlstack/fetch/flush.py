@@ -7,7 +7,7 @@ outcomes with their exchanges, redirects for the frontier, next tries.
 
 1. one WARC of the exchanges and the crawl-log objects of the outcomes
    (``write``: shared with the other hosts flushing at once,
-   ``crawlstack.runs.objects``);
+   ``crawlstack.fetch.flush_objects``);
 2. the redirects, to the frontier (``send_frontier``, or kept for the caller);
 3. each URL's outcome that the urls table needs (``fetch_outcomes.record_outcome``:
    a retry's state ``retrying``, a retried URL's end, a failure; a page
@@ -21,7 +21,7 @@ outcomes with their exchanges, redirects for the frontier, next tries.
 A crash anywhere before 4 leaves the bundle in the backlog: its URLs are
 fetched again by the next holder (allowed), never lost.  Flushes are due
 every ``RUN_FLUSH_SECONDS`` or ``RUN_FLUSH_BYTES`` of exchanges
-(``crawlstack.runs.runner``), so extraction and outlinks go on while the
+(``crawlstack.fetch.host_runner``), so extraction and outlinks go on while the
 run does.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from crawlstack.fetch_outcomes import Fetched, OutcomeUrls, logged_only, record_outcome
+from crawlstack.fetch.outcomes import Fetched, OutcomeUrls, logged_only, record_outcome
 from crawlstack.messages import FetchTask
 from crawlstack.runs.ports import Backlog, Bundle
 

@@ -34,7 +34,7 @@ from crawlstack.runs.ports import HostRun
 RESCHEDULE_USD = 2 * PRICES["ddb_wru"] + 3 * PRICES["sqs_requests"] + PRICES["lambda_requests"]
 # A host that gives its lease back flushes first: with work unflushed, being
 # woken also costs a flush of its own rather than a share of the next one's
-# objects (crawlstack.runs.objects): its WARC, crawl-log and records
+# objects (crawlstack.fetch.flush_objects): its WARC, crawl-log and records
 # objects, extract's GET of the WARC and its invocation.
 FLUSH_USD = 3 * PRICES["s3_put"] + PRICES["s3_get"] + PRICES["lambda_requests"]
 

@@ -23,11 +23,12 @@ from http import HTTPStatus
 from typing import Any, Protocol
 from urllib.parse import urljoin
 
-from crawlstack import http, settings
+from crawlstack import settings
 from crawlstack.errors import failure
-from crawlstack.headers import parse_location, parse_retry_after
+from crawlstack.fetch import http
+from crawlstack.fetch.headers import parse_location, parse_retry_after
+from crawlstack.fetch.warc import Exchange
 from crawlstack.messages import FetchTask, FrontierMessage
-from crawlstack.warc import Exchange
 
 MAX_REDIRECT_HOPS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -152,7 +153,7 @@ def logged_only(item: Fetched) -> bool:
     nothing more from the urls table: its claim is all dedupe reads, and the
     crawl-log object of its flush is the record of what became of it (a
     write unit a page saved).  The table still gets what a later decision
-    reads: a retry's state and try (``crawlstack.tries.next_try``), the end
+    reads: a retry's state and try (``crawlstack.fetch.tries.next_try``), the end
     of a URL that was retried, and failures.  The crawls table counts the
     outcomes left out (``Crawls.count_logged``), for ``crawlstack status``.
     """

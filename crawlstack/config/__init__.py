@@ -1,7 +1,7 @@
 """A crawl's settings, each declared once, and the crawl's configuration as the crawls table stores it.
 
 Each field made with ``setting(...)`` declares one setting
-(``crawlstack.crawl_settings`` derives the flags, the options, the stored
+(``crawlstack.config.schema`` derives the flags, the options, the stored
 item, the stack's defaults, the ranges and the reference's rows from it).
 Besides them: ``crawl_id``, and ``extra``, the values of settings
 registered at run time.  ``seed_hosts`` holds the seeds' host names, and
@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from crawlstack import limits, settings
-from crawlstack.crawl_settings import (
+from crawlstack.config.schema import (
     CAP,
     HOSTS,
     INTEGER,

@@ -1,0 +1,1 @@
+"""Fetch: host runs work each host's backlog politely, archive exchanges as WARCs and log outcomes."""

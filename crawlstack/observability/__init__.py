@@ -1,0 +1,1 @@
+"""The handlers' logging: redaction of secrets, and lazy X-Ray tracing."""
