@@ -5,27 +5,109 @@ state (``crawlstack.local.sqlite``), and both run one conformance suite
 (``tests/integration/test_*_port.py``); ``crawlstack.wiring.Stores`` holds one
 of each, so mypy checks every implementation where it is wired.  A component
 that needs less may declare a narrower Protocol under its own name
-(``jobs.CrawlStates``, ``crawllog.ReadBlobs``).
+(``jobs.CrawlStates``, ``fetch.crawllog.ReadBlobs``).
 
 The other ports are declared once beside the code that owns them:
 ``runs.ports.Runs`` and ``runs.ports.Backlog`` (host runs),
-``dispatch.ports.ScopeRecords``, ``resolution.ResolvedRecords``,
+``dispatch.ports.ScopeRecords``, ``records.resolution.ResolvedRecords``,
 ``jobs.Held``, ``queueing.MessageQueue`` and the watch's
 (``watch.scheduler.SourceList`` and ``PlanStore``).
 
-Only typing here: every stage imports it, so it loads nothing at run time.
+Beside the Protocols, the records they exchange: a dedupe ``Claim``, a URL's
+``UrlState`` and a host's ``RobotsRecord``.  No stage's code lives here, so
+every stage imports it and it imports none.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from crawlstack import settings
 
 if TYPE_CHECKING:
     from crawlstack.config import CrawlConfig
-    from crawlstack.dispatch.ports import Claim
-    from crawlstack.fetch.robots_txt import RobotsRecord
-    from crawlstack.fetch.tries import UrlState
+
+
+# --- the shapes the ports exchange ------------------------------------------
+
+ALLOW_ALL = "allow-all"
+DISALLOW_ALL = "disallow-all"
+PARSED = "parsed"
+TOO_MANY_REQUESTS = 429
+# A Retry-After on an unavailable robots.txt is waited at least this long: a
+# "0" must not make every dispatch fetch it again.
+RETRY_AFTER_MIN_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A dedupe claim: truthy when won; when lost, the depth and state of the item already there."""
+
+    won: bool
+    depth: int | None = None
+    state: str | None = None
+    claimed_by: str | None = None  # the SQS message id that claimed it (``Urls.seen``)
+
+    def __bool__(self) -> bool:
+        return self.won
+
+
+@dataclass(frozen=True)
+class UrlState:
+    """What the urls table says of a URL before its fetch: its state, its last try, and when the next may start."""
+
+    state: str | None
+    attempt: int = 1
+    retry_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class RobotsRecord:
+    """A host's robots.txt as cached in DynamoDB: what was fetched and when."""
+
+    origin: str
+    kind: str  # ALLOW_ALL | DISALLOW_ALL | PARSED
+    body: str
+    status: int | None
+    fetched_at: float
+    expires_at: float
+    reason: str = ""
+
+    @classmethod
+    def from_fetch(
+        cls, origin: str, status: int | None, body: bytes, error: str = "", retry_after: float | None = None
+    ) -> RobotsRecord:
+        """The record of one robots.txt fetch; ``retry_after``: its Retry-After in seconds, if it had one."""
+        now = time.time()
+        if status is not None and 200 <= status < 300:
+            if len(body) >= settings.ROBOTS_MAX_BYTES:
+                # Parsed up to the limit, as RFC 9309 §2.5 allows: whole lines only.
+                body = body[: body.rfind(b"\n", 0, settings.ROBOTS_MAX_BYTES) + 1]
+            text = body.decode("utf-8", errors="replace")
+            return cls(origin, PARSED, text, status, now, now + settings.ROBOTS_TTL_SECONDS)
+        if status is not None and 300 <= status < 400:
+            reason = f"robots.txt {status}: {error or 'redirect not followed'}"
+            return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, reason)
+        if status is not None and 400 <= status < 500 and status != TOO_MANY_REQUESTS:
+            return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, f"robots.txt {status}")
+        ttl = float(settings.ROBOTS_ERROR_TTL_SECONDS)
+        if status is not None and retry_after is not None:
+            ttl = min(max(retry_after, RETRY_AFTER_MIN_SECONDS), settings.ROBOTS_TTL_SECONDS)
+        if status == TOO_MANY_REQUESTS:
+            reason = f"robots.txt unavailable ({status})"
+        elif status is not None:
+            reason = f"robots.txt {status}"
+        elif error.startswith("address "):
+            reason = error  # the address guard refused the host: say so, not "unreachable"
+        else:
+            reason = f"robots.txt unreachable: {error}"
+        return cls(origin, DISALLOW_ALL, "", status, now, now + ttl, reason)
+
+    def expired(self, now: float | None = None) -> bool:
+        return (now if now is not None else time.time()) >= self.expires_at
 
 
 class Crawls(Protocol):

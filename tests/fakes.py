@@ -21,12 +21,10 @@ from typing import Any
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatch.ports import Claim
 from crawlstack.fetch.crawllog import url_ends
-from crawlstack.fetch.robots_txt import RobotsRecord
-from crawlstack.fetch.tries import UrlState
 from crawlstack.jobs import UnknownCrawl
 from crawlstack.messages import FetchTask
+from crawlstack.ports import Claim, RobotsRecord, UrlState
 from crawlstack.records.resolution import ResolvedRecord
 from crawlstack.records.storable import fit_merge, fit_record, item_size
 from crawlstack.runs.ports import Bundle, HostRun

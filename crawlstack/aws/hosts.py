@@ -6,7 +6,8 @@ from typing import Any
 
 from crawlstack.aws import clients
 from crawlstack.aws.connection import ENVIRONMENT, Connection
-from crawlstack.fetch.robots_txt import RobotsRecord, pack_body, unpack_body
+from crawlstack.fetch.robots_txt import pack_body, unpack_body
+from crawlstack.ports import RobotsRecord
 
 
 class HostStore:

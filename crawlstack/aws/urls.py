@@ -12,8 +12,7 @@ from botocore.exceptions import ClientError
 
 from crawlstack.aws import clients
 from crawlstack.aws.connection import ENVIRONMENT, Connection
-from crawlstack.dispatch.ports import Claim
-from crawlstack.fetch.tries import UrlState
+from crawlstack.ports import Claim, UrlState
 
 
 def note_url(

@@ -33,8 +33,7 @@ from collections.abc import Iterable
 
 from crawlstack.dispatch.link import Decision, Link, Prefetched
 from crawlstack.dispatch.outbox import Outbox
-from crawlstack.dispatch.ports import Claim
-from crawlstack.ports import Urls
+from crawlstack.ports import Claim, Urls
 
 # States in which a URL's page has not been extracted yet.
 UNFETCHED = frozenset({"queued", "retrying", "fetching"})

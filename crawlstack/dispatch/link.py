@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from crawlstack.config import CrawlConfig
-from crawlstack.dispatch.ports import Claim
 from crawlstack.fetch.robots_txt import RobotsPolicy
 from crawlstack.messages import FrontierMessage
+from crawlstack.ports import Claim
 from crawlstack.urls import InvalidURL, canonicalize, fingerprint, host_of, looks_canonical
 
 

@@ -6,23 +6,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-from crawlstack.fetch.robots_txt import RobotsRecord
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A dedupe claim: truthy when won; when lost, the depth and state of the item already there."""
-
-    won: bool
-    depth: int | None = None
-    state: str | None = None
-    claimed_by: str | None = None  # the SQS message id that claimed it (``Urls.seen``)
-
-    def __bool__(self) -> bool:
-        return self.won
+from crawlstack.ports import RobotsRecord
 
 
 class ScopeRecords(Protocol):

@@ -31,7 +31,8 @@ from crawlstack.extract import page_links
 from crawlstack.fetch import http
 from crawlstack.fetch.headers import normalized_content_type, parse_location
 from crawlstack.fetch.outcomes import MAX_REDIRECT_HOPS
-from crawlstack.fetch.robots_txt import RobotsPolicy, RobotsRecord, redirect_refusal
+from crawlstack.fetch.robots_txt import RobotsPolicy, redirect_refusal
+from crawlstack.ports import RobotsRecord
 from crawlstack.rules import Page, RuleSet
 from crawlstack.scope import out_of_scope
 from crawlstack.urls import InvalidURL, canonicalize, host_of, origin_of, url_port

@@ -42,10 +42,11 @@ from crawlstack.fetch.flush import Ledger
 from crawlstack.fetch.headers import parse_retry_after
 from crawlstack.fetch.outcomes import URL_STATES, Fetched, classify, guarded_fetch, pause_after
 from crawlstack.fetch.pacing import first_start, should_sleep
-from crawlstack.fetch.robots_txt import RobotsPolicy, RobotsRecord, redirect_refusal, remember
-from crawlstack.fetch.tries import UrlState, next_try
+from crawlstack.fetch.robots_txt import RobotsPolicy, redirect_refusal, remember
+from crawlstack.fetch.tries import next_try
 from crawlstack.jobs import hold_task
 from crawlstack.messages import FetchTask
+from crawlstack.ports import RobotsRecord, UrlState
 from crawlstack.records.resolution import RECORD_COMPLETE, read_complete
 from crawlstack.runs.ports import Bundle, HostRun
 from crawlstack.urls import origin_of

@@ -44,25 +44,15 @@ from __future__ import annotations
 
 import gzip
 import logging
-import time
-from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from protego import Protego
 
-from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.fetch.headers import parse_crawl_delay
+from crawlstack.ports import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsRecord
 from crawlstack.urls import InvalidURL, canonicalize, host_of, url_port
-
-ALLOW_ALL = "allow-all"
-DISALLOW_ALL = "disallow-all"
-PARSED = "parsed"
-TOO_MANY_REQUESTS = 429
-# A Retry-After on an unavailable robots.txt is waited at least this long: a
-# "0" must not make every dispatch fetch it again.
-RETRY_AFTER_MIN_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -71,52 +61,6 @@ def product_token(user_agent: str) -> str:
     """The product token robots.txt groups are matched on: letters, digits, _ and -."""
     token = user_agent.strip().split("/", 1)[0].split(" ", 1)[0]
     return "".join(ch for ch in token if ch.isalnum() or ch in "-_") or user_agent
-
-
-@dataclass(frozen=True)
-class RobotsRecord:
-    """A host's robots.txt as cached in DynamoDB: what was fetched and when."""
-
-    origin: str
-    kind: str  # ALLOW_ALL | DISALLOW_ALL | PARSED
-    body: str
-    status: int | None
-    fetched_at: float
-    expires_at: float
-    reason: str = ""
-
-    @classmethod
-    def from_fetch(
-        cls, origin: str, status: int | None, body: bytes, error: str = "", retry_after: float | None = None
-    ) -> RobotsRecord:
-        """The record of one robots.txt fetch; ``retry_after``: its Retry-After in seconds, if it had one."""
-        now = time.time()
-        if status is not None and 200 <= status < 300:
-            if len(body) >= settings.ROBOTS_MAX_BYTES:
-                # Parsed up to the limit, as RFC 9309 §2.5 allows: whole lines only.
-                body = body[: body.rfind(b"\n", 0, settings.ROBOTS_MAX_BYTES) + 1]
-            text = body.decode("utf-8", errors="replace")
-            return cls(origin, PARSED, text, status, now, now + settings.ROBOTS_TTL_SECONDS)
-        if status is not None and 300 <= status < 400:
-            reason = f"robots.txt {status}: {error or 'redirect not followed'}"
-            return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, reason)
-        if status is not None and 400 <= status < 500 and status != TOO_MANY_REQUESTS:
-            return cls(origin, ALLOW_ALL, "", status, now, now + settings.ROBOTS_TTL_SECONDS, f"robots.txt {status}")
-        ttl = float(settings.ROBOTS_ERROR_TTL_SECONDS)
-        if status is not None and retry_after is not None:
-            ttl = min(max(retry_after, RETRY_AFTER_MIN_SECONDS), settings.ROBOTS_TTL_SECONDS)
-        if status == TOO_MANY_REQUESTS:
-            reason = f"robots.txt unavailable ({status})"
-        elif status is not None:
-            reason = f"robots.txt {status}"
-        elif error.startswith("address "):
-            reason = error  # the address guard refused the host: say so, not "unreachable"
-        else:
-            reason = f"robots.txt unreachable: {error}"
-        return cls(origin, DISALLOW_ALL, "", status, now, now + ttl, reason)
-
-    def expired(self, now: float | None = None) -> bool:
-        return (now if now is not None else time.time()) >= self.expires_at
 
 
 # Room for the packed body in one DynamoDB item (400 KB), the item's other attributes besides.

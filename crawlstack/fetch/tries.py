@@ -1,22 +1,14 @@
 """A URL's tries: which one a fetch task is, against what the urls table says.
 
-Pure, and light to import: dispatch's adapters read ``UrlState`` too.
+Pure, and light to import.  ``UrlState``, what the urls table says, is the urls port's (``crawlstack.ports``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from crawlstack.messages import FetchTask
-
-
-@dataclass(frozen=True)
-class UrlState:
-    """What the urls table says of a URL before its fetch: its state, its last try, and when the next may start."""
-
-    state: str | None
-    attempt: int = 1
-    retry_at: float = 0.0
+from crawlstack.ports import UrlState
 
 
 def next_try(task: FetchTask, known: UrlState | None) -> tuple[bool, FetchTask | None]:

@@ -18,9 +18,10 @@ import pytest
 from fakes import FakeUrls
 
 from crawlstack import aws
-from crawlstack.fetch.tries import UrlState, next_try
+from crawlstack.fetch.tries import next_try
 from crawlstack.local.sqlite import SqliteUrls, StateDb
 from crawlstack.messages import FetchTask
+from crawlstack.ports import UrlState
 from crawlstack.urls import fingerprint
 
 CRAWL = "itest"

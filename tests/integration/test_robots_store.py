@@ -16,8 +16,9 @@ import pytest
 from fakes import FakeHosts
 
 from crawlstack import aws, settings
-from crawlstack.fetch.robots_txt import PARSED, RobotsPolicy, RobotsRecord
+from crawlstack.fetch.robots_txt import RobotsPolicy
 from crawlstack.local.sqlite import SqliteHosts, StateDb
+from crawlstack.ports import PARSED, RobotsRecord
 
 ORIGIN = "http://big.example"
 UA = "crawlstack/1.0"

@@ -11,9 +11,8 @@ import pytest
 from fakes import FakeUrls
 
 from crawlstack.aws.urls import UrlStore
-from crawlstack.dispatch.ports import Claim
 from crawlstack.local.sqlite import SqliteUrls, StateDb
-from crawlstack.ports import Urls
+from crawlstack.ports import Claim, Urls
 from crawlstack.records.resolution import RECORD_COMPLETE
 
 CRAWL = "c"

@@ -31,8 +31,8 @@ from crawlstack import settings
 from crawlstack.config import CrawlConfig
 from crawlstack.fetch import http
 from crawlstack.fetch.host_runner import HostRunner, RunResult
-from crawlstack.fetch.robots_txt import ALLOW_ALL, RobotsRecord
 from crawlstack.messages import FetchTask, RunMessage
+from crawlstack.ports import ALLOW_ALL, RobotsRecord
 from crawlstack.records.resolution import CompletedRecords
 from crawlstack.urls import fingerprint
 

@@ -13,9 +13,9 @@ from crawlstack.dispatch import Link, Outbox, dispatch_in_turns
 from crawlstack.dispatch import link as link_module
 from crawlstack.extract import Extractor
 from crawlstack.fetch import http
-from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.messages import FrontierMessage, frontier_messages, pack_links
+from crawlstack.ports import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.urls import canonicalize, fingerprint, looks_canonical
 

@@ -34,8 +34,8 @@ from crawlstack.dispatch import (
     Scope,
 )
 from crawlstack.fetch import http
-from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.messages import FrontierMessage
+from crawlstack.ports import RobotsRecord
 from crawlstack.records.resolution import RECORD_COMPLETE
 from crawlstack.rules import RuleSet
 from crawlstack.urls import fingerprint

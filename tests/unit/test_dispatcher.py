@@ -21,8 +21,8 @@ from crawlstack.dispatch import (
     flush_runs,
 )
 from crawlstack.fetch import http
-from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
+from crawlstack.ports import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.urls import canonicalize, fingerprint

@@ -60,10 +60,11 @@ from crawlstack.fetch.headers import (
 )
 from crawlstack.fetch.http import looks_binary
 from crawlstack.fetch.outcomes import retry_after_seconds
-from crawlstack.fetch.robots_txt import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsPolicy, RobotsRecord, redirect_refusal
+from crawlstack.fetch.robots_txt import RobotsPolicy, redirect_refusal
 from crawlstack.fetch.warc import Exchange, read_warc, write_warc
 from crawlstack.local.outputs import json_lines
 from crawlstack.messages import FrontierMessage
+from crawlstack.ports import ALLOW_ALL, DISALLOW_ALL, PARSED, RobotsRecord
 from crawlstack.records.storable import fit_record, json_safe
 from crawlstack.rules import RuleSet
 from crawlstack.rules.decoding import decode_page, text_encoding

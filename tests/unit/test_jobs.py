@@ -16,8 +16,8 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Outbox, dispatch_in_turns, flush_runs
 from crawlstack.fetch import http
 from crawlstack.fetch.host_runner import HostRunner
-from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage, frontier_messages
+from crawlstack.ports import RobotsRecord
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.runs.admission import AdmissionFailed

@@ -13,9 +13,9 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatch import Link, Outbox
 from crawlstack.extract import Extracted, Extractor
 from crawlstack.fetch import http
-from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.messages import FrontierMessage
+from crawlstack.ports import RobotsRecord
 from crawlstack.records.resolution import RECORD_COMPLETE, CompletedRecords, ResolvedRecord, found, found_fields
 from crawlstack.rules import RuleSet
 from crawlstack.rules.mapping import compile_mapping

@@ -9,18 +9,8 @@ from protego import Protego
 
 from crawlstack import settings
 from crawlstack.config import CrawlConfig
-from crawlstack.fetch.robots_txt import (
-    ALLOW_ALL,
-    DISALLOW_ALL,
-    PARSED,
-    RETRY_AFTER_MIN_SECONDS,
-    RobotsPolicy,
-    RobotsRecord,
-    pack_body,
-    product_token,
-    redirect_refusal,
-    unpack_body,
-)
+from crawlstack.fetch.robots_txt import RobotsPolicy, pack_body, product_token, redirect_refusal, unpack_body
+from crawlstack.ports import ALLOW_ALL, DISALLOW_ALL, PARSED, RETRY_AFTER_MIN_SECONDS, RobotsRecord
 
 UA = "crawlstack/0.1 (+https://example.org/bot)"
 ORIGIN = "http://example.com"

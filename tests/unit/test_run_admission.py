@@ -14,8 +14,9 @@ from crawlstack.config import CrawlConfig
 from crawlstack.dispatch.link import Decision, Link
 from crawlstack.dispatch.outbox import Outbox
 from crawlstack.dispatch.run_enqueue import RunEnqueue, flush_runs
-from crawlstack.fetch.robots_txt import RobotsPolicy, RobotsRecord
+from crawlstack.fetch.robots_txt import RobotsPolicy
 from crawlstack.messages import FetchTask, FrontierMessage, RunMessage
+from crawlstack.ports import RobotsRecord
 from crawlstack.runs.admission import AdmissionFailed, RunAdmissions, admit, has_live_run, run_expires
 from crawlstack.runs.ports import HostRun
 from crawlstack.urls import fingerprint

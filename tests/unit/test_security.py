@@ -25,10 +25,10 @@ from crawlstack.extract import Extractor, records_key
 from crawlstack.fetch.crawllog import crawl_log_objects
 from crawlstack.fetch.host_runner import HostRunner
 from crawlstack.fetch.outcomes import Fetched, failure_class, warc_key
-from crawlstack.fetch.robots_txt import RobotsRecord
 from crawlstack.fetch.warc import Exchange, write_warc
 from crawlstack.messages import FetchTask, RunMessage
 from crawlstack.observability.redact import secret_value
+from crawlstack.ports import RobotsRecord
 from crawlstack.rules import Page, RuleSet, RulesInvalid, load_rules
 from crawlstack.rules.mapping import compile_mapping
 from crawlstack.urls import fingerprint, host_of, origin_of

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from crawlstack.fetch.tries import UrlState, next_try
+from crawlstack.fetch.tries import next_try
 from crawlstack.messages import FetchTask
+from crawlstack.ports import UrlState
 
 TASK = FetchTask("http://a.example/x", "fp", "a.example", 1, "c", 0.0)
 

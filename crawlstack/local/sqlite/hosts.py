@@ -7,8 +7,9 @@ past DynamoDB's item limit.  A record past its ``expires_at`` reads as none.
 
 from __future__ import annotations
 
-from crawlstack.fetch.robots_txt import RobotsRecord, pack_body, unpack_body
+from crawlstack.fetch.robots_txt import pack_body, unpack_body
 from crawlstack.local.sqlite.db import StateDb
+from crawlstack.ports import RobotsRecord
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS robots ("

@@ -19,9 +19,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from crawlstack import settings
-from crawlstack.dispatch.ports import Claim
-from crawlstack.fetch.tries import UrlState
 from crawlstack.local.sqlite.db import StateDb
+from crawlstack.ports import Claim, UrlState
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS urls ("
