@@ -6,10 +6,10 @@ import, and local mode one per crawl for each of the functions it runs in
 one process, so each still logs and counts under its own service name
 (the ``service`` dimension the dashboard reads, infra.monitoring).
 
-* the logger's every line is redacted (crawlstack.observability.redact): crawled URLs
+* the logger's every line is redacted (crawlstack.lambdas.redact): crawled URLs
   carry tokens now and then;
 * the tracer's provider imports the X-Ray SDK at the first invocation, not at
-  cold start, and patches only ``TRACED_MODULES`` (crawlstack.observability.tracing);
+  cold start, and patches only ``TRACED_MODULES`` (crawlstack.lambdas.tracing);
 * the metrics go to ``settings.METRICS_NAMESPACE``.
 
 In Lambda, Powertools reads its own variables (``POWERTOOLS_LOG_LEVEL``,
@@ -25,8 +25,8 @@ from typing import Any, NamedTuple, TypeVar
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
 from crawlstack import settings
-from crawlstack.observability.redact import redacted_logs
-from crawlstack.observability.tracing import TRACED_MODULES, LazyXRayProvider
+from crawlstack.lambdas.redact import redacted_logs
+from crawlstack.lambdas.tracing import TRACED_MODULES, LazyXRayProvider
 
 Result = TypeVar("Result")
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HANDLERS = ("dispatch", "fetch", "extract")
 
 # Modules no handler imports at cold start.  The X-Ray SDK loads at the first
-# invocation with tracing on and never with it off (crawlstack.observability.tracing); of
+# invocation with tracing on and never with it off (crawlstack.lambdas.tracing); of
 # patch_all's libraries only botocore is patched, so requests and sqlite3 are
 # not imported for it.  lxml.html and w3lib.encoding load when a page is first
 # decoded and parsed (extract), charset-normalizer when a page's encoding is

@@ -11,8 +11,8 @@ from aws_lambda_powertools import Logger
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawlstack.observability import redact
-from crawlstack.observability.redact import (
+from crawlstack.lambdas import redact
+from crawlstack.lambdas.redact import (
     REDACTED,
     redact_text,
     redact_value,

@@ -26,8 +26,8 @@ from crawlstack.fetch.crawllog import crawl_log_objects
 from crawlstack.fetch.host_runner import HostRunner
 from crawlstack.fetch.outcomes import Fetched, failure_class, warc_key
 from crawlstack.fetch.warc import Exchange, write_warc
+from crawlstack.lambdas.redact import secret_value
 from crawlstack.messages import FetchTask, RunMessage
-from crawlstack.observability.redact import secret_value
 from crawlstack.ports import RobotsRecord
 from crawlstack.rules import Page, RuleSet, RulesInvalid, load_rules
 from crawlstack.rules.mapping import compile_mapping

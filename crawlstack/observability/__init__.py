@@ -1,1 +1,0 @@
-"""The handlers' logging: redaction of secrets, and lazy X-Ray tracing."""
