@@ -307,7 +307,7 @@ def admission_wru(cost: dict[str, Any]) -> float:
     """Write units a page the measured web spent admitting: its runs' schedules and its backlog bundles."""
     by_table = cost.get("write_units_per_page_by_table") or {}
     return float(by_table.get(settings.TABLES["hosts"].name, 0.0)) + float(
-        by_table.get(settings.TABLES["frontier"].name, 0.0)
+        by_table.get(settings.TABLES["parked"].name, 0.0)
     )
 
 

@@ -335,6 +335,14 @@ class TableSpec:
     ttl_attribute: str | None = None
     purpose: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    # The stem of the table's construct id and stack output (``<stem>Table``, ``<stem>TableName``).
+    # The parked table keeps "Frontier", its stem when first deployed: another construct id
+    # would replace the table and its data, and the output name is the CLI's to read.
+    deployed_stem: str = ""
+
+    @property
+    def stem(self) -> str:
+        return self.deployed_stem or self.key.capitalize()
 
 
 TABLES = {
@@ -348,12 +356,13 @@ TABLES = {
         ttl_attribute="expires_at",
         purpose="per-host runs and leases, page counters and the robots.txt cache",
     ),
-    "frontier": TableSpec(
-        "frontier",
+    "parked": TableSpec(
+        "parked",
         "crawlstack-parked",
         "host",
         sort_key="order",
         purpose="each host's backlog of fetch tasks, and held work",
+        deployed_stem="Frontier",
     ),
     "results": TableSpec("results", "crawlstack-results", "pk", purpose="one record per mapped page"),
     "resolved": TableSpec(
@@ -456,7 +465,7 @@ METRICS_NAMESPACE = APP_NAME
 # CloudFormation output names of the stack, read by the CLI.
 OUTPUT_QUEUE_URL = {key: f"{key.capitalize()}QueueUrl" for key in QUEUES}
 OUTPUT_DLQ_URL = {key: f"{key.capitalize()}DlqUrl" for key in QUEUES}
-OUTPUT_TABLE = {key: f"{key.capitalize()}TableName" for key in TABLES}
+OUTPUT_TABLE = {key: f"{spec.stem}TableName" for key, spec in TABLES.items()}
 OUTPUT_BUCKET = "BucketName"
 OUTPUT_DASHBOARD = "DashboardName"
 OUTPUT_ALARM_TOPIC = "AlarmTopicArn"

@@ -32,8 +32,8 @@ SENDS = {
 }
 # Tables each function reads and writes.
 TABLE_ACCESS = {
-    "dispatch": ("crawls", "urls", "hosts", "frontier"),
-    "fetch": ("crawls", "urls", "hosts", "frontier"),
+    "dispatch": ("crawls", "urls", "hosts", "parked"),
+    "fetch": ("crawls", "urls", "hosts", "parked"),
     # Merges page fields into resolved records; reads each page's depth from urls and writes a page's
     # failed extraction there (crawlstack.extract.outcomes).
     # And the watch: a checked page's items seen, the check's end (crawlstack.watch.pages).

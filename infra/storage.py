@@ -80,7 +80,7 @@ class Storage(Construct):
         for key, spec in settings.TABLES.items():
             self.tables[key] = dynamodb.Table(
                 self,
-                f"{key.capitalize()}Table",
+                f"{spec.stem}Table",
                 partition_key=dynamodb.Attribute(name=spec.partition_key, type=dynamodb.AttributeType.STRING),
                 sort_key=(
                     dynamodb.Attribute(name=spec.sort_key, type=dynamodb.AttributeType.STRING)

@@ -97,7 +97,7 @@ class StackNames:
             crawls=table["crawls"],
             urls=table["urls"],
             hosts=table["hosts"],
-            parked=table["frontier"],
+            parked=table["parked"],
             results=table["results"],
             resolved=table["resolved"],
             frontier_queue=queue["frontier"],

@@ -287,6 +287,13 @@ def test_tables_on_demand_with_pitr_and_key_schema(stack, resources):
     assert settings.TABLES["hosts"].ttl_attribute
 
 
+def test_the_parked_table_keeps_the_construct_id_and_output_it_was_deployed_with(stack, template):
+    # Named "frontier" in the code once: a new logical id would replace the table and lose its backlog.
+    assert lid(stack, stack.storage.tables["parked"]).startswith("StorageFrontierTable")
+    assert settings.OUTPUT_TABLE["parked"] == "FrontierTableName"
+    assert "FrontierTableName" in template.to_json()["Outputs"]
+
+
 def test_resolved_table(stack, resources):
     props = resources[lid(stack, stack.storage.tables["resolved"])]["Properties"]
     assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]

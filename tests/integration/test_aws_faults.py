@@ -78,7 +78,7 @@ def stack_state(upstream: str) -> str:
         f"  {i}" for i in ddb.scan(TableName=settings.TABLES["urls"].name)["Items"] if i["state"]["S"] != "fetched"
     ]
     backlog = ddb.scan(
-        TableName=settings.TABLES["frontier"].name,
+        TableName=settings.TABLES["parked"].name,
         ProjectionExpression="#h, #o, n",
         ExpressionAttributeNames={"#h": "host", "#o": "order"},
     )["Items"]

@@ -71,7 +71,7 @@ class Observed:
                     self.sent.append((now, json.loads(entry["MessageBody"]), int(entry.get("DelaySeconds", 0))))
         elif call.service == "dynamodb" and call.operation in ("BatchWriteItem", "PutItem", "DeleteItem"):
             request = json.loads(call.request)
-            table = settings.TABLES["frontier"].name
+            table = settings.TABLES["parked"].name
             if request.get("TableName") == table or table in request.get("RequestItems", {}):
                 with self.lock:
                     self.backlog_writes[call.operation] += 1

@@ -30,7 +30,7 @@ def test_crawl_stop_then_resume_sends_the_held_work_back(
     # What dispatch would have held meanwhile.
     msg = FrontierMessage(url="https://a.example/x", depth=1, crawl_id="c1")
     ddb.put_item(
-        TableName=moto_stack.table("frontier"),
+        TableName=moto_stack.table("parked"),
         Item={"host": {"S": jobs.held_host("c1")}, "order": {"S": jobs.message_key(msg)}, "body": {"S": msg.to_json()}},
     )
     code, out, err = run(capsys, moto_stack, "crawl", "resume", "c1")
@@ -38,7 +38,7 @@ def test_crawl_stop_then_resume_sends_the_held_work_back(
     assert state(moto_stack, "c1") == jobs.RUNNING
     [sent] = moto_stack.receive_all(moto_stack.queue("frontier"))
     assert json.loads(sent["Body"]) == json.loads(msg.to_json())
-    assert ddb.scan(TableName=moto_stack.table("frontier"))["Items"] == []
+    assert ddb.scan(TableName=moto_stack.table("parked"))["Items"] == []
 
 
 def test_crawl_stop_of_an_unknown_crawl_is_one_line_and_status_2(

@@ -21,7 +21,7 @@ def test_every_name_is_read_from_its_variable() -> None:
         "table-crawls",
         "table-urls",
         "table-hosts",
-        "table-frontier",
+        "table-parked",
     )
     assert (names.results, names.resolved, names.bucket) == ("table-results", "table-resolved", "pages")
     assert (names.frontier_queue, names.fetch_queue, names.extract_queue) == (
