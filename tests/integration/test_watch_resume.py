@@ -118,9 +118,10 @@ def test_a_killed_simulation_run_again_goes_on_as_the_same_simulation(
 
 
 def snapshot(out: Path) -> tuple[dict[str, bytes], list[str]]:
-    """OUT's files beside the state (not its lock, which names the last process to take it), and the state's content."""
-    kept = [p for p in sorted(out.iterdir()) if not p.name.startswith(("state.sqlite", ".crawl.lock"))]
-    files = {p.name: p.read_bytes() for p in kept}
+    """OUT's files beside the state, its folders' too (not its lock, which names the last process to take it), and
+    the state's content."""
+    kept = [p for p in sorted(out.rglob("*")) if p.is_file() and not p.name.startswith(("state.sqlite", ".crawl.lock"))]
+    files = {str(p.relative_to(out)): p.read_bytes() for p in kept}
     with sqlite3.connect(out / "state.sqlite") as db:
         return files, list(db.iterdump())
 
