@@ -7,8 +7,11 @@ conftest rule), so ``from fakes import ...`` works from any suite without touchi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
+import botocore.loaders
+import botocore.session
 import pytest
 
 from crawlstack.config.schema import INTEGER, Setting, register, unregister
@@ -36,3 +39,19 @@ def throwaway_setting() -> Iterator[Setting]:
         yield THROWAWAY
     finally:
         unregister(THROWAWAY.name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_botocore_loader() -> Iterator[None]:
+    """Every boto3 session of the run reads botocore's model files through one loader.
+
+    Each test starts a fresh emulator, and ``aws.reset_clients`` makes the adapters
+    build new clients, each on a new session whose own loader parses the same JSON
+    (endpoints, service models) again: about 0.2 s a client, most of a ``stack``
+    fixture's setup.  The files never change during a run, and one session already
+    shares its loader among all its clients, so sharing it among sessions changes
+    nothing a test sees.  Subprocesses are not affected.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
+        yield
