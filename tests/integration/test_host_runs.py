@@ -50,14 +50,20 @@ class Context:
         return max(0, int((self.deadline - time.monotonic()) * 1000))
 
 
-def enqueue(svc: Services, urls: list[str], delay: float) -> list[RunMessage]:
-    """Claim ``urls`` and admit them to their hosts' backlogs, as dispatch does; the run messages won."""
+def enqueue(svc: Services, urls: list[str], delay: float, *, claim: bool = True) -> list[RunMessage]:
+    """Claim ``urls`` and admit them to their hosts' backlogs, as dispatch does; the run messages won.
+
+    ``claim=False`` admits without the claims: a first try reads no claim and
+    writes none (``fetch.host_loop.HostLoop._read_states``, ``fetch.outcomes.logged_only``),
+    so only a test of the queue's calls may leave them out.
+    """
     svc.crawls.put(CrawlConfig(crawl_id=CRAWL, delay=delay, user_agent=UA, allow_private=("127.0.0.0/8",)))
     admissions = RunAdmissions()
     for url in urls:
         canonical = canonicalize(url)
         fp = fingerprint(canonical)
-        assert svc.urls.claim(CRAWL, fp, canonical, 1, claimer="seed")
+        if claim:
+            assert svc.urls.claim(CRAWL, fp, canonical, 1, claimer="seed")
         admissions.add(FetchTask(canonical, fp, host_of(canonical), 1, CRAWL, 0.0))
     return admit(admissions, svc.backlog, svc.runs, time.time())
 
@@ -168,7 +174,8 @@ def test_a_10000_url_backlog_costs_a_constant_number_of_queue_operations(
         """Queue calls and fetch invocations for a backlog of ``n`` URLs of one host."""
         host = f"h{n}.test"
         calls.clear()
-        messages = enqueue(svc, [f"http://{host}/p{i}" for i in range(n)], delay=0.0)
+        # Unclaimed: 11,000 conditional writes to moto took nine tenths of this test, and no fetch reads them.
+        messages = enqueue(svc, [f"http://{host}/p{i}" for i in range(n)], delay=0.0, claim=False)
         svc.send_runs(messages)
         invocations = 0
         assert isinstance(svc.fetch_queue, aws.Queue)
