@@ -8,6 +8,7 @@ conftest rule), so ``from fakes import ...`` works from any suite without touchi
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Iterator
 
 import botocore.loaders
@@ -55,3 +56,19 @@ def _one_botocore_loader() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _collected_heap_frozen() -> Iterator[None]:
+    """What the run holds before its first test (modules, the collected tests) is left out of garbage collection.
+
+    That is most of the heap, and every full collection walked all of it again:
+    the automatic ones, many in a moto test, and the ``gc.collect()`` that
+    ``rules.markup.parse_html`` runs before each page over twice the node cap
+    (cheap in a Lambda, and about 0.7 s each in this process; a hostile-body
+    test parses 22 such pages).  Objects made by the tests are collected as before.
+    """
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
