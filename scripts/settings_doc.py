@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the crawl settings' tables of docs/reference.md from the settings' declarations (crawlstack/config.py).
+"""Write the crawl settings' tables of docs/reference.md from the settings' declarations (crawlstack/config/).
 
 Each table sits between ``<!-- settings of COMMAND ... -->`` and
 ``<!-- end of settings -->``: a row per setting COMMAND takes as a flag, in

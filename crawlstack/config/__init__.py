@@ -159,7 +159,7 @@ class CrawlConfig:
     # A simulated watch's speed: simulated seconds per wall second. The host delay and
     # Crawl-delay are simulated seconds, so a host's wall gap is them over this.
     time_scale: float = setting(1.0, NUMBER, omit_default=True)
-    # The values of settings registered at run time (``crawl_settings.register``), by name.
+    # The values of settings registered at run time (``config.schema.register``), by name.
     extra: tuple[tuple[str, Any], ...] = ()
 
     @property
