@@ -46,6 +46,11 @@ def _number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+def _items(text: str) -> list[str]:
+    """The items of a comma-separated environment variable, blank ones left out."""
+    return [c for c in text.split(",") if c.strip()]
+
+
 def _all_of(kind: type) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, list | tuple) and all(type(x) is kind for x in v)
 
@@ -94,7 +99,7 @@ TEXTS = Kind(
     given=tuple,
     store=lambda v: list(v) or None,
     load=lambda v: tuple(str(x) for x in v),
-    from_text=lambda t: tuple(c for c in t.split(",") if c.strip()),
+    from_text=lambda t: tuple(_items(t)),
     to_text=",".join,
 )
 PORTS = Kind(
@@ -104,7 +109,7 @@ PORTS = Kind(
     given=lambda v: tuple(dict.fromkeys(v)),
     store=lambda v: [int(p) for p in v] or None,
     load=lambda v: tuple(int(p) for p in v),
-    from_text=lambda t: tuple(int(p) for p in t.split(",") if p.strip()),
+    from_text=lambda t: tuple(int(p) for p in _items(t)),
     to_text=lambda v: ",".join(map(str, v)),
 )
 # A chosen subset; None: all.  A list, not a set: an empty subset is a valid choice.
@@ -115,7 +120,7 @@ SUBSET = Kind(
     given=lambda v: tuple(dict.fromkeys(v)),
     store=lambda v: None if v is None else list(v),
     load=lambda v: tuple(str(x) for x in v),
-    from_text=lambda t: tuple(c for c in t.split(",") if c.strip()),
+    from_text=lambda t: tuple(_items(t)),
     to_text=",".join,
 )
 HOSTS = Kind(
@@ -123,7 +128,7 @@ HOSTS = Kind(
     _all_of(str),
     store=lambda v: set(v) or None,
     load=frozenset,
-    from_text=lambda t: frozenset(c for c in t.split(",") if c.strip()),
+    from_text=lambda t: frozenset(_items(t)),
     to_text=lambda v: ",".join(sorted(v)),
 )
 
